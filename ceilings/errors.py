@@ -1,0 +1,41 @@
+"""User-facing errors and the one place that turns them into a one-line message and an exit code."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Callable, Sequence
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class CeilingsError(Exception):
+    """An error the user can act on: the message names the file/value and the remedy, on one line."""
+
+
+class MissingDependency(CeilingsError):
+    """A tool, package, driver or GPU that is needed is not there."""
+
+
+def cli_entry(prog: str) -> Callable[[Callable[[Sequence[str] | None], int]], Callable[..., int]]:
+    """Wrap `main(argv) -> int` so that a CeilingsError is one line on stderr and exit code 2, never a traceback."""
+
+    def decorate(main: Callable[[Sequence[str] | None], int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def wrapper(argv: Sequence[str] | None = None) -> int:
+            try:
+                return main(argv)
+            except CeilingsError as exc:
+                print(f"{prog}: error: {_one_line(str(exc))}", file=sys.stderr)
+                return EXIT_USER_ERROR
+            except BrokenPipeError:  # `... | head` closed the pipe: not an error
+                return 0
+
+        return wrapper
+
+    return decorate
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
