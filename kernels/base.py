@@ -1,0 +1,189 @@
+"""The narrow interface between kernel families and the harness.
+
+A benchmark is planned (pure: sizes, grid, compile-time constants and the declared work, from a
+`DeviceLimits`), then prepared on a `Runtime` (buffers allocated, kernel compiled), then launched by the
+harness, which times, derives rates from `Plan.work` and calls `check()`. Planning needs no GPU, so
+`kernels.inspect` can compile exactly what a run would launch and prove the declared work from SASS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+Backend = Literal["cuda-c", "numba", "library"]
+Kind = Literal["bandwidth", "compute"]
+
+CUDA_DIR = Path(__file__).parent / "cuda"
+
+# Sizes for the simulator: correctness only, it runs ~0.2 ms per thread.
+SIM_MAX_THREADS = 256
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What planning needs to know about the device (pure data; see `ceilings.device.limits_of`)."""
+
+    sm_count: int
+    compute_capability: tuple[int, int]
+    l2_bytes: int
+    free_bytes: int
+    max_threads_per_sm: int = 2048
+    max_threads_per_block: int = 1024
+    shared_bytes_per_sm: int = 228 * 1024
+    simulate: bool = False
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+
+# A Hopper-class reference device: what `kernels.inspect` plans for when no GPU is asked.
+REFERENCE_LIMITS = {
+    "sm_80": DeviceLimits(sm_count=108, compute_capability=(8, 0), l2_bytes=40 * 2**20,
+                          free_bytes=70 * 2**30, shared_bytes_per_sm=164 * 1024),
+    "sm_90": DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20,
+                          free_bytes=130 * 2**30),
+}
+
+
+@dataclass(frozen=True)
+class Work:
+    """Declared work of ONE launch. FLOPs by precision (an FMA is 2, a packed half2 FMA 4; int32 MAD 2)."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    flops: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def total_flops(self) -> int:
+        return sum(self.flops.values())
+
+    def as_dict(self) -> dict:
+        return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "flops": dict(self.flops)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One concrete variant: what is launched, with which constants, doing how much work."""
+
+    grid: int
+    block: int
+    work: Work
+    params: Mapping[str, Any] = field(default_factory=dict)  # recorded in the roofs file
+    # Offline proof model (kernels.inspect): every thread runs the kernel's single innermost loop
+    # `loop_trips` times; instructions outside it run once. None: no offline proof for this plan.
+    loop_trips: int | None = None
+
+    @property
+    def threads(self) -> int:
+        return self.grid * self.block
+
+    def replace(self, **changes) -> "Plan":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """CUDA C compiled through NVRTC (CuPy RawModule at run time, `kernels.inspect` offline)."""
+
+    file: str  # under kernels/cuda/
+    name_expression: str  # kernel name, with template arguments when templated
+    options: tuple[str, ...] = ("-std=c++17",)
+
+    @property
+    def code(self) -> str:
+        return (CUDA_DIR / self.file).read_text()
+
+
+@dataclass(frozen=True)
+class NumbaSource:
+    """A Numba CUDA kernel (python function before @cuda.jit) and the signature to compile it for."""
+
+    pyfunc: Callable
+    signature: str
+
+
+@dataclass
+class Prepared:
+    """A benchmark ready on a device. `launch` enqueues one launch on the runtime's stream (asynchronous)."""
+
+    launch: Callable[[], None]
+    poison: Callable[[], None]  # fill outputs with values no correct run produces
+    check: Callable[[], str | None]  # after the timed launches: None when right, else what is wrong
+    release: Callable[[], None] = lambda: None
+
+
+@dataclass
+class Runtime:
+    """Where kernels run: a CuPy stream on a real device, or Numba's CUDA simulator."""
+
+    simulate: bool
+    cupy_stream: Any = None  # cupy.cuda.Stream; CuPy launches happen inside `with cupy_stream:`
+
+    def numba_stream(self):
+        from numba import cuda
+
+        if self.simulate or self.cupy_stream is None:
+            return cuda.default_stream()
+        return cuda.external_stream(self.cupy_stream.ptr)
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A ceiling (one plan) or a sweep (several plans, one point each), in one backend.
+
+    `plans(limits, quick)` is pure. `prepare(plan, runtime)` allocates and compiles. `source(plan)` is what
+    `kernels.inspect` compiles (CudaSource or NumbaSource; None for library calls).
+    """
+
+    name: str  # ceiling name ("dram.copy", "fp32.fma") or sweep name ("bandwidth.working_set")
+    backend: Backend
+    kind: Kind
+    kernel: str
+    description: str
+    plans: Callable[[DeviceLimits, bool], Sequence[Plan]]
+    prepare: Callable[[Plan, Runtime], Prepared]
+    source: Callable[[Plan], CudaSource | NumbaSource | None]
+    level: str | None = None  # bandwidth: dram | l2 | l1
+    precision: str | None = None  # compute: fp64 | fp32 | fp16 | bf16 | int32 | tf32 | fp8
+    pipe: Literal["memory", "cuda-core", "tensor"] = "memory"
+    peak_key: str = "dram"
+    group: str = "bandwidth"  # for --only and progress: bandwidth | compute | tensor | library | sweep
+    sweep_x: Axis | None = None  # set for sweeps: the x axis
+    sweep_x_of: Callable[[Plan], float] | None = None
+    simulable: bool = False  # runs on Numba's simulator (Numba kernels at tiny sizes)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.sweep_x is not None
+
+    @property
+    def unit(self) -> str:
+        return "B/s" if self.kind == "bandwidth" else "FLOP/s"
+
+    def rate(self, work: Work, seconds: float) -> float:
+        """The one place a rate is derived from declared work and time."""
+        amount = work.bytes if self.kind == "bandwidth" else work.total_flops
+        return amount / seconds
+
+
+def launch_dims(limits: DeviceLimits, block: int, blocks_per_sm: int | None = None) -> int:
+    """A grid that fills every SM: resident blocks per SM x SMs (capped small on the simulator)."""
+    if limits.simulate:
+        return max(1, SIM_MAX_THREADS // block)
+    per_sm = blocks_per_sm or max(1, limits.max_threads_per_sm // block)
+    return limits.sm_count * per_sm
