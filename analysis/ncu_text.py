@@ -1,0 +1,201 @@
+"""Single-pass line scanner for ncu text output (--log-file or captured stdout) and nsys text summaries.
+
+Handles the `--metrics` layout ("Section: Command line profiler metrics"), the section layouts (2020 and
+2023+ tables, with or without the Metric Name/Unit/Value header), `--print-summary per-kernel` (Average
+column), old and new kernel headings, NVTX blocks, rule text, application output and `==PROF==` lines, and
+several runs in one file (each `[PID] process@host` line starts a run). Table rows are cut at the column
+spans of their dash rows, never split on spaces. nsys `cuda_gpu_kern_sum`/`gpukernsum` tables in the same
+scan give per-kernel times.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ceilings.errors import CeilingsError
+
+from .metrics import METRIC_ALIASES, canonical_metric
+from .units import parse_value, unit_factor
+
+CLI_SECTION = "Command line profiler metrics"
+MIN_METRIC_TABLE_SPANS = 3  # name, unit, value; rule separators ("----- -----") have 2
+
+_PROCESS = re.compile(r"^\[(\d+)\] (.*)@(.*?)\s*$")
+# Anchored from the right: names contain commas, parentheses, templates and lambdas.
+_HEADING_NEW = re.compile(
+    r"^(?P<name>\S.*?)(?: \((?P<grid>\d+, \d+, \d+)\)x\((?P<block>\d+, \d+, \d+)\))?"
+    r"(?:, Context (?P<ctx>\d+), Stream (?P<stream>\d+))?, Device (?P<dev>\d+), CC (?P<cc>\d+\.\d+)"
+    r"(?:, Invocations (?P<n>\d+))?\s*$")
+_HEADING_OLD = re.compile(
+    r"^(?P<name>\S.*), (?P<when>\d{4}-\w{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}), Context (?P<ctx>\d+),"
+    r" Stream (?P<stream>\d+)\s*$")
+_SPANS = re.compile(r"-+")
+_NSYS_AVG = ("Avg (ns)", "Average (ns)", "Average", "Avg")
+
+
+@dataclass
+class Launch:
+    run: int
+    id: int
+    kernel: str
+    launches: int = 1
+    grid: str | None = None
+    block: str | None = None
+    device: str | None = None
+    cc: str | None = None
+    source: str = "ncu"
+    name_truncated: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def metric_key(section: str | None, label: str) -> str:
+    """Metric names stay as they are; section-layout labels become 'Section/Label' unless aliased."""
+    if "__" in label or label in METRIC_ALIASES or not section or section == CLI_SECTION:
+        return canonical_metric(label)
+    return f"{section}/{label}"
+
+
+def _is_dash_row(stripped: str) -> bool:
+    return stripped[:1] == "-" and not stripped.strip("- ")
+
+
+def _spans(line: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _SPANS.finditer(line)]
+
+
+def _tuple(text: str | None) -> str | None:
+    return f"({text})" if text else None
+
+
+def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
+    """Launch records of an ncu/nsys text file, and whether anything profiler-like was seen at all."""
+    launches: list[Launch] = []
+    profiler_seen = False
+    run = 0
+    launch_in_run = 0
+    current: Launch | None = None
+    section: str | None = None
+    in_table = False
+    table_start_line = 0
+    spans: list[tuple[int, int]] = []
+    value_col = 2
+    expect_header = False  # the first line after an opening dash row may be a header
+    header_sep_pending = False  # a header row is followed by its own dash row
+    nsys_cols: dict[str, tuple[int, int]] | None = None
+    nsys_header: str | None = None
+    nsys_run = -1
+
+    lines = text.split("\n")
+    for lineno, line in enumerate(lines, 1):
+        if in_table:
+            stripped = line.strip()
+            if not stripped or stripped.startswith("=="):
+                continue
+            if _is_dash_row(stripped):
+                if header_sep_pending:
+                    header_sep_pending = False
+                else:
+                    in_table = False
+                continue
+            if expect_header:
+                expect_header = False
+                if stripped.startswith("Metric Name"):
+                    names = [line[a:b].strip() for a, b in spans]
+                    value_col = names.index("Average") if "Average" in names else len(spans) - 1
+                    header_sep_pending = True
+                    continue
+            if line.startswith("    Section: ") or (line.startswith("  ") and line[2:3] != " "):
+                in_table = False  # table lost its closing dash row: fall through to structure handling
+            else:
+                u0, u1 = spans[1]
+                name = line[:u0].strip()
+                v0, v1 = spans[value_col]
+                value = parse_value(line[v0:v1] if value_col < len(spans) - 1 else line[v0:])
+                if name and value == value:  # NaN (n/a, words, lists) is simply not stored
+                    key = metric_key(section, name)
+                    if key not in current.metrics:
+                        current.metrics[key] = value * unit_factor(line[u0:u1].strip())
+                continue
+
+        if nsys_cols is not None:
+            stripped = line.strip()
+            if not stripped:
+                nsys_cols = None
+                continue
+            if _is_dash_row(stripped):
+                continue
+            launches.append(_nsys_launch(line, nsys_cols, nsys_run, len(launches), path, lineno))
+            continue
+
+        if line.startswith("    Section: "):
+            section = line[13:].strip()
+            profiler_seen = True
+            continue
+        first = line[:1]
+        if first == "[":
+            m = _PROCESS.match(line)
+            if m:
+                run += 1
+                launch_in_run = 0
+                current = None
+                profiler_seen = True
+                continue
+        if line.startswith("  ") and line[2:3] not in (" ", "") and (", Context " in line or ", CC " in line):
+            body = line[2:]
+            m = _HEADING_NEW.match(body) or _HEADING_OLD.match(body)
+            if m:
+                g = m.groupdict()
+                current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
+                                 block=_tuple(g.get("block")), device=g.get("dev"), cc=g.get("cc"),
+                                 launches=int(g["n"]) if g.get("n") else 1)
+                launches.append(current)
+                launch_in_run += 1
+                section = None
+                profiler_seen = True
+                continue
+        stripped = line.strip()
+        if current is not None and section is not None and _is_dash_row(stripped) and line.startswith("    "):
+            table_spans = _spans(line)
+            if len(table_spans) >= MIN_METRIC_TABLE_SPANS:
+                in_table, expect_header, header_sep_pending = True, True, False
+                spans, value_col, table_start_line = table_spans, 2, lineno
+            continue
+        if first == "=" and line.startswith("==PROF=="):
+            profiler_seen = True
+            continue
+        if "Total Time (ns)" in line and "Instances" in line and line.rstrip().endswith("Name"):
+            nsys_header = line
+            continue
+        if nsys_header is not None:
+            if _is_dash_row(stripped):
+                cols = _spans(line)
+                names = [nsys_header[a:b].strip() for a, b in cols]
+                nsys_cols = dict(zip(names, cols))
+                nsys_run = run
+                profiler_seen = True
+            nsys_header = None
+
+    if in_table:
+        raise CeilingsError(f"{path}:{len(lines)}: file ends inside the metrics table begun at line "
+                            f"{table_start_line} (truncated output?); profile again or fix the file")
+    return launches, profiler_seen
+
+
+def _nsys_launch(line: str, cols: dict[str, tuple[int, int]], run: int, index: int, path: str,
+                 lineno: int) -> Launch:
+    try:
+        name_start = cols["Name"][0]
+        total = parse_value(line[slice(*cols["Total Time (ns)"])])
+        count = parse_value(line[slice(*cols["Instances"])])
+    except KeyError as exc:
+        raise CeilingsError(f"{path}:{lineno}: nsys kernel summary without a {exc} column") from None
+    avg_key = next((k for k in _NSYS_AVG if k in cols), None)
+    avg = parse_value(line[slice(*cols[avg_key])]) if avg_key else total / count
+    name = line[name_start:].strip()
+    truncated = name.endswith("…") or name.endswith("...")
+    name = name.rstrip("…").rstrip(".") if truncated else name
+    if not name or count != count:
+        raise CeilingsError(f"{path}:{lineno}: unreadable row in the nsys kernel summary: {line.strip()[:80]!r}")
+    return Launch(run=-1 - run, id=index, kernel=name, launches=int(count), source="nsys",
+                  name_truncated=truncated, metrics={"gpu__time_duration.sum": avg * 1e-9})

@@ -1,0 +1,515 @@
+"""Rooflines of profiled kernels against MEASURED roofs.
+
+`python -m analysis.roofline --roofs ROOFS.json PROFILE...` reads a roofs file (from `python -m
+ceilings.measure`) and Nsight Compute output (through `analysis.ncu.kernel_table`), judges every kernel
+against the measured roofs, and writes a picture, a Markdown report and a CSV table.
+
+Computation only (DataFrames and frozen dataclasses); drawing is in `analysis.plot`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ceilings.errors import CeilingsError, cli_entry
+
+PROG = "python -m analysis.roofline"
+
+LEVELS = ("dram", "l2", "l1")
+PRECISIONS = ("fp64", "fp32", "fp16", "tensor")
+# precision of a kernel that executes no floating-point work at all (copies, memsets, gathers)
+NO_FLOPS = "none"
+# the profile's SM clock may differ from the clock the roofs were measured at by this much before we warn
+# (ncu locks clocks to base unless --clock-control none; base is often 30-40% under boost)
+CLOCK_MISMATCH_TOLERANCE = 0.05
+# a kernel this far above its roof points at wrong roofs or wrong counters, not at a fast kernel
+ABOVE_ROOF_TOLERANCE = 1.05
+SHORT_NAME_MAX = 40
+DEFAULT_TOP = 10
+# the Markdown report lists this many kernels; the CSV has them all
+REPORT_MAX_ROWS = 50
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
+                  "flops", "dram_bytes", "l2_bytes", "l1_bytes", "sm_clock_hz")
+TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precision", "level", "ai",
+                 "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s", "time_saved_s",
+                 "flops", "bytes", "ai_dram", "ai_l2", "ai_l1")
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One roof line: a bandwidth slope (B/s) or a compute flat (FLOP/s), and the ceiling that gave it."""
+
+    key: str  # "dram", "l2", "l1" or "fp64", "fp32", "fp16", "tensor"
+    value: float
+    ceiling: str  # e.g. "dram.read", "cublas.fp16", or "datasheet" for a datasheet row
+    peak_key: str | None = None  # key into datasheet peaks (Row.peaks())
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A measured intensity sweep (roofs doc `sweeps` named `intensity.*`): FLOP/B against FLOP/s."""
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The roofs a roofline is drawn against, built from a roofs document or a datasheet row."""
+
+    device: str
+    bandwidths: tuple[Roof, ...]  # in LEVELS order, measured levels only
+    flats: tuple[Roof, ...]  # in PRECISIONS order, measured precisions only
+    sm_clock_hz: float | None  # the SM clock the compute roofs hold at
+    simulated: bool = False
+    source: str | None = None  # where the numbers come from when not measured here
+    complete: bool = True
+    origin: str = ""  # the file or datasheet row they were read from
+    memory_bytes: int | None = None
+    sweeps: tuple[Sweep, ...] = ()
+    clock_scale: float = 1.0  # compute roofs were multiplied by this (--scale-clock)
+
+    @classmethod
+    def from_doc(cls, doc: Mapping, origin: str = "") -> "Roofs":
+        """Best valid ceilings of a (validated) roofs document; CeilingsError when there is no DRAM roof."""
+        from ceilings.roofs import best_ceiling
+
+        def roof(key: str, ceiling: dict | None) -> Roof | None:
+            if ceiling is None:
+                return None
+            return Roof(key, float(ceiling["value"]), ceiling["name"], ceiling.get("peak_key"))
+
+        bandwidths = [roof(lv, best_ceiling(doc, kind="bandwidth", level=lv)) for lv in LEVELS]
+        flats = [roof(p, best_ceiling(doc, kind="compute", precision=p, pipe="cuda-core"))
+                 for p in ("fp64", "fp32", "fp16")]
+        # tensor: the best tensor-pipe ceiling of any precision, cuBLAS included; its name says which
+        flats.append(roof("tensor", best_ceiling(doc, kind="compute", pipe="tensor")))
+        if bandwidths[0] is None:
+            raise CeilingsError(f"{origin or 'roofs'}: no valid DRAM bandwidth ceiling; a roofline needs one "
+                                f"(rerun `python -m ceilings.measure` with the dram group)")
+        device = doc.get("device") or {}
+        clocks = [c["clocks"].get("sm_hz_median") for c in doc["ceilings"] if isinstance(c.get("clocks"), dict)]
+        clocks = [float(c) for c in clocks if isinstance(c, (int, float)) and c > 0]
+        sm_clock = float(np.median(clocks)) if clocks else device.get("max_sm_clock_hz")
+        sweeps = tuple(Sweep(s["name"], tuple((float(x), float(y)) for x, y in s["points"]))
+                       for s in doc.get("sweeps", []) if s["name"].startswith("intensity."))
+        return cls(device=device.get("name") or "unknown GPU",
+                   bandwidths=tuple(r for r in bandwidths if r is not None),
+                   flats=tuple(r for r in flats if r is not None),
+                   sm_clock_hz=float(sm_clock) if sm_clock else None,
+                   simulated=bool(doc.get("simulated")), source=doc.get("source"),
+                   complete=bool(doc.get("complete", True)), origin=origin,
+                   memory_bytes=device.get("memory_bytes"), sweeps=sweeps)
+
+    @classmethod
+    def from_datasheet(cls, row, like: "Roofs | None" = None) -> "Roofs":
+        """Roofs from a datasheet row: DRAM slope and flats for the same peak keys as `like` (if given)."""
+        peaks = row.peaks()
+        wanted = {r.key: r.peak_key for r in like.flats} if like else {}
+        keys = {p: wanted.get(p) or ("tensor.fp16" if p == "tensor" else p) for p in PRECISIONS}
+        flats = tuple(Roof(p, float(peaks[k]), "datasheet", k) for p, k in keys.items() if peaks.get(k))
+        if not peaks.get("dram"):
+            raise CeilingsError(f"datasheet row {row.name!r} has no DRAM bandwidth")
+        return cls(device=row.name, bandwidths=(Roof("dram", float(peaks["dram"]), "datasheet", "dram"),),
+                   flats=flats, sm_clock_hz=None, source=f"datasheet figures for {row.name}",
+                   origin=f"datasheet {row.name}")
+
+    def bandwidth(self, level: str) -> Roof | None:
+        return next((r for r in self.bandwidths if r.key == level), None)
+
+    def flat(self, precision: str) -> Roof | None:
+        return next((r for r in self.flats if r.key == precision), None)
+
+    def ridge(self, precision: str, level: str = "dram") -> float | None:
+        """Arithmetic intensity (FLOP/B) where the flat meets the slope: flat / bandwidth."""
+        flat, bw = self.flat(precision), self.bandwidth(level)
+        return flat.value / bw.value if flat and bw else None
+
+    def scaled_to_clock(self, sm_clock_hz: float) -> "Roofs":
+        """Compute roofs scaled by sm_clock_hz / the roofs' clock; bandwidth roofs are left as measured."""
+        if not self.sm_clock_hz:
+            raise CeilingsError(f"{self.origin or 'roofs'}: no SM clock recorded; cannot --scale-clock")
+        factor = sm_clock_hz / self.sm_clock_hz
+        return replace(self, flats=tuple(replace(r, value=r.value * factor) for r in self.flats),
+                       sm_clock_hz=sm_clock_hz, clock_scale=self.clock_scale * factor)
+
+    @property
+    def provenance(self) -> str:
+        """Where the numbers come from, for titles and reports; never claims a measurement that isn't."""
+        if self.simulated:
+            text = "SIMULATED — not a measurement"
+        elif self.source:
+            text = f"{self.source} (not measured here)" if "not measured" not in self.source else self.source
+        else:
+            text = f"measured roofs ({Path(self.origin).name})" if self.origin else "measured roofs"
+        if not self.complete:
+            text += "; incomplete run"
+        if self.clock_scale != 1.0:
+            text += f"; compute roofs scaled ×{self.clock_scale:.3f} to the profile's SM clock"
+        return text
+
+    @property
+    def measured(self) -> bool:
+        return not self.simulated and not self.source
+
+
+def load(path: str | Path) -> Roofs:
+    """load_roofs + Roofs.from_doc."""
+    from ceilings.roofs import load_roofs
+
+    return Roofs.from_doc(load_roofs(path), origin=str(path))
+
+
+def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None) -> pd.DataFrame:
+    """The kernel table of profiler outputs (analysis.ncu.kernel_table)."""
+    from analysis.ncu import kernel_table
+
+    return kernel_table([str(p) for p in paths], nsys=None if nsys is None else str(nsys))
+
+
+def short_name(name: str) -> str:
+    """A readable kernel name: template arguments, parameter lists, return type and namespaces dropped.
+
+    `void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, ...>(int, ...)` ->
+    `vectorized_elementwise_kernel`; library kernels without a signature stay as they are (cut to
+    SHORT_NAME_MAX characters).
+    """
+    kept, depth = [], 0
+    for i, ch in enumerate(name):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth and not (ch == ">" and name[i - 1] == "-"):  # "->" closes nothing
+            depth -= 1
+        elif depth == 0:
+            kept.append(ch)
+    words = "".join(kept).split()
+    parts = [p for p in words[-1].split("::") if p] if words else []
+    short = parts[-1] if parts else name.strip()
+    return short if len(short) <= SHORT_NAME_MAX else short[: SHORT_NAME_MAX - 1] + "…"
+
+
+def _check_columns(kernels: pd.DataFrame) -> None:
+    missing = [c for c in KERNEL_COLUMNS if c not in kernels.columns]
+    if missing:
+        raise CeilingsError(f"kernel table lacks column(s) {', '.join(missing)}; build it with "
+                            f"analysis.ncu.kernel_table")
+
+
+def dominant_precision(row: Mapping) -> str | None:
+    """The precision with the most FLOPs; NO_FLOPS for a kernel with zero FLOPs; None when unknown."""
+    counts = {p: row[f"flops_{p}"] for p in PRECISIONS}
+    known = {p: v for p, v in counts.items() if not pd.isna(v)}
+    if pd.isna(row["flops"]) and not known:
+        return None
+    if (0 if pd.isna(row["flops"]) else row["flops"]) == 0 and not any(v > 0 for v in known.values()):
+        return NO_FLOPS
+    return max(known, key=known.get) if known else None
+
+
+def _intensity(flops: float, nbytes: float) -> float:
+    if pd.isna(flops) or pd.isna(nbytes):
+        return math.nan
+    if flops == 0:
+        return 0.0
+    return flops / nbytes if nbytes > 0 else math.inf
+
+
+def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
+                   precision: str | None = None) -> pd.DataFrame:
+    """Judge every kernel against the roofs; one row per kernel, sorted by time_saved_s (largest first).
+
+    level: "dram", "l2", "l1", or "all" (the slowest of the measured levels binds: hierarchical roofline).
+    precision: judge every kernel against this flat instead of its dominant precision.
+    time_at_roof_s = max(bytes / bandwidth, flops / flat) = flops / min(bandwidth x AI, flat);
+    pct_of_roof = 100 x time_at_roof_s / time_s; kernels without FLOPs have AI 0 and are memory-bound.
+    Warnings (kernels that could not be judged, kernels above their roof) are in `table.attrs["warnings"]`.
+    """
+    _check_columns(kernels)
+    if level == "all":
+        levels = [lv for lv in LEVELS if roofs.bandwidth(lv)]
+    elif level in LEVELS:
+        if not roofs.bandwidth(level):
+            raise CeilingsError(f"{roofs.origin or 'roofs'}: no valid {level} bandwidth ceiling; choose "
+                                f"--level {' or '.join(r.key for r in roofs.bandwidths)}")
+        levels = [level]
+    else:
+        raise CeilingsError(f"level {level!r} is not one of {', '.join(LEVELS)}, all")
+    if precision is not None and precision not in PRECISIONS:
+        raise CeilingsError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+
+    warnings: list[str] = []
+    total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
+    rows = []
+    for _, k in kernels.iterrows():
+        prec = dominant_precision(k)
+        if precision is not None and prec not in (NO_FLOPS, None):
+            prec = precision
+        ais = {lv: _intensity(k["flops"], k[f"{lv}_bytes"]) for lv in LEVELS}
+        row = {"kernel": k["kernel"], "short_name": short_name(str(k["kernel"])), "launches": k["launches"],
+               "time_s": k["time_s"], "share": k["time_s"] / total_time if total_time > 0 else math.nan,
+               "precision": prec, "level": math.nan, "ai": math.nan,
+               "flop_per_s": k["flops"] / k["time_s"] if k["time_s"] > 0 else math.nan,
+               "roof_flop_per_s": math.nan, "bound": math.nan, "pct_of_roof": math.nan,
+               "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
+               **{f"ai_{lv}": ais[lv] for lv in LEVELS}}
+        rows.append(row)
+        why = _judge(row, k, roofs, levels)
+        if why:
+            warnings.append(f"{row['short_name']}: not judged ({why})")
+        elif row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
+            warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
+                            f"may be low (clock, incomplete run) or the counters wrong")
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
+    table = table.reset_index(drop=True)
+    table.attrs["warnings"] = warnings
+    table.attrs["level"] = level
+    return table
+
+
+def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str]) -> str | None:
+    """Fill the roof columns of `row`; return why the kernel cannot be judged, or None."""
+    if pd.isna(k["time_s"]) or k["time_s"] <= 0:
+        return "no kernel time"
+    if row["precision"] is None or pd.isna(k["flops"]):
+        return "no FLOP counters"
+    flat = None
+    if row["precision"] != NO_FLOPS:
+        flat = roofs.flat(row["precision"])
+        if flat is None:
+            return f"the roofs have no valid {row['precision']} ceiling"
+    memory = {lv: k[f"{lv}_bytes"] / roofs.bandwidth(lv).value for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
+    if not memory:
+        return f"no {'/'.join(levels)} byte counters"
+    binding = max(memory, key=memory.get)
+    compute_time = k["flops"] / flat.value if flat else 0.0
+    at_roof = max(memory[binding], compute_time)
+    row.update(level=binding, ai=row[f"ai_{binding}"], bytes=k[f"{binding}_bytes"],
+               # ai >= ridge  <=>  flops/flat >= bytes/bw: a kernel at the ridge counts as compute-bound
+               bound="compute" if flat and compute_time >= memory[binding] else "memory",
+               time_at_roof_s=at_roof, roof_flop_per_s=k["flops"] / at_roof if at_roof > 0 else math.nan,
+               pct_of_roof=100.0 * at_roof / k["time_s"], time_saved_s=max(0.0, k["time_s"] - at_roof))
+    return None
+
+
+def totals(table: pd.DataFrame) -> dict[str, float]:
+    """Total time, total time at the roofs and the potential saving over the judged kernels."""
+    judged = table[table["time_at_roof_s"].notna()]
+    return {"kernels": len(table), "judged": len(judged),
+            "time_s": float(np.nansum(table["time_s"])),
+            "judged_time_s": float(judged["time_s"].sum()),
+            "time_at_roof_s": float(judged["time_at_roof_s"].sum()),
+            "time_saved_s": float(judged["time_saved_s"].sum())}
+
+
+def profile_sm_clock(kernels: pd.DataFrame) -> float | None:
+    """Median SM clock over the profiled kernels (None when the profile has no clock metric)."""
+    clocks = kernels["sm_clock_hz"].dropna()
+    return float(clocks.median()) if len(clocks) else None
+
+
+def clock_warning(roofs: Roofs, profile_clock_hz: float | None) -> str | None:
+    """A warning when the profile ran at a different SM clock than the roofs were measured at."""
+    if not profile_clock_hz or not roofs.sm_clock_hz:
+        return None
+    ratio = profile_clock_hz / roofs.sm_clock_hz
+    if abs(ratio - 1) <= CLOCK_MISMATCH_TOLERANCE:
+        return None
+    return (f"the profile ran at an SM clock of {profile_clock_hz / 1e9:.3f} GHz (median over kernels), the "
+            f"roofs at {roofs.sm_clock_hz / 1e9:.3f} GHz ({(ratio - 1) * 100:+.0f}%): ncu locks clocks to "
+            f"base unless `--clock-control none`; reprofile with it (python -m analysis.profile does) or pass "
+            f"--scale-clock to scale the compute roofs (bandwidth roofs are not scaled)")
+
+
+def si(value: float, unit: str, digits: int = 3) -> str:
+    """3.35e12, "B/s" -> "3.35 TB/s"."""
+    if value is None or not math.isfinite(value):
+        return f"n/a {unit}"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def seconds(value: float) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    for factor, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
+    """One line per roof, with the ceiling that gave it and the ridge against `level` (dram for 'all')."""
+    ridge_level = "dram" if level == "all" else level
+    lines = [f"{r.key}: {si(r.value, 'B/s')} ({r.ceiling})" for r in roofs.bandwidths]
+    for r in roofs.flats:
+        ridge = roofs.ridge(r.key, ridge_level)
+        lines.append(f"{r.key}: {si(r.value, 'FLOP/s')} ({r.ceiling}); ridge at {ridge:.3g} FLOP/B "
+                     f"against {ridge_level}")
+    clock = f"{roofs.sm_clock_hz / 1e9:.3f} GHz" if roofs.sm_clock_hz else "unknown"
+    lines.append(f"SM clock of the roofs: {clock}")
+    return lines
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] = (),
+                  warnings: Sequence[str] = (), datasheet: Roofs | None = None) -> str:
+    """The Markdown report: provenance, roofs, totals, kernels ranked by time saved, warnings."""
+    level = table.attrs.get("level", "dram")
+    t = totals(table)
+    out = [f"# Roofline: {roofs.device}", ""]
+    if not roofs.measured:
+        out += [f"**{roofs.provenance}.** These roofs are not measurements made on this machine.", ""]
+    out += [f"- Roofs: {roofs.provenance} ({roofs.origin})", f"- Profile: {', '.join(map(str, profiles)) or '-'}",
+            f"- Level: {level}" + (" (each kernel against its slowest measured level)" if level == "all" else ""),
+            "", "## Roofs used", ""]
+    out += [f"- {line}" for line in roofs_lines(roofs, level)]
+    if datasheet is not None:
+        out += ["", f"Datasheet ({datasheet.device}), for comparison only: "
+                + "; ".join(f"{r.key} {si(r.value, 'B/s' if r.key in LEVELS else 'FLOP/s')}"
+                            for r in (*datasheet.bandwidths, *datasheet.flats))]
+    share = t["time_saved_s"] / t["time_s"] * 100 if t["time_s"] else math.nan
+    out += ["", "## Totals", "",
+            f"- Kernels: {t['kernels']} ({t['judged']} judged against the roofs)",
+            f"- Total kernel time: {seconds(t['time_s'])}",
+            f"- Time of the judged kernels at their roofs: {seconds(t['time_at_roof_s'])} "
+            f"(measured: {seconds(t['judged_time_s'])})",
+            f"- Potential saving: {seconds(t['time_saved_s'])} ({share:.1f}% of total kernel time)", ""]
+    no_flops = table[table["precision"] == NO_FLOPS]
+    if len(no_flops):
+        out += [f"Kernels without floating-point work ({len(no_flops)}, "
+                f"{no_flops['time_s'].sum() / t['time_s'] * 100:.1f}% of time: copies, memsets, gathers) have "
+                f"arithmetic intensity 0: they are memory-bound, their time at the roof is bytes / bandwidth, "
+                f"and they are in the table but not on the log-log plot.", ""]
+    out += ["## Kernels by potential saving", "",
+            "| # | kernel | precision | bound | AI (FLOP/B) | achieved | roof | % of roof | time | at roof "
+            "| saved | share |",
+            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for i, r in enumerate(table.head(REPORT_MAX_ROWS).itertuples(), 1):
+        judged = not pd.isna(r.time_at_roof_s)
+        out.append("| " + " | ".join([
+            str(i), f"`{_md(r.short_name)}`", str(r.precision), str(r.bound) if judged else "not judged",
+            f"{r.ai:.3g}" if judged else "", si(r.flop_per_s, "FLOP/s"),
+            si(r.roof_flop_per_s, "FLOP/s") if judged and r.flops else "",
+            f"{r.pct_of_roof:.1f}%" if judged else "", seconds(r.time_s),
+            seconds(r.time_at_roof_s) if judged else "", seconds(r.time_saved_s) if judged else "",
+            f"{r.share * 100:.1f}%"]) + " |")
+    if len(table) > REPORT_MAX_ROWS:
+        out.append(f"\n{len(table) - REPORT_MAX_ROWS} more kernels are in the CSV table (--csv).")
+    out += ["", "Full names of the kernels above:", ""]
+    out += [f"{i}. `{_md(r.kernel)}`" for i, r in enumerate(table.head(REPORT_MAX_ROWS).itertuples(), 1)]
+    out += ["", "## Warnings", ""]
+    out += [f"- {_md(w)}" for w in warnings] or ["- none"]
+    return "\n".join(out) + "\n"
+
+
+def datasheet_roofs(roofs: Roofs, name: str | None = None) -> Roofs | None:
+    """The datasheet row named by `name` (a fragment), else the row matching the roofs' device, or None."""
+    from ceilings import datasheet
+
+    row = datasheet.find_datasheet(name) if name else datasheet.match_device(roofs.device, roofs.memory_bytes)
+    return Roofs.from_datasheet(row, like=roofs) if row is not None else None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Roofline of profiled kernels against the roofs measured by "
+        "`python -m ceilings.measure`: a picture, a report ranking kernels by the time they would save at "
+        "their roof, and a per-kernel table.",
+        epilog="Profiles: ncu text, CSV (details or raw page) or the kernel-table CSV of analysis.ncu; "
+        "make one with `python -m analysis.profile`. Without -o/--report/--csv the table goes to stdout.")
+    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
+    p.add_argument("--roofs", required=True, metavar="ROOFS.json", help="roofs file from ceilings.measure")
+    p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
+    p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
+    p.add_argument("--report", metavar="FILE.md", help="Markdown report")
+    p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
+                   help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
+    p.add_argument("--level", choices=(*LEVELS, "all"), default="dram",
+                   help="memory level of the arithmetic intensity; all: hierarchical roofline (default dram)")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="judge every kernel against this flat (default: each kernel's dominant precision)")
+    ds = p.add_mutually_exclusive_group()
+    ds.add_argument("--datasheet", nargs="?", const="", default="", metavar="NAME",
+                    help="draw datasheet roofs dashed: of the matching row (default) or of row NAME")
+    ds.add_argument("--no-datasheet", dest="datasheet", action="store_const", const=None,
+                    help="do not draw datasheet roofs")
+    p.add_argument("--scale-clock", action="store_true",
+                   help="scale the compute roofs to the profile's SM clock (median over kernels)")
+    p.add_argument("--sweep", action="store_true", help="overlay the measured intensity sweep(s)")
+    return p
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.output and Path(args.output).suffix.lower() not in PLOT_SUFFIXES:
+        raise CeilingsError(f"-o {args.output}: the picture must end in {', '.join(PLOT_SUFFIXES)}")
+    if args.top < 0:
+        raise CeilingsError(f"--top {args.top}: must be 0 or more")
+    roofs = load(args.roofs)
+    kernels = read_kernels(args.profiles, args.nsys)
+    if kernels.empty:
+        raise CeilingsError(f"{', '.join(args.profiles)}: no kernels found")
+    warnings: list[str] = []
+    clock = profile_sm_clock(kernels)
+    mismatch = clock_warning(roofs, clock)
+    if args.scale_clock:
+        if clock is None:
+            raise CeilingsError("--scale-clock: the profile has no SM clock (sm__cycles_elapsed.avg.per_second)")
+        roofs = roofs.scaled_to_clock(clock)
+    elif mismatch:
+        warnings.append(mismatch)
+    if roofs.simulated:
+        warnings.append("the roofs file is SIMULATED (Numba CUDA simulator): its numbers mean nothing")
+    table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
+    warnings += table.attrs["warnings"]
+    datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    _write_outputs(args, roofs, table, warnings, datasheet)
+    return 0
+
+
+def _write_outputs(args, roofs: Roofs, table: pd.DataFrame, warnings: list[str], datasheet: Roofs | None):
+    from ceilings.atomic import atomic_path, save_figure, write_text
+
+    if args.csv:
+        with atomic_path(args.csv) as tmp:
+            table.to_csv(tmp, index=False)
+        print(f"wrote {args.csv}", file=sys.stderr)
+    if args.report:
+        write_text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
+                                              datasheet=datasheet))
+        print(f"wrote {args.report}", file=sys.stderr)
+    if args.output:
+        from analysis.plot import roofline_figure
+
+        fig = roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
+                              sweep=args.sweep)
+        save_figure(fig, args.output, dpi=150, bbox_inches="tight")
+        print(f"wrote {args.output}", file=sys.stderr)
+    if not (args.csv or args.report or args.output):
+        cols = ["short_name", "precision", "bound", "ai", "pct_of_roof", "time_s", "time_at_roof_s",
+                "time_saved_s"]
+        print(table[cols].to_string(index=False))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Units and values as Nsight Compute / Nsight Systems print them, scaled to base SI units.
+
+ncu picks a unit PER ROW with powers of 1000 (`Kbyte` on one row, `Gbyte` on the next), and the unit names
+changed across versions (`nsecond` then `ns`, `cycle/second` then `hz`). Every value is multiplied by the
+factor of its own unit: bytes, seconds, hertz (cycles per second), counts. Percentages stay in percent.
+Missing values (`n/a`, `(!) nan`, `(!) n/a`, words) become NaN, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+# Time units, both the 2019-2023 spelling and the 2024+ one.
+_TIME = {
+    "psecond": 1e-12, "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+    "ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
+}
+# Decimal prefixes (auto units use powers of 1000). Lower-case k appears in "khz".
+_PREFIX = {"K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+# Base quantities that take a prefix: their factor is 1 in our base units.
+_BASES = {"byte", "B", "hz", "Hz", "cycle", "inst", "sector", "request", "warp", "block", "thread",
+          "wavefront", "transaction", "op", "flop", "register", "issue", "SM", "cluster", "bit"}
+
+
+def _single_factor(unit: str) -> float:
+    if unit in _TIME:
+        return _TIME[unit]
+    if unit in _BASES:
+        return 1.0
+    if len(unit) > 1 and unit[0] in _PREFIX and unit[1:] in _BASES:
+        return _PREFIX[unit[0]]
+    if len(unit) > 3 and unit[0] in _PREFIX and unit[1:].lower() == "hz":  # "Mhz", "GHz", "khz"
+        return _PREFIX[unit[0]]
+    return 1.0  # %, blank, unknown words: the value is kept as printed
+
+
+_FACTOR_CACHE: dict[str, float] = {}
+
+
+def unit_factor(unit: str | None) -> float:
+    """Multiplier from `unit` to base units: 'Kbyte' -> 1e3, 'usecond' -> 1e-6, 'cycle/nsecond' -> 1e9."""
+    if unit is None or (isinstance(unit, float) and math.isnan(unit)):
+        return 1.0
+    cached = _FACTOR_CACHE.get(unit)
+    if cached is not None:
+        return cached
+    u = unit.strip()
+    if "/" in u:
+        num, den = u.split("/", 1)
+        factor = _single_factor(num.strip()) / _single_factor(den.strip())
+    else:
+        factor = _single_factor(u)
+    _FACTOR_CACHE[unit] = factor
+    return factor
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def parse_value(text: str) -> float:
+    """A printed ncu value as float: thousands separators dropped; 'n/a', '(!) nan', words -> NaN.
+
+    Per-instance lists ('a; b; c', raw page) are not a single value: NaN.
+    """
+    s = text.strip().replace(",", "")
+    if _NUMBER.fullmatch(s):
+        return float(s)
+    return math.nan
+
+
+def parse_values(values: pd.Series) -> pd.Series:
+    """Vectorised parse_value for a column of strings (or already-numeric values)."""
+    if pd.api.types.is_numeric_dtype(values):
+        return values.astype("float64")
+    cleaned = values.astype("str").str.replace(",", "", regex=False)
+    numeric = pd.to_numeric(cleaned, errors="coerce").astype("float64")
+    # to_numeric reads a bare 'inf' as a number; ncu never prints one as a real value.
+    return numeric.where(np.isfinite(numeric))
+
+
+def unit_factors(units: pd.Series) -> np.ndarray:
+    """Vectorised unit_factor (units are few: computed once per distinct unit)."""
+    codes, uniques = pd.factorize(units, use_na_sentinel=True)
+    table = np.array([unit_factor(u) for u in uniques] + [1.0])  # sentinel -1 -> last entry, factor 1
+    return table[codes]

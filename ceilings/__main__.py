@@ -1,0 +1,32 @@
+"""`ceilings <command>`: the console script. `ceilings measure ...` is `python -m ceilings.measure ...`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Sequence
+
+COMMANDS = {
+    "measure": ("ceilings.measure", "run the microbenchmarks and write a roofs file"),
+    "compare": ("ceilings.compare", "compare roofs files and datasheets side by side"),
+    "inspect": ("kernels.inspect", "prove each kernel's declared work from its SASS (no GPU needed)"),
+    "ncu": ("analysis.ncu", "read Nsight Compute / Nsight Systems outputs into a kernel table"),
+    "roofline": ("analysis.roofline", "draw application kernels against the measured roofs"),
+    "profile": ("analysis.profile", "run ncu with the metrics the roofline needs"),
+    "whatif": ("analysis.whatif", "project profiled kernels onto other GPUs' roofs"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        width = max(map(len, COMMANDS))
+        print("usage: ceilings <command> [options]   (each also runs as python -m <module>)\n\ncommands:")
+        for name, (module, what) in COMMANDS.items():
+            print(f"  {name.ljust(width)}  {what}  [{module}]")
+        return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
+    return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Device discovery: what the GPU is, from the CUDA runtime (through CuPy) and NVML. Never aborts a run."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kernels.base import DeviceLimits
+
+from .errors import MissingDependency
+from .nvml import Nvml
+
+# cudaDeviceAttr values (driver_types.h). CUDA 13 dropped clockRate/memoryClockRate from cudaDeviceProp,
+# so clocks are read as attributes.
+ATTR_CLOCK_RATE_KHZ = 13
+ATTR_MEMORY_CLOCK_RATE_KHZ = 36
+ATTR_GLOBAL_MEMORY_BUS_WIDTH = 37
+
+SIMULATE_HINT = "run `python -m ceilings.measure --simulate` to exercise the pipeline on Numba's simulator"
+
+
+def require_gpu() -> int:
+    """The number of CUDA devices; MissingDependency (one line, with the remedy) when there is none."""
+    try:
+        import cupy
+    except ImportError:
+        raise MissingDependency("CuPy is not installed: pip install 'ceilings[cuda13]' (CUDA 13 driver) or "
+                                f"'ceilings[cuda12]'; or {SIMULATE_HINT}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError: no driver, insufficient driver, no device
+        raise MissingDependency(f"no usable NVIDIA GPU: the CUDA runtime says {_short(exc)}; {SIMULATE_HINT}"
+                                ) from None
+    if count == 0:
+        raise MissingDependency(f"no NVIDIA GPU found by the CUDA runtime; {SIMULATE_HINT}")
+    return count
+
+
+def probe_device(index: int) -> dict:
+    """Everything the roofs file records about device `index`; failed probes are null with the reason."""
+    import cupy
+
+    rt = cupy.cuda.runtime
+    device: dict[str, Any] = {"index": index}
+    errors: dict[str, str] = {}
+
+    def probe(name: str, fn: Callable[[], Any]) -> None:
+        try:
+            device[name] = fn()
+        except Exception as exc:  # record why, keep going
+            device[name] = None
+            errors[name] = _short(exc)
+
+    props: dict = {}
+    probe("_props", lambda: rt.getDeviceProperties(index))
+    props = device.pop("_props") or {}
+    if "_props" in errors:
+        errors["properties"] = errors.pop("_props")
+    probe("name", lambda: _text(props["name"]))
+    probe("compute_capability", lambda: f"{props['major']}.{props['minor']}")
+    probe("sm_count", lambda: int(props["multiProcessorCount"]))
+    probe("max_sm_clock_hz", lambda: rt.deviceGetAttribute(ATTR_CLOCK_RATE_KHZ, index) * 1e3)
+    probe("memory_clock_hz", lambda: rt.deviceGetAttribute(ATTR_MEMORY_CLOCK_RATE_KHZ, index) * 1e3)
+    probe("memory_bus_width_bits", lambda: int(rt.deviceGetAttribute(ATTR_GLOBAL_MEMORY_BUS_WIDTH, index)))
+    probe("memory_bytes", lambda: int(props["totalGlobalMem"]))
+    probe("l2_bytes", lambda: int(props["l2CacheSize"]))
+    probe("max_threads_per_sm", lambda: int(props["maxThreadsPerMultiProcessor"]))
+    probe("shared_bytes_per_sm", lambda: int(props["sharedMemPerMultiprocessor"]))
+    probe("driver_version", lambda: _cuda_version(rt.driverGetVersion()))
+    probe("runtime_version", lambda: _cuda_version(rt.runtimeGetVersion()))
+    probe("pci_bus_id", lambda: f"{props['pciDomainID']:04x}:{props['pciBusID']:02x}:{props['pciDeviceID']:02x}.0")
+    probe("uuid", lambda: _uuid(props["uuid"]))
+
+    nvml = Nvml(index)
+    facts, nvml_errors = nvml.facts()
+    device["nvml"] = facts
+    errors.update(nvml_errors)
+    device["probe_errors"] = errors
+    return device
+
+
+def simulated_device() -> dict:
+    """The device record of a --simulate run: honest about being a simulator."""
+    return {"index": 0, "name": "Numba CUDA simulator (not a GPU)", "compute_capability": None,
+            "sm_count": 1, "max_sm_clock_hz": None, "memory_clock_hz": None, "memory_bus_width_bits": None,
+            "memory_bytes": None, "l2_bytes": None, "driver_version": None, "runtime_version": None,
+            "uuid": None, "pci_bus_id": None, "nvml": {},
+            "probe_errors": {"all": "simulated run: no device was probed"}}
+
+
+def limits_of(device: dict, free_bytes: int, *, simulate: bool = False) -> DeviceLimits:
+    """What kernel planning needs, from a probed (or simulated) device record."""
+    if simulate:
+        return DeviceLimits(sm_count=1, compute_capability=(9, 0), l2_bytes=64 * 1024, free_bytes=free_bytes,
+                            simulate=True)
+    major, minor = (int(p) for p in (device.get("compute_capability") or "0.0").split("."))
+    return DeviceLimits(
+        sm_count=device.get("sm_count") or 1,
+        compute_capability=(major, minor),
+        l2_bytes=device.get("l2_bytes") or 0,
+        free_bytes=free_bytes,
+        max_threads_per_sm=device.get("max_threads_per_sm") or 2048,
+        shared_bytes_per_sm=device.get("shared_bytes_per_sm") or 100 * 1024,
+    )
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _uuid(raw: Any) -> str:
+    data = bytes(raw) if not isinstance(raw, str) else raw.encode("latin-1")
+    h = data[:16].hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace").rstrip("\0") if isinstance(value, bytes) else str(value)
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,93 @@
+"""Fill a roofs-file ceiling's `peaks` (datasheet, clock-derived, ratios) and note the likely cause of a gap."""
+
+from __future__ import annotations
+
+import copy
+
+from .datasheet import match_device
+from .nvml import LIMITING_REASONS
+from .peaks import clock_derived_peaks, missing_reason
+
+# A run clock this far below max boost is worth a note (NVML medians jitter by a few MHz).
+CLOCK_SHORTFALL_NOTE_FRACTION = 0.03
+# A measurement this far above the clock-derived peak at max boost cannot be right (work count or timing).
+SUSPECT_ABOVE_PEAK_FRACTION = 0.02
+# Inline ECC on GDDR stores check bits in ordinary DRAM, costing extra traffic; HBM has sideband ECC bits.
+ECC_GDDR_TYPICAL_DRAM_LOSS = 0.10
+# Data-center parts whose tensor peak needs an instruction hand-written mma.sync kernels do not use.
+ASYNC_MMA_BY_MAJOR = {"9": ("Hopper", "wgmma"), "10": ("Blackwell data-center", "tcgen05.mma")}
+
+
+def _ratio(value: float | None, peak: float | None) -> float | None:
+    return value / peak if value is not None and peak else None
+
+
+def annotate(ceiling: dict, device: dict) -> dict:
+    """A copy of `ceiling` with `peaks` filled and gap explanations appended to `notes`.
+
+    peaks: datasheet (matched by device name and memory), clock_derived_max (device max SM clock),
+    clock_derived_run (the ceiling's clocks.sm_hz_median, and clocks.mem_hz_median for dram, when known),
+    of_datasheet, of_clock_derived (vs the run figure when known, else max). A value more than
+    SUSPECT_ABOVE_PEAK_FRACTION above clock_derived_max is marked valid=False.
+    """
+    out = copy.deepcopy(ceiling)
+    notes: list[str] = out.setdefault("notes", [])
+    key = out.get("peak_key")
+    value = out.get("value")
+    clocks = out.get("clocks") or {}
+    cc = device.get("compute_capability") or ""
+
+    row = match_device(device.get("name") or "", device.get("memory_bytes"))
+    datasheet = row.peaks().get(key) if row else None
+    cd_max = clock_derived_peaks(device).get(key)
+    run_sm = clocks.get("sm_hz_median")
+    run_mem = clocks.get("mem_hz_median")
+    if key == "dram":
+        run_device = {**device, "memory_clock_hz": run_mem} if run_mem else None
+        cd_run = clock_derived_peaks(run_device).get(key) if run_device else None
+    else:
+        cd_run = clock_derived_peaks(device, run_sm).get(key) if run_sm else None
+    out["peaks"] = {
+        "datasheet": datasheet,
+        "clock_derived_max": cd_max,
+        "clock_derived_run": cd_run,
+        "of_datasheet": _ratio(value, datasheet),
+        "of_clock_derived": _ratio(value, cd_run if cd_run else cd_max),
+    }
+
+    if row is None:
+        notes.append(f"no datasheet row matches {device.get('name')!r}; compare with "
+                     f"`python -m ceilings.compare --datasheet NAME`")
+    reason = missing_reason(device, key) if cd_max is None else None
+    if reason:
+        notes.append(reason)
+
+    max_sm = device.get("max_sm_clock_hz")
+    if out.get("kind") == "compute" and run_sm and max_sm and run_sm < max_sm * (1 - CLOCK_SHORTFALL_NOTE_FRACTION):
+        notes.append(f"SM clock during the run (median {run_sm / 1e9:.2f} GHz) was "
+                     f"{(1 - run_sm / max_sm) * 100:.0f}% below max boost ({max_sm / 1e9:.2f} GHz)")
+    limiting = [r for r in clocks.get("throttle_reasons") or [] if r in LIMITING_REASONS]
+    if limiting:
+        notes.append(f"clocks were held down during the run: {', '.join(limiting)}")
+
+    if key == "dram" and (device.get("nvml") or {}).get("ecc_enabled"):
+        memory_type = row.memory_type if row else ""
+        if memory_type.upper().startswith("HBM"):
+            notes.append("ECC is on; HBM keeps ECC bits in sideband, so it should not lower DRAM bandwidth")
+        else:
+            notes.append(f"ECC is on: inline ECC on GDDR memory typically lowers DRAM bandwidth by about "
+                         f"{ECC_GDDR_TYPICAL_DRAM_LOSS * 100:.0f}%")
+
+    major = cc.split(".")[0]
+    if (out.get("pipe") == "tensor" and out.get("backend") != "library" and str(key).startswith("tensor.")
+            and major in ASYNC_MMA_BY_MAJOR):
+        arch, instruction = ASYNC_MMA_BY_MAJOR[major]
+        notes.append(f"mma.sync is not the {arch} tensor peak ({instruction} is): a hand-written mma.sync "
+                     f"kernel cannot reach it")
+
+    if value is not None and cd_max and value > cd_max * (1 + SUSPECT_ABOVE_PEAK_FRACTION):
+        out["valid"] = False
+        notes.append(f"suspect: measured {value:.4g} {out.get('unit', '')} is {(value / cd_max - 1) * 100:.0f}% "
+                     f"above the clock-derived peak {cd_max:.4g} at max boost; check the declared work "
+                     f"and the timing" + (" (or a working set that fits in L2)" if key == "dram" else ""))
+    return out

@@ -1,0 +1,146 @@
+"""The one path every measurement takes: poison, warm up, time launches, sample clocks, check, record."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+from kernels.base import Benchmark, Plan, Runtime
+
+from .nvml import ClockSampler, Nvml
+from .stats import SampleStats, summarize
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to warm up and to measure, and the bounds on repetitions (warm-up by time, as do_bench)."""
+
+    warmup_s: float
+    measure_s: float
+    min_reps: int
+    max_reps: int
+
+
+DEFAULT_BUDGET = Budget(warmup_s=0.05, measure_s=0.3, min_reps=10, max_reps=2000)
+QUICK_BUDGET = Budget(warmup_s=0.01, measure_s=0.05, min_reps=5, max_reps=200)
+# The simulator runs ~0.2 ms per thread: one launch proves correctness, timing means nothing.
+SIMULATED_BUDGET = Budget(warmup_s=0.0, measure_s=0.0, min_reps=1, max_reps=1)
+
+
+class Timer(Protocol):
+    def run(self, launch: Callable[[], None], n: int) -> list[float]:
+        """Launch n times back to back; return each launch's time in seconds."""
+
+
+class EventTimer:
+    """CUDA events on the runtime's (non-default) CuPy stream; launches are enqueued without host syncs."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def run(self, launch: Callable[[], None], n: int) -> list[float]:
+        import cupy
+
+        events = [cupy.cuda.Event() for _ in range(n + 1)]
+        with self.stream:
+            events[0].record(self.stream)
+            for i in range(n):
+                launch()
+                events[i + 1].record(self.stream)
+        events[-1].synchronize()
+        return [cupy.cuda.get_elapsed_time(events[i], events[i + 1]) / 1e3 for i in range(n)]
+
+
+class WallTimer:
+    """Host wall clock around synchronous launches: for the simulator, where timing means nothing."""
+
+    def run(self, launch: Callable[[], None], n: int) -> list[float]:
+        samples = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            launch()
+            samples.append(time.perf_counter() - t0)
+        return samples
+
+
+@dataclass(frozen=True)
+class Measurement:
+    plan: Plan
+    stats: SampleStats | None
+    clocks: dict = field(default_factory=dict)
+    problem: str | None = None  # why the result is invalid (check failed, launch failed)
+
+
+def _reps(budget_s: float, per_launch_s: float, lo: int, hi: int) -> int:
+    if per_launch_s <= 0:
+        return hi
+    return max(lo, min(hi, math.ceil(budget_s / per_launch_s)))
+
+
+def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, budget: Budget,
+                 nvml: Nvml | None = None) -> Measurement:
+    """Time one plan. A failure to prepare or launch, or a wrong output, is recorded, never raised."""
+    try:
+        prepared = bench.prepare(plan, runtime)
+    except Exception as exc:  # compile or allocation failure: this ceiling is invalid, the run goes on
+        return Measurement(plan, None, problem=f"could not prepare: {_short(exc)}")
+    try:
+        prepared.poison()
+        first = timer.run(prepared.launch, 1)[0]
+        warm = _reps(budget.warmup_s, first, 0, budget.max_reps) if budget.warmup_s > 0 else 0
+        if warm:
+            timer.run(prepared.launch, warm)
+        reps = _reps(budget.measure_s, first, budget.min_reps, budget.max_reps)
+        with ClockSampler(nvml) as sampler:
+            samples = timer.run(prepared.launch, reps)
+        problem = prepared.check()
+        if problem:
+            problem = f"output check failed: {problem}"
+        return Measurement(plan, summarize(samples), sampler.summary(), problem)
+    except Exception as exc:  # a launch error: record it, keep measuring the rest
+        return Measurement(plan, None, problem=f"launch failed: {_short(exc)}")
+    finally:
+        prepared.release()
+
+
+def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict:
+    """The roofs-file object of one measured ceiling (schema: docs/roofs-schema.md)."""
+    value = bench.rate(m.plan.work, m.stats.median_s) if m.stats and m.stats.median_s > 0 else None
+    notes = list(bench.notes)
+    if m.problem:
+        notes.insert(0, m.problem)
+    if m.stats and m.stats.noisy:
+        notes.append(f"noisy: relative IQR {m.stats.rel_iqr:.1%}; {m.stats.noise_remedy}")
+    if simulated:
+        notes.append("simulated: Numba's CUDA simulator; this number means nothing")
+    return {
+        "name": bench.name,
+        "kind": bench.kind,
+        "level": bench.level,
+        "precision": bench.precision,
+        "pipe": bench.pipe,
+        "peak_key": bench.peak_key,
+        "value": value,
+        "unit": bench.unit,
+        "backend": bench.backend,
+        "kernel": bench.kernel,
+        "work": m.plan.work.as_dict(),
+        "params": {"grid": m.plan.grid, "block": m.plan.block, **dict(m.plan.params)},
+        "stats": m.stats.as_dict() if m.stats else {},
+        "clocks": m.clocks,
+        "peaks": {},
+        "valid": m.problem is None and value is not None,
+        "notes": notes,
+    }
+
+
+def sweep_points(bench: Benchmark, measurements: Sequence[Measurement]) -> list[list[float]]:
+    """[x, rate] of every valid point of a sweep."""
+    return [[float(bench.sweep_x_of(m.plan)), bench.rate(m.plan.work, m.stats.median_s)]
+            for m in measurements if m.problem is None and m.stats and m.stats.median_s > 0]
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__

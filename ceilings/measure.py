@@ -1,0 +1,318 @@
+"""`python -m ceilings.measure`: run the microbenchmarks on a GPU and write a versioned roofs file."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .errors import CeilingsError, MissingDependency, cli_entry, EXIT_INTERRUPTED
+from .report import ceilings_table, markdown_table, sweeps_summary
+
+PROG = "ceilings.measure"
+# Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
+SIMULATED_FREE_BYTES = 64 * 2**20
+
+DESCRIPTION = """\
+Measure what this GPU really achieves: DRAM/L2/L1 bandwidth (streaming kernels and a working-set
+sweep), peak FLOP/s per precision (FMA chains), tensor-core mma.sync kernels and cuBLAS, with each
+kernel's output checked against a host reference. Writes a roofs file (docs/roofs-schema.md) for
+`python -m analysis.roofline`, and prints measured beside clock-derived and datasheet peaks.
+"""
+EPILOG = """\
+examples:
+  python -m ceilings.measure                      # all benchmarks on device 0 (about 1-2 minutes)
+  python -m ceilings.measure --quick              # short budgets, smaller sweeps (~20 s)
+  python -m ceilings.measure --only 'dram.*,fp32*' --out h200.json
+  python -m ceilings.measure --list               # what would run; needs no GPU
+  python -m ceilings.measure --simulate --quick   # no GPU: Numba simulator, numbers mean nothing
+
+exit codes: 0 done, 1 some ceiling invalid, 2 usage error / no GPU / missing package, 130 interrupted
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ceilings.measure", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--list", action="store_true", help="list the benchmarks (backend, kind, level/precision) and exit")
+    p.add_argument("--device", default="0", metavar="N|all", help="CUDA device index, or 'all' (default 0)")
+    p.add_argument("--only", metavar="PATTERN",
+                   help="comma-separated globs on ceiling name, group, backend or kernel, e.g. 'dram.*,fp32.fma'")
+    p.add_argument("--quick", action="store_true", help="short time budgets and smaller sweeps")
+    p.add_argument("--out", metavar="PATH",
+                   help="roofs file to write ('-' for stdout); default roofs-<gpu>-<yyyymmdd-hhmm>.json here")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument("--no-plots", action="store_true", help="do not draw bandwidth-sweep.png / compute-sweep.png")
+    p.add_argument("--simulate", action="store_true",
+                   help="run the Numba kernels on Numba's CUDA simulator at tiny sizes (no GPU needed; "
+                        "checks correctness, the numbers mean nothing)")
+    return p
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        return list_benchmarks(args.only)
+    if args.simulate:
+        enable_simulator()
+        indices = [0]
+    else:
+        from .device import require_gpu
+
+        count = require_gpu()
+        indices = device_indices(args.device, count)
+
+    from kernels.registry import select
+
+    benches = select(args.only, simulate=args.simulate)
+    if not benches:
+        what = f"--only {args.only!r} matches" if args.only else "there is"
+        where = " runnable on the simulator" if args.simulate else ""
+        raise CeilingsError(f"{what} no benchmark{where}; see `python -m ceilings.measure --list`")
+    started = _now()
+    stamp = started.strftime("%Y%m%d-%H%M")
+    status = 0
+    for index in indices:
+        out = output_path(args, index, len(indices) > 1, stamp)
+        if out is not None and out.exists() and not args.force:
+            raise CeilingsError(f"{out} exists; pass --force to overwrite it or choose another --out")
+        doc, interrupted = run_device(index, benches, args, argv)
+        emit(doc, out, args)
+        if interrupted:
+            print(f"{PROG}: interrupted; what was measured is saved with \"complete\": false", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if any(not c["valid"] for c in doc["ceilings"]):
+            status = 1
+    return status
+
+
+def list_benchmarks(pattern: str | None) -> int:
+    from kernels.registry import select
+
+    rows = [[b.name, b.backend, b.group, b.kind, b.level or b.precision or "-", b.kernel,
+             "yes" if b.simulable else "no", b.description] for b in select(pattern)]
+    print(markdown_table(["name", "backend", "group", "kind", "level/precision", "kernel", "simulator",
+                          "what it does"], rows))
+    return 0
+
+
+def enable_simulator() -> None:
+    """Numba reads NUMBA_ENABLE_CUDASIM when numba.cuda is first imported: set it before that."""
+    if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        raise CeilingsError("numba.cuda was imported before --simulate could enable the simulator; "
+                            "set NUMBA_ENABLE_CUDASIM=1 in the environment")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    try:
+        import numba.cuda  # noqa: F401
+    except ImportError:
+        raise MissingDependency("--simulate needs numba-cuda: pip install 'ceilings[cuda13]' "
+                                "(or pip install numba-cuda)") from None
+
+
+def device_indices(spec: str, count: int) -> list[int]:
+    if spec == "all":
+        return list(range(count))
+    if not spec.isdigit() or int(spec) >= count:
+        raise CeilingsError(f"--device {spec!r}: this machine has devices 0..{count - 1}; give an index or 'all'")
+    return [int(spec)]
+
+
+def output_path(args, index: int, several: bool, stamp: str) -> Path | None:
+    if args.out == "-":
+        return None
+    if args.out:
+        path = Path(args.out)
+        return path.with_name(f"{path.stem}-d{index}{path.suffix}") if several else path
+    return None  # named after the device once it is probed; see default_name
+
+
+def default_name(device: dict, stamp: str, simulated: bool) -> Path:
+    gpu = "simulator" if simulated else re.sub(r"[^a-z0-9]+", "-", (device.get("name") or "gpu").lower()).strip("-")
+    return Path(f"roofs-{gpu}-{stamp}.json")
+
+
+def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
+    """Measure every benchmark on one device; Ctrl-C stops early and keeps what was measured."""
+    from kernels.base import Runtime
+
+    from .device import limits_of, probe_device, simulated_device
+    from .harness import (DEFAULT_BUDGET, QUICK_BUDGET, SIMULATED_BUDGET, EventTimer, WallTimer,
+                          ceiling_record, measure_plan)
+    from .nvml import Nvml
+
+    started = _now()
+    if args.simulate:
+        device, free = simulated_device(), SIMULATED_FREE_BYTES
+        runtime, timer, budget, nvml = Runtime(simulate=True), WallTimer(), SIMULATED_BUDGET, None
+    else:
+        import cupy
+
+        cupy.cuda.Device(index).use()
+        device = probe_device(index)
+        free = cupy.cuda.runtime.memGetInfo()[0]
+        stream = cupy.cuda.Stream(non_blocking=True)
+        runtime, timer, nvml = Runtime(simulate=False, cupy_stream=stream), EventTimer(stream), Nvml(index)
+        budget = QUICK_BUDGET if args.quick else DEFAULT_BUDGET
+    limits = limits_of(device, free, simulate=args.simulate)
+    doc = {"schema_version": 1, "simulated": bool(args.simulate), "complete": False,
+           "meta": meta(argv, started), "device": device, "ceilings": [], "sweeps": []}
+
+    work = [(b, list(b.plans(limits, args.quick))) for b in benches]
+    skipped = [b for b, plans in work if not plans]
+    for b in skipped:
+        log(f"skipped {b.name} ({b.backend}): not supported on {limits.arch}")
+    work = [(b, plans) for b, plans in work if plans]
+    progress = _progress(sum(len(p) for _, p in work), f"GPU {index}" if not args.simulate else "simulator")
+    interrupted = False
+    try:
+        for bench, plans in work:
+            progress.set_description(f"{bench.name} ({bench.backend})")
+            measured = []
+            for plan in plans:
+                measured.append(measure_plan(bench, plan, runtime, timer, budget, nvml))
+                progress.update(1)
+            if bench.is_sweep:
+                doc["sweeps"].append(sweep_record(bench, measured, device))
+            else:
+                doc["ceilings"].append(annotate(ceiling_record(bench, measured[0], simulated=args.simulate),
+                                                device, args.simulate))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.close()
+    doc["complete"] = not interrupted
+    doc["meta"]["finished"] = _now().isoformat()
+    doc["meta"]["output_name"] = str(default_name(device, started.strftime("%Y%m%d-%H%M"), args.simulate))
+    return doc, interrupted
+
+
+def annotate(ceiling: dict, device: dict, simulated: bool) -> dict:
+    """Peaks, ratios and the likely reason for a gap; a DRAM figure above the theoretical peak is invalid."""
+    if simulated:
+        return ceiling
+    from .gaps import annotate as add_peaks
+    from .sweeps import plausibility_note
+
+    ceiling = add_peaks(ceiling, device)
+    note = plausibility_note(ceiling, device)
+    if note:
+        ceiling["valid"] = False
+        ceiling["notes"].insert(0, note)
+    return ceiling
+
+
+def sweep_record(bench, measured, device: dict) -> dict:
+    from .harness import sweep_points
+    from .sweeps import find_knee, find_plateaus
+
+    points = sweep_points(bench, measured)
+    x = [p[0] for p in points]
+    y = [p[1] for p in points]
+    is_bandwidth = bench.kind == "bandwidth"
+    plateaus = [p.as_dict() for p in find_plateaus(x, y, l2_bytes=device.get("l2_bytes"))] \
+        if is_bandwidth and points else []
+    knee = find_knee(x, y) if not is_bandwidth and points else None
+    failed = [m.problem for m in measured if m.problem]
+    return {
+        "name": bench.name,
+        "x": {"name": bench.sweep_x.name, "unit": bench.sweep_x.unit},
+        "y": {"name": "bandwidth" if is_bandwidth else "performance", "unit": bench.unit},
+        "points": points,
+        "plateaus": plateaus,
+        "knee": None if knee is None else {"x": knee[0], "y": knee[1]},
+        "backend": bench.backend,
+        "kernel": bench.kernel,
+        "notes": failed[:3],
+    }
+
+
+def emit(doc: dict, out: Path | None, args) -> None:
+    """Write the roofs file (atomically), the sweep figures beside it, and the table."""
+    from .roofs import dumps, save_roofs
+
+    table = ceilings_table(doc)
+    banner = ("SIMULATED: Numba's CUDA simulator ran these kernels; every number below is meaningless "
+              "(correctness only).\n") if doc["simulated"] else ""
+    summary = "\n".join(filter(None, [banner + f"{doc['device']['name']}", table, sweeps_summary(doc)]))
+    if args.out == "-":
+        sys.stdout.write(dumps(doc))
+        print(summary, file=sys.stderr)
+        return
+    path = out or _free_name(Path(doc["meta"]["output_name"]), args.force)
+    save_roofs(doc, path, force=args.force)
+    print(summary)
+    log(f"wrote {path}")
+    if doc["sweeps"] and not args.no_plots:
+        from .sweeps import save_sweep_figures
+
+        for figure in save_sweep_figures(doc, path.parent):
+            log(f"wrote {figure}")
+
+
+def _free_name(path: Path, force: bool) -> Path:
+    """The default name, made unique so that a second run in the same minute keeps the first's file."""
+    candidate, n = path, 2
+    while candidate.exists() and not force:
+        candidate, n = path.with_name(f"{path.stem}-{n}{path.suffix}"), n + 1
+    return candidate
+
+
+def meta(argv, started: dt.datetime) -> dict:
+    return {"tool": "ceilings", "version": __version__, "git_sha": _git_sha(),
+            "argv": list(sys.argv[1:] if argv is None else argv), "started": started.isoformat(),
+            "finished": None, "host": platform.node(), "python": platform.python_version()}
+
+
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class _Lines:
+    """Progress as plain lines when tqdm is absent (or stderr is not a terminal and tqdm is unwanted)."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.done, self.label, self.desc = total, 0, label, ""
+
+    def set_description(self, desc: str) -> None:
+        self.desc = desc
+
+    def update(self, n: int) -> None:
+        self.done += n
+        log(f"[{self.label} {self.done}/{self.total}] {self.desc}")
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, label: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _Lines(total, label)
+    return tqdm(total=total, desc=label, unit="run", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def log(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Tables people can paste: the measure command's summary as a Markdown table."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def format_rate(value: float | None, unit: str) -> str:
+    """4.51e12, 'B/s' -> '4.51 TB/s'; None -> '-'."""
+    if value is None:
+        return "-"
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _pct(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.0%}"
+
+
+def best_per_name(ceilings: Sequence[dict]) -> list[dict]:
+    """One ceiling per name in first-seen order: the best valid one, else the first (to show why)."""
+    order: list[str] = []
+    best: dict[str, dict] = {}
+    for c in ceilings:
+        name = c["name"]
+        if name not in best:
+            order.append(name)
+            best[name] = c
+            continue
+        current = best[name]
+        if c["valid"] and c["value"] is not None and (
+                not current["valid"] or current["value"] is None or c["value"] > current["value"]):
+            best[name] = c
+    return [best[n] for n in order]
+
+
+def numba_ratio(ceilings: Sequence[dict], name: str) -> float | None:
+    """Numba / CUDA C for a ceiling measured validly in both backends."""
+    by_backend = {c["backend"]: c["value"] for c in ceilings
+                  if c["name"] == name and c["valid"] and c["value"]}
+    if "numba" in by_backend and "cuda-c" in by_backend:
+        return by_backend["numba"] / by_backend["cuda-c"]
+    return None
+
+
+def ceilings_table(doc: dict) -> str:
+    """The summary table: best per ceiling, against clock-derived and datasheet peaks."""
+    header = ["ceiling", "measured", "by", "spread", "SM MHz", "clock-derived", "% clk", "datasheet", "% ds",
+              "numba/cuda-c", "status"]
+    rows = []
+    for c in best_per_name(doc["ceilings"]):
+        peaks = c.get("peaks") or {}
+        clock = peaks.get("clock_derived_run") or peaks.get("clock_derived_max")
+        sm = (c.get("clocks") or {}).get("sm_hz_median")
+        ratio = numba_ratio(doc["ceilings"], c["name"])
+        status = "ok" if c["valid"] else "INVALID"
+        if c["notes"]:
+            status += ": " + c["notes"][0]
+        rows.append([
+            c["name"],
+            format_rate(c["value"], c["unit"]),
+            f"{c['backend']}:{c['kernel']}",
+            "-" if not c["stats"] else f"±{c['stats']['rel_iqr'] / 2:.1%}",
+            "-" if sm is None else f"{sm / 1e6:.0f}",
+            format_rate(clock, c["unit"]),
+            _pct(peaks.get("of_clock_derived")),
+            format_rate(peaks.get("datasheet"), c["unit"]),
+            _pct(peaks.get("of_datasheet")),
+            "-" if ratio is None else f"{ratio:.2f}",
+            status,
+        ])
+    return markdown_table(header, rows)
+
+
+def sweeps_summary(doc: dict) -> str:
+    lines = []
+    for s in doc["sweeps"]:
+        parts = [f"{p['level']} {format_rate(p['value'], s['y']['unit'])}" for p in s["plateaus"]]
+        if s.get("knee"):
+            parts.append(f"knee at {s['knee']['x']:.3g} {s['x']['unit']}, {format_rate(s['knee']['y'], s['y']['unit'])}")
+        lines.append(f"{s['name']} ({s['backend']}, {len(s['points'])} points): " + ("; ".join(parts) or "no plateau found"))
+    return "\n".join(lines)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    def line(cells):
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

@@ -1,0 +1,110 @@
+"""The measurement path with a pure-Python benchmark and a mocked timer: no GPU, no Numba."""
+
+import pytest
+
+from ceilings.harness import Budget, ceiling_record, measure_plan, sweep_points
+from kernels.base import Axis, Benchmark, Plan, Prepared, Runtime, Work
+
+
+class FakeTimer:
+    """Returns scripted per-launch times and really calls launch, so the kernel's effect is observable."""
+
+    def __init__(self, per_launch_s):
+        self.per_launch_s = per_launch_s
+        self.calls = []
+
+    def run(self, launch, n):
+        self.calls.append(n)
+        for _ in range(n):
+            launch()
+        return [self.per_launch_s(i) for i in range(n)]
+
+
+def copy_benchmark(corrupt=False, fail_prepare=False, n=1000):
+    state = {}
+
+    def prepare(plan, runtime):
+        if fail_prepare:
+            raise RuntimeError("out of memory")
+        src = list(range(plan.params["n"]))
+        state["dst"] = None
+
+        def launch():
+            state["dst"] = list(src)
+            if corrupt:
+                state["dst"][7] = -1
+
+        def poison():
+            state["dst"] = [float("nan")] * plan.params["n"]
+
+        def check():
+            return None if state["dst"] == src else f"dst[7] = {state['dst'][7]}, expected 7"
+
+        return Prepared(launch=launch, poison=poison, check=check)
+
+    return Benchmark(
+        name="dram.copy", backend="numba", kind="bandwidth", kernel="copy", description="test copy",
+        plans=lambda limits, quick: [Plan(grid=4, block=256, work=Work(8 * n, 8 * n), params={"n": n})],
+        prepare=prepare, source=lambda plan: None, level="dram")
+
+
+BUDGET = Budget(warmup_s=0.01, measure_s=0.1, min_reps=5, max_reps=50)
+
+
+def test_reps_follow_the_time_budget_and_rate_comes_from_declared_work():
+    bench = copy_benchmark()
+    plan = bench.plans(None, False)[0]
+    timer = FakeTimer(lambda i: 2e-3)
+    m = measure_plan(bench, plan, Runtime(simulate=True), timer, BUDGET)
+    # one probe launch, then warm-up 0.01/0.002 = 5 launches, then 0.1/0.002 = 50 timed launches
+    assert timer.calls == [1, 5, 50]
+    assert m.problem is None and m.stats.n == 50
+    record = ceiling_record(bench, m, simulated=False)
+    assert record["value"] == pytest.approx(16000 / 2e-3)  # (8000 read + 8000 written) bytes / 2 ms
+    assert record["valid"] and record["unit"] == "B/s"
+    assert record["work"] == {"bytes_read": 8000, "bytes_written": 8000, "flops": {}}
+    assert record["params"] == {"grid": 4, "block": 256, "n": 1000}
+
+
+def test_a_wrong_output_makes_the_ceiling_invalid_visibly():
+    bench = copy_benchmark(corrupt=True)
+    m = measure_plan(bench, bench.plans(None, False)[0], Runtime(simulate=True), FakeTimer(lambda i: 1e-3), BUDGET)
+    record = ceiling_record(bench, m, simulated=False)
+    assert not record["valid"]
+    assert record["notes"][0] == "output check failed: dst[7] = -1, expected 7"
+    assert record["value"] == pytest.approx(16000 / 1e-3)  # kept for the eye, flagged invalid
+
+
+def test_prepare_failure_is_recorded_not_raised():
+    bench = copy_benchmark(fail_prepare=True)
+    m = measure_plan(bench, bench.plans(None, False)[0], Runtime(simulate=True), FakeTimer(lambda i: 1e-3), BUDGET)
+    record = ceiling_record(bench, m, simulated=False)
+    assert record["value"] is None and not record["valid"]
+    assert "could not prepare: out of memory" in record["notes"][0]
+
+
+def test_noisy_samples_are_flagged_with_a_remedy():
+    bench = copy_benchmark()
+    # alternate 1 ms and 2 ms: relative IQR far above the 5% threshold
+    m = measure_plan(bench, bench.plans(None, False)[0], Runtime(simulate=True),
+                     FakeTimer(lambda i: 1e-3 if i % 2 else 2e-3), BUDGET)
+    record = ceiling_record(bench, m, simulated=False)
+    assert record["stats"]["noisy"] and record["valid"]
+    assert any(n.startswith("noisy: relative IQR") for n in record["notes"])
+
+
+def test_simulated_records_say_so():
+    bench = copy_benchmark()
+    m = measure_plan(bench, bench.plans(None, False)[0], Runtime(simulate=True), FakeTimer(lambda i: 1e-3), BUDGET)
+    assert "means nothing" in ceiling_record(bench, m, simulated=True)["notes"][-1]
+
+
+def test_sweep_points_use_the_declared_x_and_drop_failed_points():
+    ok = copy_benchmark()
+    sweep = Benchmark(name="bandwidth.working_set", backend="numba", kind="bandwidth", kernel="copy",
+                      description="", plans=ok.plans, prepare=ok.prepare, source=ok.source, level="dram",
+                      sweep_x=Axis("working set", "B"), sweep_x_of=lambda plan: plan.params["n"] * 8)
+    plan = sweep.plans(None, False)[0]
+    good = measure_plan(sweep, plan, Runtime(simulate=True), FakeTimer(lambda i: 4e-3), BUDGET)
+    bad = measure_plan(copy_benchmark(corrupt=True), plan, Runtime(simulate=True), FakeTimer(lambda i: 4e-3), BUDGET)
+    assert sweep_points(sweep, [good, bad]) == [[8000.0, pytest.approx(16000 / 4e-3)]]
