@@ -9,12 +9,6 @@ from kernels.base import DeviceLimits
 from .errors import MissingDependency
 from .nvml import Nvml
 
-# cudaDeviceAttr values (driver_types.h). CUDA 13 dropped clockRate/memoryClockRate from cudaDeviceProp,
-# so clocks are read as attributes.
-ATTR_CLOCK_RATE_KHZ = 13
-ATTR_MEMORY_CLOCK_RATE_KHZ = 36
-ATTR_GLOBAL_MEMORY_BUS_WIDTH = 37
-
 SIMULATE_HINT = "run `python -m ceilings.measure --simulate` to exercise the pipeline on Numba's simulator"
 
 
@@ -58,9 +52,11 @@ def probe_device(index: int) -> dict:
     probe("name", lambda: _text(props["name"]))
     probe("compute_capability", lambda: f"{props['major']}.{props['minor']}")
     probe("sm_count", lambda: int(props["multiProcessorCount"]))
-    probe("max_sm_clock_hz", lambda: rt.deviceGetAttribute(ATTR_CLOCK_RATE_KHZ, index) * 1e3)
-    probe("memory_clock_hz", lambda: rt.deviceGetAttribute(ATTR_MEMORY_CLOCK_RATE_KHZ, index) * 1e3)
-    probe("memory_bus_width_bits", lambda: int(rt.deviceGetAttribute(ATTR_GLOBAL_MEMORY_BUS_WIDTH, index)))
+    # CUDA 13 dropped clockRate/memoryClockRate from cudaDeviceProp: read them as attributes (kHz).
+    probe("max_sm_clock_hz", lambda: rt.deviceGetAttribute(rt.cudaDevAttrClockRate, index) * 1e3)
+    probe("memory_clock_hz", lambda: rt.deviceGetAttribute(rt.cudaDevAttrMemoryClockRate, index) * 1e3)
+    probe("memory_bus_width_bits", lambda: int(rt.deviceGetAttribute(rt.cudaDevAttrGlobalMemoryBusWidth, index)))
+    probe("ecc_enabled", lambda: bool(rt.deviceGetAttribute(rt.cudaDevAttrEccEnabled, index)))
     probe("memory_bytes", lambda: int(props["totalGlobalMem"]))
     probe("l2_bytes", lambda: int(props["l2CacheSize"]))
     probe("max_threads_per_sm", lambda: int(props["maxThreadsPerMultiProcessor"]))

@@ -1,0 +1,158 @@
+"""Compare roofs files side by side (and against datasheets): a table on stdout and a grouped bar chart.
+
+    python -m ceilings.compare A.json [B.json ...] [--datasheet NAME ...] [-o compare.png] [--csv OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from . import atomic
+from .datasheet import Row, find_datasheet
+from .errors import CeilingsError, cli_entry
+
+PROG = "python -m ceilings.compare"
+SIMULATED_MARK = " (SIMULATED)"
+DATASHEET_PREFIX = "datasheet "
+# Display scale per unit: bandwidth in GB/s, compute in TFLOP/s.
+DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s")}
+PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
+
+
+def _best_valid(doc: dict) -> dict[str, dict]:
+    """name -> the valid ceiling with the highest value (several may share a name: other params)."""
+    best: dict[str, dict] = {}
+    for c in doc["ceilings"]:
+        if not c.get("valid") or c.get("value") is None:
+            continue
+        if c["name"] not in best or c["value"] > best[c["name"]]["value"]:
+            best[c["name"]] = c
+    return best
+
+
+def run_label(doc: dict, stem: str) -> str:
+    name = (doc.get("device") or {}).get("name") or "unknown device"
+    return f"{name} [{stem}]" + (SIMULATED_MARK if doc.get("simulated") else "")
+
+
+def compare_table(docs: Mapping[str, dict], datasheets: Sequence[Row] = ()) -> pd.DataFrame:
+    """One row per ceiling name; for each labelled doc its best valid value, its ratio to the first doc,
+    and one column per datasheet (Row.peaks() via the ceiling's peak_key). Values in base units."""
+    if not docs:
+        raise CeilingsError("nothing to compare: give at least one roofs file")
+    labels = list(docs)
+    best = {label: _best_valid(doc) for label, doc in docs.items()}
+    meta: dict[str, dict] = {}
+    for label in labels:  # every ceiling name, in order of first appearance, even if never valid
+        for c in docs[label]["ceilings"]:
+            meta.setdefault(c["name"], {"unit": c["unit"], "peak_key": c["peak_key"]})
+    records = []
+    for name, info in meta.items():
+        record = {"ceiling": name, **info}
+        for label in labels:
+            c = best[label].get(name)
+            record[label] = float(c["value"]) if c else math.nan
+        first = record[labels[0]]
+        for label in labels[1:]:
+            record[f"{label} / first"] = record[label] / first if first else math.nan
+        for row in datasheets:
+            record[DATASHEET_PREFIX + row.display_name] = row.peaks().get(info["peak_key"], math.nan)
+        records.append(record)
+    columns = ["ceiling", "unit", "peak_key", *labels, *(f"{lb} / first" for lb in labels[1:]),
+               *(DATASHEET_PREFIX + r.display_name for r in datasheets)]
+    return pd.DataFrame.from_records(records, columns=columns).set_index("ceiling")
+
+
+def value_columns(table: pd.DataFrame) -> list[str]:
+    """The measured and datasheet columns (not the ratios), in table order."""
+    return [c for c in table.columns if c not in ("unit", "peak_key") and not c.endswith(" / first")]
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """Human-readable text: a legend naming each column [n], then values in GB/s or TFLOP/s, ratios to [1]
+    as 0.93x, missing as '-'."""
+    ids = {col: f"[{i}]" for i, col in enumerate(value_columns(table), start=1)}
+    first = value_columns(table)[0]
+    shown = pd.DataFrame(index=table.index)
+    shown["unit"] = [DISPLAY[u][1] for u in table["unit"]]
+    for col in table.columns[2:]:
+        if col.endswith(" / first"):
+            head = f"{ids[col.removesuffix(' / first')]}/{ids[first]}"
+            shown[head] = [f"{v:.2f}x" if not math.isnan(v) else "-" for v in table[col]]
+        else:
+            shown[ids[col]] = [f"{v / DISPLAY[u][0]:.4g}" if not math.isnan(v) else "-"
+                               for v, u in zip(table[col], table["unit"])]
+    legend = "\n".join(f"{ids[col]} {col}" for col in ids)
+    return f"{legend}\n{shown.to_string()}"
+
+
+def plot_compare(table: pd.DataFrame, ax, unit: str) -> None:
+    """Grouped bars on `ax` for the ceilings in `unit`: one bar group per ceiling, one bar per value column
+    (runs, then datasheets), log y axis in GB/s or TFLOP/s. Missing values are NaN-height bars."""
+    rows = table[table["unit"] == unit]
+    scale, label = DISPLAY[unit]
+    columns = value_columns(table)
+    width = 0.8 / max(len(columns), 1)
+    x = range(len(rows))
+    for i, col in enumerate(columns):
+        ax.bar([xi + (i - (len(columns) - 1) / 2) * width for xi in x], rows[col] / scale, width,
+               label=col, hatch="//" if col.startswith(DATASHEET_PREFIX) else None)
+    ax.set_xticks(list(x), list(rows.index), rotation=30, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel(label)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Print measured ceilings of one or more roofs files side by side (best valid value per "
+                    "ceiling name per file, ratios to the first file), optionally with datasheet columns, "
+                    "and draw a grouped bar chart (bandwidth and compute panels, log axes).")
+    p.add_argument("roofs", nargs="+", help="roofs JSON files written by `python -m ceilings.measure`")
+    p.add_argument("--datasheet", action="append", default=[], metavar="NAME",
+                   help="add a datasheet column, e.g. 'H100 SXM' or 'A100 80GB SXM' (repeatable)")
+    p.add_argument("-o", "--output", default="compare.png", help="chart file (default: compare.png)")
+    p.add_argument("--csv", metavar="OUT", help="also write the table (base units) as CSV")
+    return p.parse_args(argv)
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    from .roofs import load_roofs
+
+    docs: dict[str, dict] = {}
+    for path in map(Path, args.roofs):
+        doc = load_roofs(path)
+        label = run_label(doc, path.stem)
+        if label in docs:
+            raise CeilingsError(f"{path}: given twice (or two files share name and device); rename one")
+        docs[label] = doc
+    rows = [find_datasheet(name) for name in args.datasheet]
+    table = compare_table(docs, rows)
+    if any(doc.get("simulated") for doc in docs.values()):
+        print("# SIMULATED columns ran on Numba's CUDA simulator: their numbers are meaningless",
+              file=sys.stderr)
+    print(format_table(table))
+    if args.csv:
+        atomic.write_text(args.csv, table.to_csv())
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 7), layout="constrained")
+    for ax, (unit, title) in zip(fig.subplots(1, 2), PANELS):
+        plot_compare(table, ax, unit)
+        ax.set_title(title)
+    atomic.save_figure(fig, args.output, dpi=120)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
