@@ -15,7 +15,7 @@ from typing import Sequence
 
 from . import __version__
 from .errors import CeilingsError, MissingDependency, cli_entry, EXIT_INTERRUPTED
-from .report import ceilings_table, markdown_table, sweeps_summary
+from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 
 PROG = "ceilings.measure"
 # Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
@@ -242,7 +242,7 @@ def emit(doc: dict, out: Path | None, args) -> None:
     table = ceilings_table(doc)
     banner = ("SIMULATED: Numba's CUDA simulator ran these kernels; every number below is meaningless "
               "(correctness only).\n") if doc["simulated"] else ""
-    summary = "\n".join(filter(None, [banner + f"{doc['device']['name']}", table, sweeps_summary(doc)]))
+    summary = "\n".join(filter(None, [banner + f"{doc['device']['name']}", table, roofs_summary(doc), sweeps_summary(doc)]))
     if args.out == "-":
         sys.stdout.write(dumps(doc))
         print(summary, file=sys.stderr)

@@ -76,6 +76,25 @@ def ceilings_table(doc: dict) -> str:
     return markdown_table(header, rows)
 
 
+def roofs_summary(doc: dict) -> str:
+    """The roofs a roofline will use: the best valid ceiling per level and per precision, and who gave it."""
+    from .roofs import best_ceiling
+
+    lines = []
+    for level in ("dram", "l2", "l1"):
+        c = best_ceiling(doc, kind="bandwidth", level=level)
+        if c:
+            lines.append(f"{level.upper()} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
+                         f"({c['backend']}:{c['kernel']})")
+    precisions = dict.fromkeys(c["precision"] for c in doc["ceilings"] if c["kind"] == "compute")
+    for precision in precisions:
+        c = best_ceiling(doc, kind="compute", precision=precision)
+        if c:
+            lines.append(f"{precision} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
+                         f"({c['backend']}:{c['kernel']})")
+    return "\n".join(lines)
+
+
 def sweeps_summary(doc: dict) -> str:
     lines = []
     for s in doc["sweeps"]:

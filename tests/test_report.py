@@ -1,0 +1,37 @@
+from ceilings.report import best_per_name, ceilings_table, format_rate, numba_ratio, roofs_summary
+from tests.test_roofs import ceiling, doc
+
+
+def test_format_rate_scales_by_powers_of_1000():
+    assert format_rate(4.51e12, "B/s") == "4.51 TB/s"
+    assert format_rate(6.69e13, "FLOP/s") == "66.9 TFLOP/s"
+    assert format_rate(9.9e14, "FLOP/s") == "990 TFLOP/s"
+    assert format_rate(None, "B/s") == "-"
+
+
+def test_best_per_name_and_numba_ratio():
+    cs = [ceiling(value=4.0e12), ceiling(value=3.0e12, backend="numba"), ceiling("dram.read", None, valid=False)]
+    best = best_per_name(cs)
+    assert [(c["name"], c["value"]) for c in best] == [("dram.copy", 4.0e12), ("dram.read", None)]
+    assert numba_ratio(cs, "dram.copy") == 0.75  # 3.0 / 4.0
+    assert numba_ratio(cs, "dram.read") is None
+
+
+def test_table_shows_peaks_ratios_and_invalid_reasons():
+    good = ceiling(value=4.3e12, peaks={"datasheet": 4.8e12, "of_datasheet": 4.3 / 4.8,
+                                        "clock_derived_max": 4.9e12, "of_clock_derived": 4.3 / 4.9},
+                   clocks={"sm_hz_median": 1.98e9}, stats={"rel_iqr": 0.01})
+    bad = ceiling("dram.read", 9e12, valid=False, notes=["above the theoretical DRAM peak: the set fit in a cache"])
+    text = ceilings_table(doc(ceilings=[good, bad]))
+    lines = text.splitlines()
+    assert lines[0].startswith("| ceiling") and set(lines[1]) <= {"|", "-"}
+    copy_row = next(line for line in lines if line.startswith("| dram.copy"))
+    for cell in ("4.3 TB/s", "4.8 TB/s", "90%", "88%", "1980", "±0.5%", "| ok"):
+        assert cell in copy_row
+    read_row = next(line for line in lines if line.startswith("| dram.read"))
+    assert "INVALID: above the theoretical DRAM peak" in read_row
+
+
+def test_roofs_summary_names_the_kernel_that_gave_each_roof():
+    d = doc(ceilings=[ceiling("dram.read", 4.5e12), ceiling("dram.copy", 4.3e12)])
+    assert roofs_summary(d) == "DRAM roof: 4.5 TB/s from dram.read (cuda-c:copy)"
