@@ -146,7 +146,7 @@ def _parse(path: Path) -> tuple[Row, ...]:
     return tuple(rows)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_cached(path: Path) -> tuple[Row, ...]:
     return _parse(path)
 

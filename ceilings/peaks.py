@@ -14,9 +14,9 @@ docs/datasheets.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 DDR_FACTOR = 2  # transfers per reported memory clock (see module docstring)
 

@@ -1,0 +1,96 @@
+"""ceilings.compare on hand-made roofs files (tests/data/roofs, values read off the JSON by hand)."""
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pytest
+from matplotlib.figure import Figure
+
+from ceilings.compare import compare_table, format_table, main, plot_compare, value_columns
+from ceilings.datasheet import find_datasheet
+
+ROOFS = Path(__file__).parent / "data" / "roofs"
+H100, A100, SIM = "H100 run", "A100 run", "sim run"
+
+
+def _docs():
+    return {label: json.loads((ROOFS / name).read_text())
+            for label, name in ((H100, "h100.json"), (A100, "a100.json"), (SIM, "simulated.json"))}
+
+
+def test_table_best_valid_value_ratios_and_datasheet():
+    t = compare_table(_docs(), [find_datasheet("H100 SXM")])
+    assert list(t.index) == ["dram.read", "dram.copy", "fp32.fma", "tensor.fp16", "cublas.fp16"]
+    assert t.loc["fp32.fma", H100] == 6.0e13  # best of 5.0e13 and 6.0e13
+    assert math.isnan(t.loc["tensor.fp16", H100])  # only an invalid measurement
+    assert math.isnan(t.loc["dram.copy", A100])  # not measured there
+    assert t.loc["dram.read", f"{A100} / first"] == pytest.approx(1.5e12 / 3.0e12)
+    assert t.loc["cublas.fp16", f"{A100} / first"] == pytest.approx(2.8e14 / 7.0e14)
+    ds = "datasheet NVIDIA H100 SXM5 80GB"
+    assert t.loc["dram.read", ds] == pytest.approx(3350e9)
+    assert t.loc["cublas.fp16", ds] == pytest.approx(989.4e12)  # via peak_key tensor.fp16
+    assert t.loc["fp32.fma", "unit"] == "FLOP/s" and t.loc["dram.read", "peak_key"] == "dram"
+    assert value_columns(t) == [H100, A100, SIM, ds]
+
+
+def test_text_marks_simulated_and_scales_units():
+    docs = _docs()
+    text = format_table(compare_table({f"{k} (SIMULATED)" if k == SIM else k: v for k, v in docs.items()}))
+    assert "[3] sim run (SIMULATED)" in text
+    fp32_line = next(line for line in text.splitlines() if line.startswith("fp32.fma"))
+    assert fp32_line.split()[1:5] == ["TFLOP/s", "60", "19", "2e-06"]
+    dram_line = next(line for line in text.splitlines() if line.startswith("dram.read"))
+    assert dram_line.split()[1:4] == ["GB/s", "3000", "1500"]
+    assert "0.50x" in dram_line
+
+
+def test_chart_has_one_bar_per_series_and_ceiling():
+    t = compare_table(_docs(), [find_datasheet("H100 SXM")])
+    ax = Figure().subplots()
+    plot_compare(t, ax, "FLOP/s")
+    assert len(ax.containers) == 4  # three runs + one datasheet
+    assert [len(c.patches) for c in ax.containers] == [3, 3, 3, 3]  # fp32.fma, tensor.fp16, cublas.fp16
+    h100_bars = [p.get_height() for p in ax.containers[0].patches]
+    assert h100_bars[0] == pytest.approx(60) and math.isnan(h100_bars[1]) and h100_bars[2] == pytest.approx(700)
+    assert [p.get_height() for p in ax.containers[3].patches] == pytest.approx([66.9, 989.4, 989.4])
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "TFLOP/s"
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["fp32.fma", "tensor.fp16", "cublas.fp16"]
+    bw = Figure().subplots()
+    plot_compare(t, bw, "B/s")
+    assert bw.containers[1].patches[0].get_height() == pytest.approx(1500)  # A100 dram.read in GB/s
+
+
+def test_cli_writes_table_csv_and_chart(tmp_path, capsys):
+    png, csv = tmp_path / "c.png", tmp_path / "c.csv"
+    rc = main([str(ROOFS / "h100.json"), str(ROOFS / "simulated.json"), "--datasheet", "A100 80GB SXM",
+               "-o", str(png), "--csv", str(csv)])
+    out = capsys.readouterr()
+    assert rc == 0
+    assert "Numba CUDA simulator (not a GPU) [simulated] (SIMULATED)" in out.out
+    assert "datasheet NVIDIA A100 SXM4 80GB" in out.out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "cublas.fp16" in csv.read_text()
+
+
+def test_cli_missing_file_exit_2_one_line(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.json"), "-o", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope.json" in err
+
+
+def test_cli_bad_json_exit_2_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main([str(bad), "-o", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.json:1: not valid JSON" in err
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_cli_ambiguous_datasheet_exit_2(tmp_path, capsys):
+    assert main([str(ROOFS / "h100.json"), "--datasheet", "A100", "-o", str(tmp_path / "c.png")]) == 2
+    assert "ambiguous" in capsys.readouterr().err

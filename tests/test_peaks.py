@@ -1,0 +1,174 @@
+"""Clock-derived peaks against hand arithmetic."""
+
+import pytest
+
+from ceilings.gaps import annotate
+from ceilings.peaks import ARCHITECTURES, clock_derived_peaks, dram_peak, missing_reason
+
+H100_SXM = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132,
+            "max_sm_clock_hz": 1.98e9, "memory_clock_hz": 2.619e9, "memory_bus_width_bits": 5120}
+
+
+def test_h100_sxm_at_max_boost():
+    p = clock_derived_peaks(H100_SXM)
+    assert p["fp32"] == pytest.approx(132 * 128 * 2 * 1.98e9)  # 66.9 TFLOP/s
+    assert p["fp32"] == pytest.approx(66.9e12, rel=1e-3)
+    assert p["fp64"] == pytest.approx(132 * 64 * 2 * 1.98e9)  # 33.5
+    assert p["fp16"] == pytest.approx(132 * 512 * 1.98e9)  # 133.8
+    assert p["tensor.fp64"] == pytest.approx(132 * 256 * 1.98e9)  # 66.9
+    assert p["tensor.fp16"] == pytest.approx(132 * 4096 * 1.98e9)  # 1070.5 (datasheet 989.4 is at 1.83 GHz)
+    assert p["tensor.fp8"] == pytest.approx(132 * 8192 * 1.98e9)
+    assert p["int32"] == pytest.approx(132 * 64 * 2 * 1.98e9)
+    assert p["dram"] == pytest.approx(2 * 2.619e9 * 5120 / 8)  # 3352 GB/s
+    assert p["dram"] == pytest.approx(3352e9, rel=1e-3)
+
+
+def test_run_clock_scales_compute_not_dram():
+    p = clock_derived_peaks(H100_SXM, sm_clock_hz=1.755e9)
+    assert p["fp32"] == pytest.approx(132 * 256 * 1.755e9)
+    assert p["dram"] == pytest.approx(2 * 2.619e9 * 5120 / 8)
+
+
+def test_a100_matches_whitepaper_arithmetic():
+    a100 = {"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0", "sm_count": 108,
+            "max_sm_clock_hz": 1.41e9, "memory_clock_hz": 1.215e9, "memory_bus_width_bits": 5120}
+    p = clock_derived_peaks(a100)
+    assert p["fp32"] == pytest.approx(108 * 64 * 2 * 1.41e9)  # 19.5
+    assert p["fp16"] == pytest.approx(108 * 512 * 1.41e9)  # 78
+    assert p["bf16"] == pytest.approx(108 * 256 * 1.41e9)  # 39
+    assert p["tensor.tf32"] == pytest.approx(108 * 1024 * 1.41e9)  # 156
+    assert p["tensor.fp16"] == pytest.approx(312e12, rel=1e-3)
+    assert p["dram"] == pytest.approx(1555.2e9)  # 2 x 1215 MHz x 640 B
+    assert "tensor.fp8" not in p
+
+
+def test_gddr_dram_uses_cuda_half_data_rate_clock():
+    t4 = {"name": "Tesla T4", "compute_capability": "7.5", "sm_count": 40, "max_sm_clock_hz": 1.59e9,
+          "memory_clock_hz": 5.001e9, "memory_bus_width_bits": 256}
+    assert clock_derived_peaks(t4)["dram"] == pytest.approx(320.064e9)  # 10 Gb/s x 256 bit / 8
+    assert clock_derived_peaks(t4)["fp64"] == pytest.approx(40 * 2 * 2 * 1.59e9)
+
+
+def test_geforce_float_tensor_modes_at_fp32_accumulate_half_rate():
+    rtx4090 = {"name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9", "sm_count": 128,
+               "max_sm_clock_hz": 2.52e9, "memory_clock_hz": 10.501e9, "memory_bus_width_bits": 384}
+    p = clock_derived_peaks(rtx4090)
+    assert p["tensor.fp16"] == pytest.approx(128 * 1024 * 2.52e9 / 2)  # 165.2
+    assert p["tensor.fp8"] == pytest.approx(128 * 2048 * 2.52e9 / 2)  # 330.3
+    assert p["tensor.int8"] == pytest.approx(128 * 2048 * 2.52e9)  # 660.6, integer: full rate
+    assert p["fp32"] == pytest.approx(82.6e12, rel=1e-3)
+    assert p["dram"] == pytest.approx(1008.1e9, rel=1e-3)
+    pro = clock_derived_peaks({**rtx4090, "name": "NVIDIA L40S"})
+    assert pro["tensor.fp16"] == pytest.approx(128 * 1024 * 2.52e9)
+
+
+def test_unknown_architecture_gives_dram_and_says_why():
+    dev = {**H100_SXM, "compute_capability": "11.0"}
+    assert set(clock_derived_peaks(dev)) == {"dram"}
+    assert "no per-architecture unit table for compute capability 11.0" in missing_reason(dev, "fp32")
+    assert missing_reason(dev, "dram") is None
+
+
+def test_missing_probes_leave_keys_out():
+    dev = {**H100_SXM, "memory_clock_hz": None, "max_sm_clock_hz": None}
+    assert clock_derived_peaks(dev) == {}
+    assert "memory_clock_hz" in missing_reason(dev, "dram")
+    assert "max_sm_clock_hz" in missing_reason(dev, "fp32")
+    assert clock_derived_peaks(dev, sm_clock_hz=1e9)["fp32"] == pytest.approx(132 * 256 * 1e9)
+
+
+def test_arch_without_a_mode_says_so():
+    v100 = {"compute_capability": "7.0", "sm_count": 80, "max_sm_clock_hz": 1.53e9}
+    assert "tensor.tf32" not in clock_derived_peaks(v100)
+    assert "has no tensor.tf32 unit" in missing_reason(v100, "tensor.tf32")
+
+
+def test_every_arch_row_has_a_source_and_fp32_at_least_fp64():
+    for cc, arch in ARCHITECTURES.items():
+        assert arch.source, cc
+        assert arch.sm_rates["fp32"] >= arch.sm_rates["fp64"]
+        assert arch.sm_rates["fp32"] == 2 * arch.fp32_lanes
+
+
+def test_dram_peak_none_without_inputs():
+    assert dram_peak(None, 5120) is None and dram_peak(1e9, None) is None
+
+
+# --- gaps.annotate ---------------------------------------------------------------------------------------
+
+
+def _ceiling(key, value, *, kind="compute", pipe="cuda-core", backend="cuda-c", clocks=None, unit="FLOP/s"):
+    return {"name": key, "kind": kind, "pipe": pipe, "peak_key": key, "value": value, "unit": unit,
+            "backend": backend, "clocks": clocks or {}, "peaks": {}, "valid": True, "notes": []}
+
+
+H100_DEVICE = {**H100_SXM, "memory_bytes": 85_029_158_912, "nvml": {"ecc_enabled": True}}
+
+
+def test_annotate_fills_peaks_and_ratios():
+    c = _ceiling("fp32", 60e12, clocks={"sm_hz_median": 1.755e9, "throttle_reasons": ["gpu_idle"]})
+    out = annotate(c, H100_DEVICE)
+    assert c["peaks"] == {} and c["notes"] == []  # the input is not changed
+    p = out["peaks"]
+    assert p["datasheet"] == pytest.approx(66.9e12)
+    assert p["clock_derived_max"] == pytest.approx(132 * 256 * 1.98e9)
+    assert p["clock_derived_run"] == pytest.approx(132 * 256 * 1.755e9)
+    assert p["of_datasheet"] == pytest.approx(60 / 66.9)
+    assert p["of_clock_derived"] == pytest.approx(60e12 / (132 * 256 * 1.755e9))  # vs the run clock
+    # 1.755 / 1.98 = 0.886: 11 % below max boost; gpu_idle is not a limiting reason
+    assert out["notes"] == ["SM clock during the run (median 1.75 GHz) was 11% below max boost (1.98 GHz)"]
+    assert out["valid"] is True
+
+
+def test_annotate_without_run_clock_uses_max():
+    out = annotate(_ceiling("fp32", 60e12), H100_DEVICE)
+    assert out["peaks"]["clock_derived_run"] is None
+    assert out["peaks"]["of_clock_derived"] == pytest.approx(60e12 / (132 * 256 * 1.98e9))
+
+
+def test_annotate_throttle_reason_noted():
+    out = annotate(_ceiling("fp32", 60e12, clocks={"throttle_reasons": ["sw_power_cap", "gpu_idle"]}), H100_DEVICE)
+    assert "clocks were held down during the run: sw_power_cap" in out["notes"]
+
+
+def test_annotate_ecc_gddr_vs_hbm():
+    hbm = annotate(_ceiling("dram", 3e12, kind="bandwidth", pipe="memory", unit="B/s"), H100_DEVICE)
+    assert any("HBM keeps ECC bits in sideband" in n for n in hbm["notes"])
+    l4 = {"name": "NVIDIA L4", "compute_capability": "8.9", "sm_count": 58, "max_sm_clock_hz": 2.04e9,
+          "memory_clock_hz": 6.251e9, "memory_bus_width_bits": 192, "memory_bytes": 23_580_639_232,
+          "nvml": {"ecc_enabled": True}}
+    out = annotate(_ceiling("dram", 2.5e11, kind="bandwidth", pipe="memory", unit="B/s"), l4)
+    assert any("inline ECC on GDDR memory typically lowers DRAM bandwidth by about 10%" in n for n in out["notes"])
+    assert out["peaks"]["datasheet"] == pytest.approx(300e9)
+    assert out["peaks"]["clock_derived_max"] == pytest.approx(2 * 6.251e9 * 192 / 8)  # 300.0 GB/s
+
+
+def test_annotate_mma_sync_on_hopper_only_for_hand_written_tensor():
+    mma = annotate(_ceiling("tensor.fp16", 6e14, pipe="tensor"), H100_DEVICE)
+    assert any(n.startswith("mma.sync is not the Hopper tensor peak (wgmma is)") for n in mma["notes"])
+    lib = annotate(_ceiling("tensor.fp16", 7e14, pipe="tensor", backend="library"), H100_DEVICE)
+    assert not any("mma.sync" in n for n in lib["notes"])
+    a100 = {**H100_DEVICE, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "sm_count": 108,
+            "max_sm_clock_hz": 1.41e9}
+    assert not any("mma.sync" in n for n in annotate(_ceiling("tensor.fp16", 2e14, pipe="tensor"), a100)["notes"])
+
+
+def test_annotate_flags_value_above_clock_derived_peak():
+    # clock-derived fp32 at max boost: 132 x 256 x 1.98e9 = 66.9e12; 70e12 is 4.6 % above -> suspect
+    out = annotate(_ceiling("fp32", 70e12), H100_DEVICE)
+    assert out["valid"] is False
+    assert any(n.startswith("suspect: measured 7e+13 FLOP/s is 5% above") for n in out["notes"])
+    # 1 % above is within the tolerance
+    assert annotate(_ceiling("fp32", 66.9e12 * 1.01), H100_DEVICE)["valid"] is True
+
+
+def test_annotate_unknown_device_and_architecture():
+    dev = {"name": "NVIDIA Future GPU", "compute_capability": "11.0", "sm_count": 200, "max_sm_clock_hz": 2e9,
+           "memory_clock_hz": 4e9, "memory_bus_width_bits": 8192, "memory_bytes": 2**38, "nvml": {}}
+    out = annotate(_ceiling("fp32", 1e14), dev)
+    assert out["peaks"]["datasheet"] is None and out["peaks"]["clock_derived_max"] is None
+    assert out["peaks"]["of_datasheet"] is None and out["peaks"]["of_clock_derived"] is None
+    assert any("no datasheet row matches 'NVIDIA Future GPU'" in n for n in out["notes"])
+    assert any("no per-architecture unit table for compute capability 11.0" in n for n in out["notes"])
+    dram = annotate(_ceiling("dram", 7e12, kind="bandwidth", pipe="memory", unit="B/s"), dev)
+    assert dram["peaks"]["clock_derived_max"] == pytest.approx(2 * 4e9 * 8192 / 8)
