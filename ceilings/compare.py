@@ -101,10 +101,16 @@ def plot_compare(table: pd.DataFrame, ax, unit: str) -> None:
     width = 0.8 / max(len(columns), 1)
     x = range(len(rows))
     for i, col in enumerate(columns):
-        ax.bar([xi + (i - (len(columns) - 1) / 2) * width for xi in x], rows[col] / scale, width,
-               label=col, hatch="//" if col.startswith(DATASHEET_PREFIX) else None)
+        bars = ax.bar([xi + (i - (len(columns) - 1) / 2) * width for xi in x], rows[col] / scale, width,
+                      label=col, hatch="//" if col.startswith(DATASHEET_PREFIX) else None)
+        ax.bar_label(bars, labels=["" if v != v else f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+                                   for v in rows[col] / scale], fontsize="x-small", rotation=90, padding=2)
     ax.set_xticks(list(x), list(rows.index), rotation=30, ha="right")
     ax.set_yscale("log")
+    values = rows[columns].to_numpy(dtype=float) / scale
+    if (values > 0).any():
+        # log bars start at the axis bottom: put it a decade under the smallest bar so heights compare
+        ax.set_ylim(bottom=float(values[values > 0].min()) / 10, top=float(values[values > 0].max()) * 3)
     ax.set_ylabel(label)
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))
 
