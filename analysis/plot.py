@@ -25,14 +25,18 @@ FIGSIZE = (11.0, 6.5)
 # the axes extend this factor beyond the outermost ridge/kernel/sweep point
 AXIS_MARGIN = 4.0
 FONT_SIZE = 8.5
+# where a kernel's label may go (points from the marker), tried in order
+LABEL_OFFSETS = ((9, 9), (9, -9), (-9, 9), (-9, -9), (12, 22), (12, -22), (-12, 22), (-12, -22), (0, 32), (0, -32))
 WARNING_COLOR = "#b2182b"
 
 
 def roofline_figure(roofs: Roofs, table: pd.DataFrame, **kwargs):
     """A new Figure (no pyplot, so no GUI backend) holding one roofline; kwargs go to plot_roofline."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=FIGSIZE, layout="constrained")
+    FigureCanvasAgg(fig)  # a canvas that can measure text, for placing labels
     plot_roofline(fig.add_subplot(), roofs, table, **kwargs)
     return fig
 
@@ -54,10 +58,10 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
 
-    _draw_roofs(ax, roofs, primary, x_lo, x_hi, style=dict(linestyle="-"), prefix="roof", labels=True)
+    _draw_roofs(ax, roofs, primary, x_lo, x_hi, style={"linestyle": "-"}, prefix="roof", labels=True)
     if datasheet is not None:
         _draw_roofs(ax, datasheet, "dram", x_lo, x_hi, prefix="datasheet", labels=False,
-                    style=dict(linestyle=(0, (5, 3)), linewidth=1.1, alpha=0.6))
+                    style={"linestyle": (0, (5, 3)), "linewidth": 1.1, "alpha": 0.6})
     _draw_ridges(ax, roofs, primary)
     if sweep:
         for s in roofs.sweeps:
@@ -65,7 +69,6 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
             ax.plot(x, y, linestyle=":", marker=".", markersize=4, color="#555555", linewidth=1,
                     gid=f"sweep:{s.name}", zorder=3)
     _draw_kernels(ax, drawn, level, kernel_levels)
-    _label_top(ax, drawn, top, "dram" if level == "all" else primary)
     _note_not_drawn(ax, table, drawn)
     _legend(ax, roofs, drawn, level, datasheet, sweep)
 
@@ -81,11 +84,13 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
         ax.spines[side].set_visible(False)
     if title:
         color = WARNING_COLOR if not roofs.measured else "black"
-        ax.set_title(f"{roofs.device} — roofline against {_wrap(roofs.provenance)}", fontsize=11, color=color,
-                     loc="left")
+        ax.set_title(f"{roofs.device}: kernels against the roofs\n{_wrap('roofs: ' + roofs.provenance)}",
+                     fontsize=10.5, color=color, loc="left")
+    # last: label placement measures text where the layout (legend, title) has put the axes
+    _label_top(ax, drawn, top, "dram" if level == "all" else primary)
 
 
-def _wrap(text: str, width: int = 90) -> str:
+def _wrap(text: str, width: int = 110) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(text, width)) or text
@@ -103,7 +108,7 @@ def _drawable(table: pd.DataFrame, levels: list[str]) -> pd.DataFrame:
 
 def _limits(roofs, table, drawn, levels, primary, sweep):
     xs = [roofs.ridge(r.key, primary) for r in roofs.flats]
-    ys = [r.value for r in roofs.flats] + [roofs.bandwidth(primary).value * 0.01]
+    ys = [r.value for r in roofs.flats]
     for lv in levels:
         ai = drawn[f"ai_{lv}"].astype(float)
         xs += list(ai[np.isfinite(ai) & (ai > 0)])
@@ -142,8 +147,9 @@ def _draw_roofs(ax, roofs: Roofs, primary: str, x_lo: float, x_hi: float, *, pre
                 linewidth=style.get("linewidth", 2.0), zorder=2, gid=f"{prefix}:{flat.key}",
                 **{k: v for k, v in style.items() if k != "linewidth"})
         if labels:
-            ax.text(x_hi / 1.15, flat.value * 1.08, f"{flat.key} {si(flat.value, 'FLOP/s')} ({flat.ceiling})",
-                    fontsize=FONT_SIZE, color=PRECISION_COLORS[flat.key], ha="right", va="bottom",
+            # below the line: datasheet roofs, when drawn, lie above the measured ones
+            ax.text(x_hi / 1.15, flat.value / 1.1, f"{flat.key} {si(flat.value, 'FLOP/s')} ({flat.ceiling})",
+                    fontsize=FONT_SIZE, color=PRECISION_COLORS[flat.key], ha="right", va="top",
                     gid=f"{prefix}-label:{flat.key}")
 
 
@@ -153,8 +159,10 @@ def _draw_ridges(ax, roofs: Roofs, primary: str) -> None:
         color = PRECISION_COLORS[flat.key]
         ax.plot([ridge], [flat.value], marker="D", markersize=5, color=color, markeredgecolor="white",
                 linestyle="none", zorder=4, gid=f"ridge:{flat.key}")
-        ax.annotate(f"{flat.key} ridge {ridge:.3g} FLOP/B", (ridge, flat.value), xytext=(5, -11),
-                    textcoords="offset points", fontsize=FONT_SIZE - 0.5, color=color, gid=f"ridge-label:{flat.key}")
+        ax.annotate(f"{flat.key} ridge {ridge:.3g} FLOP/B", (ridge, flat.value), xytext=(-6, 4),
+                    textcoords="offset points", ha="right", va="bottom", fontsize=FONT_SIZE - 0.5, color=color,
+                    zorder=6, gid=f"ridge-label:{flat.key}",
+                    bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
 
 
 def _area(share: pd.Series) -> np.ndarray:
@@ -182,15 +190,33 @@ def _draw_kernels(ax, drawn: pd.DataFrame, level: str, levels: list[str]) -> Non
 
 
 def _label_top(ax, drawn: pd.DataFrame, top: int, level: str) -> None:
+    """Label the `top` kernels by time; each label takes the first offset that overlaps no other text and
+    stays inside the axes (when the canvas can measure text; otherwise the first offset)."""
     if top <= 0:
         return
-    offsets = ((7, 7), (7, -13), (-7, 9), (-7, -13))
-    for i, (_, k) in enumerate(drawn.nlargest(top, "time_s").iterrows()):
-        dx, dy = offsets[i % len(offsets)]
-        ax.annotate(f"{k['short_name']} ({k['share'] * 100:.0f}%)", (k[f"ai_{level}"], k["flop_per_s"]),
-                    xytext=(dx, dy), textcoords="offset points", fontsize=FONT_SIZE,
-                    ha="left" if dx > 0 else "right", zorder=6, gid="kernel-label",
-                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.7))
+    renderer = ax.figure.canvas.get_renderer() if hasattr(ax.figure.canvas, "get_renderer") else None
+    if renderer is not None:
+        ax.figure.draw_without_rendering()  # run the layout engine so that extents are final
+    taken = [t.get_window_extent(renderer) for t in ax.texts] if renderer else []
+    inside = ax.get_window_extent(renderer) if renderer else None
+    for _, k in drawn.nlargest(top, "time_s").iterrows():
+        for dx, dy in LABEL_OFFSETS:
+            label = ax.annotate(f"{k['short_name']} ({k['share'] * 100:.0f}%)", (k[f"ai_{level}"], k["flop_per_s"]),
+                                xytext=(dx, dy), textcoords="offset points", fontsize=FONT_SIZE,
+                                ha="left" if dx > 0 else "right", va="center", zorder=6, gid="kernel-label",
+                                arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0,
+                                            "shrinkB": 4},
+                                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+                                      "alpha": 0.7})
+            if renderer is None:
+                break
+            box = label.get_window_extent(renderer)
+            fits = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+            if fits and not any(box.overlaps(other) for other in taken):
+                taken.append(box)
+                break
+            if (dx, dy) != LABEL_OFFSETS[-1]:
+                label.remove()
 
 
 def _note_not_drawn(ax, table: pd.DataFrame, drawn: pd.DataFrame) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -80,7 +80,7 @@ class Roofs:
     clock_scale: float = 1.0  # compute roofs were multiplied by this (--scale-clock)
 
     @classmethod
-    def from_doc(cls, doc: Mapping, origin: str = "") -> "Roofs":
+    def from_doc(cls, doc: Mapping, origin: str = "") -> Roofs:
         """Best valid ceilings of a (validated) roofs document; CeilingsError when there is no DRAM roof."""
         from ceilings.roofs import best_ceiling
 
@@ -112,17 +112,17 @@ class Roofs:
                    memory_bytes=device.get("memory_bytes"), sweeps=sweeps)
 
     @classmethod
-    def from_datasheet(cls, row, like: "Roofs | None" = None) -> "Roofs":
+    def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
         """Roofs from a datasheet row: DRAM slope and flats for the same peak keys as `like` (if given)."""
         peaks = row.peaks()
         wanted = {r.key: r.peak_key for r in like.flats} if like else {}
         keys = {p: wanted.get(p) or ("tensor.fp16" if p == "tensor" else p) for p in PRECISIONS}
         flats = tuple(Roof(p, float(peaks[k]), "datasheet", k) for p, k in keys.items() if peaks.get(k))
         if not peaks.get("dram"):
-            raise CeilingsError(f"datasheet row {row.name!r} has no DRAM bandwidth")
-        return cls(device=row.name, bandwidths=(Roof("dram", float(peaks["dram"]), "datasheet", "dram"),),
-                   flats=flats, sm_clock_hz=None, source=f"datasheet figures for {row.name}",
-                   origin=f"datasheet {row.name}")
+            raise CeilingsError(f"datasheet row {row.display_name!r} has no DRAM bandwidth")
+        return cls(device=row.display_name, bandwidths=(Roof("dram", float(peaks["dram"]), "datasheet", "dram"),),
+                   flats=flats, sm_clock_hz=None, source=f"datasheet figures for {row.display_name}",
+                   origin=f"datasheet {row.display_name}")
 
     def bandwidth(self, level: str) -> Roof | None:
         return next((r for r in self.bandwidths if r.key == level), None)
@@ -135,7 +135,7 @@ class Roofs:
         flat, bw = self.flat(precision), self.bandwidth(level)
         return flat.value / bw.value if flat and bw else None
 
-    def scaled_to_clock(self, sm_clock_hz: float) -> "Roofs":
+    def scaled_to_clock(self, sm_clock_hz: float) -> Roofs:
         """Compute roofs scaled by sm_clock_hz / the roofs' clock; bandwidth roofs are left as measured."""
         if not self.sm_clock_hz:
             raise CeilingsError(f"{self.origin or 'roofs'}: no SM clock recorded; cannot --scale-clock")
@@ -232,7 +232,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     precision: judge every kernel against this flat instead of its dominant precision.
     time_at_roof_s = max(bytes / bandwidth, flops / flat) = flops / min(bandwidth x AI, flat);
     pct_of_roof = 100 x time_at_roof_s / time_s; kernels without FLOPs have AI 0 and are memory-bound.
-    Warnings (kernels that could not be judged, kernels above their roof) are in `table.attrs["warnings"]`.
+    The result keeps the index of `kernels`. Warnings (kernels that could not be judged, kernels above their roof) are in `table.attrs["warnings"]`.
     """
     _check_columns(kernels)
     if level == "all":
@@ -248,6 +248,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         raise CeilingsError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
 
     warnings: list[str] = []
+    not_judged: list[str] = []
     total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
     rows = []
     for _, k in kernels.iterrows():
@@ -265,14 +266,16 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         rows.append(row)
         why = _judge(row, k, roofs, levels)
         if why:
-            warnings.append(f"{row['short_name']}: not judged ({why})")
+            not_judged.append(f"{row['short_name']}: not judged ({why})")
+            warnings.append(not_judged[-1])
         elif row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
             warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
                             f"may be low (clock, incomplete run) or the counters wrong")
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    # the kernel table's index is kept, so tables judged against different roofs align row by row
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS), index=kernels.index)
     table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
-    table = table.reset_index(drop=True)
     table.attrs["warnings"] = warnings
+    table.attrs["not_judged"] = not_judged
     table.attrs["level"] = level
     return table
 
@@ -375,7 +378,7 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
     out = [f"# Roofline: {roofs.device}", ""]
     if not roofs.measured:
         out += [f"**{roofs.provenance}.** These roofs are not measurements made on this machine.", ""]
-    out += [f"- Roofs: {roofs.provenance} ({roofs.origin})", f"- Profile: {', '.join(map(str, profiles)) or '-'}",
+    out += [f"- Roofs: {roofs.provenance}; from {roofs.origin}", f"- Profile: {', '.join(map(str, profiles)) or '-'}",
             f"- Level: {level}" + (" (each kernel against its slowest measured level)" if level == "all" else ""),
             "", "## Roofs used", ""]
     out += [f"- {line}" for line in roofs_lines(roofs, level)]
@@ -387,23 +390,24 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
     out += ["", "## Totals", "",
             f"- Kernels: {t['kernels']} ({t['judged']} judged against the roofs)",
             f"- Total kernel time: {seconds(t['time_s'])}",
-            f"- Time of the judged kernels at their roofs: {seconds(t['time_at_roof_s'])} "
-            f"(measured: {seconds(t['judged_time_s'])})",
+            (f"- Time of the judged kernels at their roofs: {seconds(t['time_at_roof_s'])} "
+            f"(measured: {seconds(t['judged_time_s'])})"),
             f"- Potential saving: {seconds(t['time_saved_s'])} ({share:.1f}% of total kernel time)", ""]
     no_flops = table[table["precision"] == NO_FLOPS]
     if len(no_flops):
-        out += [f"Kernels without floating-point work ({len(no_flops)}, "
+        out += [(f"Kernels without floating-point work ({len(no_flops)}, "
                 f"{no_flops['time_s'].sum() / t['time_s'] * 100:.1f}% of time: copies, memsets, gathers) have "
                 f"arithmetic intensity 0: they are memory-bound, their time at the roof is bytes / bandwidth, "
-                f"and they are in the table but not on the log-log plot.", ""]
+                f"and they are in the table but not on the log-log plot."), ""]
     out += ["## Kernels by potential saving", "",
-            "| # | kernel | precision | bound | AI (FLOP/B) | achieved | roof | % of roof | time | at roof "
-            "| saved | share |",
+            ("| # | kernel | precision | bound | AI (FLOP/B) | achieved | roof | % of roof | time | at roof "
+            "| saved | share |"),
             "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for i, r in enumerate(table.head(REPORT_MAX_ROWS).itertuples(), 1):
         judged = not pd.isna(r.time_at_roof_s)
         out.append("| " + " | ".join([
-            str(i), f"`{_md(r.short_name)}`", str(r.precision), str(r.bound) if judged else "not judged",
+            str(i), f"`{_md(r.short_name)}`", r.precision if isinstance(r.precision, str) else "unknown",
+            r.bound if judged else "not judged",
             f"{r.ai:.3g}" if judged else "", si(r.flop_per_s, "FLOP/s"),
             si(r.roof_flop_per_s, "FLOP/s") if judged and r.flops else "",
             f"{r.pct_of_roof:.1f}%" if judged else "", seconds(r.time_s),

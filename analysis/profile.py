@@ -1,0 +1,159 @@
+"""Profile an application with Nsight Compute, collecting exactly what the roofline needs.
+
+`python -m analysis.profile [--out NAME] [--set roofline|hierarchical|full] [-k REGEX] -- APP ARGS...` runs
+`ncu --csv --page raw` with the roofline metrics, clocks left running (`--clock-control none`, like the
+roofs), child processes included, writes NAME.csv and prints its kernel table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ceilings.errors import CeilingsError, MissingDependency, cli_entry
+
+PROG = "python -m analysis.profile"
+
+# the seed's five: FLOPs = 2 FFMA + FADD + FMUL, DRAM bytes = 32 x sectors
+SEED_METRICS = ("dram__sectors_read.sum", "dram__sectors_write.sum",
+                "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+                "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+                "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")
+ROOFLINE_METRICS = SEED_METRICS + tuple(
+    f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"
+    for op in ("dadd", "dmul", "dfma", "hadd", "hmul", "hfma")) + (
+    "sm__inst_executed_pipe_tensor.sum",
+    "gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second")
+HIERARCHICAL_METRICS = ROOFLINE_METRICS + ("lts__t_bytes.sum", "l1tex__t_bytes.sum")
+METRIC_SETS = {"roofline": ROOFLINE_METRICS, "hierarchical": HIERARCHICAL_METRICS,
+               "full": HIERARCHICAL_METRICS}
+PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
+PERMISSION_DOC = "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+NO_KERNELS = "No kernels were profiled"
+
+
+def ncu_command(app: Sequence[str], *, log_file: str | os.PathLike, metric_set: str = "roofline",
+                kernel_regex: str | None = None, launch_skip: int | None = None,
+                launch_count: int | None = None, ncu: str = "ncu") -> list[str]:
+    """The ncu argument list (never a shell string). The CSV goes to log_file: with --log-file ncu writes
+    its own output (CSV and ==PROF== lines) there while the application's output stays on the terminal."""
+    if metric_set not in METRIC_SETS:
+        raise CeilingsError(f"--set {metric_set}: not one of {', '.join(METRIC_SETS)}")
+    if not app:
+        raise CeilingsError("no application to profile: put it after `--`, e.g. -- ./app --size 4096")
+    cmd = [ncu, "--target-processes", "all", "--clock-control", "none"]
+    if metric_set == "full":
+        cmd += ["--set", "full"]
+    cmd += ["--metrics", ",".join(METRIC_SETS[metric_set]), "--csv", "--page", "raw",
+            "--log-file", str(log_file)]
+    if kernel_regex:
+        cmd += ["-k", f"regex:{kernel_regex}"]
+    if launch_skip is not None:
+        cmd += ["--launch-skip", str(launch_skip)]
+    if launch_count is not None:
+        cmd += ["--launch-count", str(launch_count)]
+    return cmd + list(app)
+
+
+def find_ncu(path: str | None) -> str:
+    """The ncu executable: --ncu PATH, else `ncu` on PATH; MissingDependency saying how to get it."""
+    if path:
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise MissingDependency(f"--ncu {path}: not an executable file")
+        return path
+    found = shutil.which("ncu")
+    if not found:
+        raise MissingDependency("ncu (Nsight Compute CLI) not found on PATH: install the CUDA toolkit or Nsight "
+                                "Compute (https://developer.nvidia.com/nsight-compute) and add its folder "
+                                "(e.g. /usr/local/cuda/bin) to PATH, or pass --ncu PATH")
+    return found
+
+
+def run_ncu(cmd: Sequence[str]) -> tuple[int, str]:
+    """Run ncu, echoing its output to stderr as it comes; return the exit code and the output."""
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+    except OSError as exc:
+        raise MissingDependency(f"cannot run {cmd[0]}: {exc.strerror}; check --ncu PATH") from None
+    lines = []
+    for line in proc.stdout:
+        sys.stderr.write(line)
+        lines.append(line)
+    return proc.wait(), "".join(lines)
+
+
+def check_ncu_output(rc: int, output: str) -> None:
+    """One-line CeilingsError for: counters not permitted, the application failing, nothing profiled."""
+    if PERMISSION_ERROR in output:
+        raise CeilingsError(f"ncu: {PERMISSION_ERROR}: this user may not read the GPU performance counters; "
+                            f"run as root (sudo) or set the driver option NVreg_RestrictProfilingToAdminUsers=0 "
+                            f"(see {PERMISSION_DOC})")
+    errors = [ln.strip() for ln in output.splitlines() if ln.startswith("==ERROR==")]
+    if rc != 0:
+        why = errors[-1] if errors else f"exit status {rc}"
+        raise CeilingsError(f"the profiled run failed (ncu exit status {rc}): {why}")
+    if NO_KERNELS in output:
+        raise CeilingsError(f"ncu: {NO_KERNELS.lower()}; check -k REGEX, --launch-skip/--launch-count and that "
+                            f"the application launches CUDA kernels")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, usage=f"{PROG} [options] -- APP [ARGS...]",
+        description="Profile APP with Nsight Compute (ncu), collecting the metrics the roofline needs, with "
+        "clocks left running (--clock-control none) as when the roofs were measured; write NAME.csv and print "
+        "its kernel table. Then: python -m analysis.roofline --roofs ROOFS.json NAME.csv -o roofline.png",
+        epilog="Sets: roofline = FLOP counters (fp64/fp32/fp16 thread instructions, tensor-pipe "
+        "instructions), DRAM sectors, time and SM cycles; hierarchical = roofline + L2 and L1 bytes (for "
+        "--level all); full = ncu's `--set full` plus those. Profiling replays each kernel: expect slow runs; "
+        "use -k and --launch-count to profile a few launches.")
+    p.add_argument("--out", default="profile", metavar="NAME", help="write NAME.csv (default profile)")
+    p.add_argument("--set", dest="metric_set", choices=tuple(METRIC_SETS), default="roofline",
+                   help="which metrics (default roofline)")
+    p.add_argument("-k", "--kernel-regex", metavar="REGEX", help="profile only kernels matching REGEX")
+    p.add_argument("--launch-skip", type=int, metavar="N", help="skip the first N matching launches")
+    p.add_argument("--launch-count", type=int, metavar="N", help="profile N matching launches")
+    p.add_argument("--ncu", metavar="PATH", help="ncu executable (default: ncu on PATH)")
+    p.add_argument("--force", action="store_true", help="overwrite NAME.csv if it exists")
+    p.add_argument("app", nargs=argparse.REMAINDER, help="the application and its arguments, after --")
+    return p
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    app = args.app[1:] if args.app[:1] == ["--"] else args.app
+    for flag, value in (("--launch-skip", args.launch_skip), ("--launch-count", args.launch_count)):
+        if value is not None and value < (0 if flag == "--launch-skip" else 1):
+            raise CeilingsError(f"{flag} {value}: must be {'0 or more' if flag == '--launch-skip' else '1 or more'}")
+    out = Path(args.out if args.out.endswith(".csv") else f"{args.out}.csv")
+    ncu_command(app, log_file=out)  # argument errors before looking for ncu
+    ncu = find_ncu(args.ncu)
+    from ceilings.atomic import atomic_path
+
+    with atomic_path(out, force=args.force) as tmp:
+        tmp.unlink()  # ncu creates the log file itself
+        cmd = ncu_command(app, log_file=tmp, metric_set=args.metric_set, kernel_regex=args.kernel_regex,
+                          launch_skip=args.launch_skip, launch_count=args.launch_count, ncu=ncu)
+        print(f"{PROG}: running {shlex.join(cmd)}", file=sys.stderr)
+        rc, output = run_ncu(cmd)
+        log = tmp.read_text(encoding="utf-8", errors="replace") if tmp.exists() else ""
+        check_ncu_output(rc, output + log)
+        if not log.strip():
+            raise CeilingsError("ncu wrote nothing to its log file; run the command above by hand to see why")
+    print(f"{PROG}: wrote {out}", file=sys.stderr)
+    from analysis.ncu import kernel_table
+
+    print(kernel_table([str(out)]).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""What if these kernels ran on another GPU? Project each kernel's FLOPs and bytes onto other roofs.
+
+`python -m analysis.whatif PROFILE... --on ROOFS.json|DATASHEET-NAME ... [--roofs HOME.json]`: for every
+target GPU (a roofs file, or a datasheet row named by a fragment), each kernel's time at that GPU's roof and,
+when the roofs of the GPU it was profiled on are given (--roofs), its time at its current efficiency
+(the same % of roof as measured at home). Same FLOPs and bytes everywhere: a projection, not a prediction
+(caches, occupancy and library kernel choices differ between GPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.roofline import LEVELS, PRECISIONS, Roofs, load, read_kernels, roofline_table, seconds
+from ceilings.errors import CeilingsError, cli_entry
+
+PROG = "python -m analysis.whatif"
+
+WHATIF_COLUMNS = ("gpu", "kernel", "short_name", "precision", "bound", "time_s", "pct_of_roof",
+                  "time_at_roof_s", "time_at_efficiency_s", "speedup")
+
+
+def target_roofs(spec: str, like: Roofs | None = None) -> Roofs:
+    """A roofs file (an existing path or a name ending .json), else the datasheet row matching `spec`."""
+    if spec.endswith(".json") or Path(spec).is_file():
+        return load(spec)
+    from ceilings.datasheet import find_datasheet
+
+    return Roofs.from_datasheet(find_datasheet(spec), like=like)
+
+
+def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs | None = None,
+                 level: str = "dram", precision: str | None = None) -> pd.DataFrame:
+    """One row per (target GPU, kernel): time at the target's roof, and at the kernel's home efficiency.
+
+    time_at_efficiency_s = time_at_roof_s on the target / (pct_of_roof at home / 100); NaN without `home`.
+    speedup = measured time_s / time_at_efficiency_s. With `home`, its own rows come first (a check:
+    there time_at_efficiency_s equals time_s). Kernels a GPU cannot judge (no roof for their precision)
+    are listed in `table.attrs["warnings"]`.
+    """
+    gpus = ([home] if home is not None else []) + list(targets)
+    if not gpus:
+        raise CeilingsError("no target GPU: give --on ROOFS.json or --on DATASHEET-NAME")
+    at_home = roofline_table(home, kernels, level=level, precision=precision) if home is not None else None
+    pct = at_home["pct_of_roof"] if at_home is not None else math.nan
+    parts, warnings = [], []
+    for gpu in gpus:
+        t = roofline_table(gpu, kernels, level=level, precision=precision)
+        # "above its roof" compares with the time measured at home: meaningful on the home GPU only
+        warnings += [f"{gpu.device}: {w}" for w in t.attrs["warnings" if gpu is home else "not_judged"]]
+        out = t[["kernel", "short_name", "precision", "bound", "time_s", "time_at_roof_s"]].copy()
+        out.insert(0, "gpu", gpu.device if gpu is not home else f"{gpu.device} (profiled)")
+        out["pct_of_roof"] = pct  # aligned on the kernel table's index
+        out["time_at_efficiency_s"] = out["time_at_roof_s"] / (out["pct_of_roof"] / 100.0)
+        out["speedup"] = out["time_s"] / out["time_at_efficiency_s"]
+        parts.append(out[list(WHATIF_COLUMNS)])
+    table = pd.concat(parts, ignore_index=True)
+    table.attrs["warnings"] = warnings
+    return table
+
+
+def whatif_totals(table: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU: measured kernel time, time at the roofs, time at the current efficiency, over judged kernels."""
+    judged = table[table["time_at_roof_s"].notna()]
+    grouped = judged.groupby("gpu", sort=False)
+    out = pd.DataFrame({"kernels": grouped.size(), "time_s": grouped["time_s"].sum(),
+                        "time_at_roof_s": grouped["time_at_roof_s"].sum(),
+                        "time_at_efficiency_s": grouped["time_at_efficiency_s"].sum(min_count=1)})
+    out["speedup"] = out["time_s"] / out["time_at_efficiency_s"]
+    return out.reset_index()
+
+
+def render_totals(totals: pd.DataFrame, gpus: Sequence[Roofs]) -> str:
+    lines = [f"{'GPU':40} {'kernels':>7} {'measured':>10} {'at roof':>10} {'at current eff.':>16} {'speedup':>8}"]
+    for r in totals.itertuples():
+        eff = seconds(r.time_at_efficiency_s) if not pd.isna(r.time_at_efficiency_s) else "(needs --roofs)"
+        speed = f"{r.speedup:.2f}x" if not pd.isna(r.speedup) else ""
+        lines.append(f"{r.gpu[:40]:40} {r.kernels:>7} {seconds(r.time_s):>10} {seconds(r.time_at_roof_s):>10} "
+                     f"{eff:>16} {speed:>8}")
+    lines.append("")
+    lines += [f"{g.device}: {g.provenance}" for g in gpus]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Project profiled kernels onto other GPUs' roofs: each kernel's time at the "
+        "target's roof and at its current efficiency (% of roof kept), with totals per GPU.",
+        epilog="A projection with the same FLOPs and bytes, not a prediction: caches, occupancy and the "
+        "kernels libraries choose differ between GPUs. Datasheet rows give DRAM and peak FLOP/s only.")
+    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
+    p.add_argument("--on", nargs="+", action="extend", required=True, metavar="ROOFS.json|NAME",
+                   help="target GPU(s): a roofs file or a datasheet name fragment (e.g. 'A100 SXM')")
+    p.add_argument("--roofs", metavar="HOME.json",
+                   help="roofs of the GPU the profile was taken on: gives each kernel's current efficiency")
+    p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
+    p.add_argument("--level", choices=LEVELS, default="dram", help="memory level (default dram)")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="judge every kernel against this flat (default: each kernel's dominant precision)")
+    p.add_argument("--csv", metavar="FILE.csv", help="write the per-kernel table here")
+    return p
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    home = load(args.roofs) if args.roofs else None
+    targets = [target_roofs(spec, like=home) for spec in args.on]
+    kernels = read_kernels(args.profiles, args.nsys)
+    if kernels.empty:
+        raise CeilingsError(f"{', '.join(args.profiles)}: no kernels found")
+    table = whatif_table(kernels, targets, home=home, level=args.level, precision=args.precision)
+    if home is None:
+        print("warning: without --roofs (the profiled GPU's roofs) only the time at the roof is projected",
+              file=sys.stderr)
+    for w in table.attrs["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    for gpu in ([home] if home else []) + targets:
+        if not gpu.measured:
+            print(f"warning: {gpu.device}: {gpu.provenance}", file=sys.stderr)
+    if args.csv:
+        from ceilings.atomic import atomic_path
+
+        with atomic_path(args.csv) as tmp:
+            table.to_csv(tmp, index=False)
+        print(f"wrote {args.csv}", file=sys.stderr)
+    print(render_totals(whatif_totals(table), ([home] if home else []) + targets))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

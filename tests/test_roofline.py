@@ -1,0 +1,287 @@
+"""Roofline arithmetic, plot content and CLI, on hand-made fixtures (tests/data/roofline).
+
+Fixture roofs (roofs.json): dram.read 1e12 B/s (beats dram.copy 0.9e12), l2 4e12, l1 1.6e13; fp64 5e12,
+fp32 1e13 (an INVALID fp32 ceiling of 5e13 must be ignored), fp16x2 2e13, tensor: cublas.fp16 1e14 (beats
+tensor.fp16 8e13); SM clock 1.5 GHz on every ceiling that has one. Kernels (kernels.csv) run at 1.2 GHz.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import roofline
+from analysis.roofline import Roofs, roofline_table, short_name, totals
+from ceilings.errors import CeilingsError
+
+DATA = Path(__file__).parent / "data" / "roofline"
+ROOFS = DATA / "roofs.json"
+KERNELS = DATA / "kernels.csv"
+EXAMPLES = Path(__file__).parents[1] / "examples" / "published"
+
+
+@pytest.fixture
+def roofs() -> Roofs:
+    return roofline.load(ROOFS)
+
+
+@pytest.fixture
+def kernels() -> pd.DataFrame:
+    return pd.read_csv(KERNELS)
+
+
+def doc_without(*names: str) -> dict:
+    doc = json.loads(ROOFS.read_text())
+    doc["ceilings"] = [c for c in doc["ceilings"] if c["name"] not in names]
+    return doc
+
+
+def row(table: pd.DataFrame, name: str) -> pd.Series:
+    return table[table["short_name"] == name].iloc[0]
+
+
+def test_roofs_take_the_best_valid_ceilings(roofs):
+    assert roofs.bandwidth("dram").value == 1.0e12 and roofs.bandwidth("dram").ceiling == "dram.read"
+    assert roofs.bandwidth("l2").value == 4.0e12 and roofs.bandwidth("l1").value == 1.6e13
+    assert roofs.flat("fp32").value == 1.0e13  # the invalid 5e13 is ignored
+    assert (roofs.flat("fp16").value, roofs.flat("fp16").ceiling) == (2.0e13, "fp16x2.fma")
+    assert (roofs.flat("tensor").value, roofs.flat("tensor").ceiling) == (1.0e14, "cublas.fp16")
+    assert roofs.sm_clock_hz == 1.5e9
+    assert roofs.device == "Test GPU X100" and roofs.measured
+    assert [s.name for s in roofs.sweeps] == ["intensity.fp32"]  # bandwidth.working_set is not an intensity
+
+
+def test_ridges(roofs):
+    assert roofs.ridge("fp64") == pytest.approx(5e12 / 1e12)  # 5 FLOP/B
+    assert roofs.ridge("fp32") == pytest.approx(1e13 / 1e12)  # 10
+    assert roofs.ridge("tensor") == pytest.approx(1e14 / 1e12)  # 100
+    assert roofs.ridge("fp32", "l2") == pytest.approx(1e13 / 4e12)  # 2.5
+
+
+def test_table_arithmetic_at_dram(roofs, kernels):
+    t = roofline_table(roofs, kernels)
+    g = row(t, "gemm_kernel")  # 5e9 fp32 FLOPs, 1e8 B, 1 ms: AI 50 >= ridge 10
+    assert (g["precision"], g["bound"]) == ("fp32", "compute")
+    assert g["ai"] == pytest.approx(5e9 / 1e8)
+    assert g["roof_flop_per_s"] == pytest.approx(1e13)  # min(1e12 * 50, 1e13)
+    assert g["time_at_roof_s"] == pytest.approx(5e9 / 1e13)  # 0.5 ms
+    assert g["pct_of_roof"] == pytest.approx(100 * (5e9 / 1e-3) / 1e13)  # 50 %
+    assert g["time_saved_s"] == pytest.approx(1e-3 - 5e-4)
+    e = row(t, "elementwise")  # 1e8 FLOPs, 1.6e8 B, 0.2 ms: AI 0.625 < 10
+    assert e["bound"] == "memory"
+    assert e["roof_flop_per_s"] == pytest.approx(1e12 * 0.625)
+    assert e["time_at_roof_s"] == pytest.approx(1.6e8 / 1e12)
+    assert e["pct_of_roof"] == pytest.approx(100 * (1e8 / 2e-4) / 6.25e11)  # 80 %
+    c = row(t, "copy_kernel")  # no FLOPs: AI 0, memory-bound, bytes / bandwidth
+    assert (c["precision"], c["bound"], c["ai"]) == ("none", "memory", 0.0)
+    assert c["time_at_roof_s"] == pytest.approx(4e8 / 1e12)
+    assert c["pct_of_roof"] == pytest.approx(100 * 4e-4 / 5e-4)
+    h = row(t, "hgemm_tensor")  # tensor: 2e11 FLOPs, 1e9 B, AI 200 >= 100
+    assert (h["precision"], h["bound"]) == ("tensor", "compute")
+    assert h["time_at_roof_s"] == pytest.approx(2e11 / 1e14)
+    d = row(t, "dgemm")  # fp64: AI 10 >= 5
+    assert (d["precision"], d["bound"]) == ("fp64", "compute")
+    assert d["time_at_roof_s"] == pytest.approx(1e9 / 5e12)
+    m = row(t, "mystery_kernel")  # no FLOP counters: kept, not judged, warned about
+    assert math.isnan(m["time_at_roof_s"]) and m["time_s"] == 1e-4
+    assert any("mystery_kernel" in w for w in t.attrs["warnings"])
+    # ranked by time saved: hgemm 2 ms, stencil 0.6 ms, gemm 0.5 ms, dgemm 0.3, copy 0.1, elementwise 0.04
+    assert list(t["short_name"]) == ["hgemm_tensor", "stencil", "gemm_kernel", "dgemm", "copy_kernel",
+                                     "elementwise", "mystery_kernel"]
+    assert row(t, "hgemm_tensor")["share"] == pytest.approx(4e-3 / 7.3e-3)
+
+
+def test_totals(roofs, kernels):
+    t = totals(roofline_table(roofs, kernels))
+    assert t["time_s"] == pytest.approx(1e-3 + 2e-4 + 5e-4 + 4e-3 + 5e-4 + 1e-4 + 1e-3)
+    assert t["time_at_roof_s"] == pytest.approx(5e-4 + 1.6e-4 + 4e-4 + 2e-3 + 2e-4 + 4e-4)
+    assert t["time_saved_s"] == pytest.approx(5e-4 + 4e-5 + 1e-4 + 2e-3 + 3e-4 + 6e-4)
+    assert (t["kernels"], t["judged"]) == (7, 6)
+
+
+def test_hierarchical_takes_the_slowest_level(roofs, kernels):
+    t = roofline_table(roofs, kernels, level="all")
+    s = row(t, "stencil")  # dram 2e8/1e12 = 0.2 ms, l2 2e9/4e12 = 0.5 ms, l1 4e9/1.6e13 = 0.25, fp32 4e9/1e13 = 0.4
+    assert (s["level"], s["bound"]) == ("l2", "memory")
+    assert s["time_at_roof_s"] == pytest.approx(5e-4)
+    assert s["ai"] == pytest.approx(4e9 / 2e9)
+    assert row(roofline_table(roofs, kernels), "stencil")["bound"] == "compute"  # at DRAM alone: 0.4 > 0.2 ms
+    g = row(t, "gemm_kernel")  # l2 1e9/4e12 = 0.25 ms, l1 0.25 ms, compute 0.5 ms
+    assert (g["bound"], g["time_at_roof_s"]) == ("compute", pytest.approx(5e-4))
+
+
+def test_precision_override(roofs, kernels):
+    t = roofline_table(roofs, kernels, precision="fp64")
+    g = row(t, "gemm_kernel")  # against fp64 5e12: 5e9 / 5e12 = 1 ms = its time
+    assert (g["precision"], g["pct_of_roof"]) == ("fp64", pytest.approx(100.0))
+    assert row(t, "copy_kernel")["precision"] == "none"
+
+
+def test_missing_flat_and_missing_levels(kernels):
+    no_tensor = Roofs.from_doc(doc_without("cublas.fp16", "tensor.fp16"))
+    t = roofline_table(no_tensor, kernels)
+    assert math.isnan(row(t, "hgemm_tensor")["time_at_roof_s"])
+    assert any("hgemm_tensor" in w and "tensor" in w for w in t.attrs["warnings"])
+    with pytest.raises(CeilingsError, match="l2"):
+        roofline_table(Roofs.from_doc(doc_without("l2.read")), kernels, level="l2")
+    with pytest.raises(CeilingsError, match="DRAM"):
+        Roofs.from_doc(doc_without("dram.read", "dram.copy"))
+
+
+def test_clock_check_and_scaling(roofs, kernels):
+    clock = roofline.profile_sm_clock(kernels)
+    assert clock == 1.2e9  # every kernel with a clock ran at 1.2 GHz
+    assert "1.200 GHz" in roofline.clock_warning(roofs, clock)  # 20 % off
+    assert roofline.clock_warning(roofs, 1.5e9 * 1.04) is None  # within 5 %
+    scaled = roofs.scaled_to_clock(clock)
+    assert scaled.flat("fp32").value == pytest.approx(1e13 * 1.2 / 1.5)
+    assert scaled.bandwidth("dram").value == 1e12
+    g = row(roofline_table(scaled, kernels), "gemm_kernel")
+    assert g["time_at_roof_s"] == pytest.approx(5e9 / 8e12)
+
+
+@pytest.mark.parametrize("full, short", [
+    (("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+     "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)"),
+     "vectorized_elementwise_kernel"),
+    ("void cunn_SoftMaxForward<4, float, float, float, Epilogue>(float*, float const*, int)", "cunn_SoftMaxForward"),
+    ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
+    ("void f<decltype(x->y)>(int)", "f"),
+    ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64_kernel", "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_t…"),
+])
+def test_short_name(full, short):
+    assert short_name(full) == short
+
+
+def test_provenance_never_claims_a_measurement(roofs):
+    doc = json.loads(ROOFS.read_text())
+    doc["simulated"] = True
+    assert Roofs.from_doc(doc).provenance.startswith("SIMULATED — not a measurement")
+    published = roofline.load(EXAMPLES / "roofs.json")
+    assert not published.simulated and "not measured here" in published.provenance
+    assert roofs.provenance.startswith("measured roofs")
+
+
+# ---- the plot ---------------------------------------------------------------------------------------------
+
+def draw(roofs, table, **kw):
+    from analysis.plot import roofline_figure
+
+    fig = roofline_figure(roofs, table, **kw)
+    return fig, fig.axes[0]
+
+
+def by_gid(artists, prefix):
+    return [a for a in artists if (a.get_gid() or "").startswith(prefix)]
+
+
+def test_plot_has_roofs_ridges_and_kernels(roofs, kernels):
+    table = roofline_table(roofs, kernels)
+    datasheet = Roofs(device="Sheet X100", bandwidths=(roofline.Roof("dram", 1.2e12, "datasheet"),),
+                      flats=(roofline.Roof("fp32", 1.2e13, "datasheet"),), sm_clock_hz=None)
+    _, ax = draw(roofs, table, datasheet=datasheet, top=3, sweep=True)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    lines = {a.get_gid(): a for a in ax.lines}
+    for gid in ("roof:dram", "roof:l2", "roof:l1", "roof:fp64", "roof:fp32", "roof:fp16", "roof:tensor"):
+        assert gid in lines
+    # the fp32 flat starts at its ridge (10 FLOP/B) at 1e13 FLOP/s
+    x, y = lines["roof:fp32"].get_data()
+    assert (x[0], y[0], y[-1]) == (pytest.approx(10), 1e13, 1e13)
+    assert tuple(lines["ridge:tensor"].get_data()) == ([100.0], [1e14])
+    texts = [t.get_text() for t in ax.texts]
+    assert "fp32 ridge 10 FLOP/B" in texts and "tensor ridge 100 FLOP/B" in texts and "fp64 ridge 5 FLOP/B" in texts
+    assert lines["datasheet:fp32"].get_linestyle() == "--" and lines["datasheet:fp32"].get_ydata()[0] == 1.2e13
+    assert len(lines["sweep:intensity.fp32"].get_xdata()) == 4
+    fp32 = by_gid(ax.collections, "kernels:fp32")[0]
+    # gemm (50, 5e12), elementwise (0.625, 5e11), stencil (20, 4e12); copy (AI 0) and mystery cannot be drawn
+    assert sorted(map(tuple, fp32.get_offsets().tolist())) == [(0.625, 5e11), (20.0, 4e12), (50.0, 5e12)]
+    tensor = by_gid(ax.collections, "kernels:tensor")[0]
+    assert tensor.get_sizes()[0] == pytest.approx(16 + 4e-3 / 7.3e-3 * 1400)  # area by share of time
+    labels = [t.get_text() for t in by_gid(ax.texts, "kernel-label")]
+    assert sorted(labels) == ["gemm_kernel (14%)", "hgemm_tensor (55%)", "stencil (14%)"]  # 4, 1, 1 ms
+    note = by_gid(ax.texts, "note:not-drawn")[0].get_text()
+    assert "1 kernel(s) without FLOPs" in note and "1 kernel(s) without counters" in note
+    assert "Test GPU X100" in ax.get_title(loc="left")
+    assert ax.get_legend() is not None
+
+
+def test_hierarchical_plot_joins_levels(roofs, kernels):
+    _, ax = draw(roofs, roofline_table(roofs, kernels, level="all"), level="all", top=0)
+    joins = {a.get_gid(): a for a in by_gid(ax.lines, "hier:")}
+    stencil = joins["hier:void stencil<3>(float const*, float*)"]
+    # L1 AI 4e9/4e9 = 1, L2 4e9/2e9 = 2, DRAM 4e9/2e8 = 20, all at 4e12 FLOP/s
+    assert list(stencil.get_xdata()) == [1.0, 2.0, 20.0] and set(stencil.get_ydata()) == {4e12}
+    assert by_gid(ax.collections, "kernels:fp32:l2") and by_gid(ax.collections, "kernels:fp32:l1")
+    assert not by_gid(ax.texts, "kernel-label")
+
+
+def test_simulated_title(kernels):
+    doc = json.loads(ROOFS.read_text())
+    doc["simulated"] = True
+    sim = Roofs.from_doc(doc)
+    _, ax = draw(sim, roofline_table(sim, kernels))
+    assert "SIMULATED — not a measurement" in ax.get_title(loc="left")
+
+
+# ---- the CLI ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def fixture_reader(monkeypatch):
+    """The CLI reads profiles through analysis.ncu; here the fixture kernel table stands in for it."""
+    monkeypatch.setattr(roofline, "read_kernels", lambda paths, nsys=None: pd.read_csv(paths[0]))
+
+
+def test_cli_writes_picture_report_and_table(tmp_path, fixture_reader, capsys):
+    out = tmp_path / "r.svg"
+    rc = roofline.main(["--roofs", str(ROOFS), str(KERNELS), "-o", str(out), "--report", str(tmp_path / "r.md"),
+                        "--csv", str(tmp_path / "k.csv"), "--no-datasheet", "--level", "all", "--sweep"])
+    assert rc == 0 and out.read_text().startswith("<?xml")
+    table = pd.read_csv(tmp_path / "k.csv")
+    assert len(table) == 7 and {"kernel", "short_name", "share", "pct_of_roof", "time_saved_s"} <= set(table.columns)
+    report = (tmp_path / "r.md").read_text()
+    assert "## Kernels by potential saving" in report and "without floating-point work" in report
+    assert "1.200 GHz" in capsys.readouterr().err  # clock warning on stderr ...
+    assert "1.200 GHz" in report  # ... and in the report
+
+
+def test_cli_scale_clock_and_stdout_table(fixture_reader, capsys):
+    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock"]) == 0
+    out, err = capsys.readouterr()
+    assert "gemm_kernel" in out and "GHz" not in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-o", "x.jpg"], "x.jpg"),
+    (["--level", "l2", "--roofs", str(DATA / "nope.json")], "nope.json"),
+])
+def test_cli_errors_are_one_line(args, needle, fixture_reader, capsys):
+    rc = roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and err.count("\n") == 1
+
+
+def test_cli_level_without_its_roof(tmp_path, fixture_reader, capsys):
+    path = tmp_path / "roofs.json"
+    path.write_text(json.dumps(doc_without("l2.read")))
+    assert roofline.main(["--roofs", str(path), str(KERNELS), "--no-datasheet", "--level", "l2"]) == 2
+    assert "no valid l2 bandwidth ceiling" in capsys.readouterr().err
+
+
+# ---- with the real parser and datasheet (the example of examples/published) --------------------------------
+
+def test_published_example_end_to_end(tmp_path, capsys):
+    pytest.importorskip("analysis.ncu")
+    pytest.importorskip("ceilings.datasheet")
+    out = tmp_path / "r.png"
+    rc = roofline.main(["--roofs", str(EXAMPLES / "roofs.json"), str(EXAMPLES / "profile.csv"), "-o", str(out),
+                        "--report", str(tmp_path / "r.md")])
+    assert rc == 0 and out.stat().st_size > 10_000
+    report = (tmp_path / "r.md").read_text()
+    assert "not measured here" in report
+    # ampere_sgemm: 2 x 68,719,476,736 FFMA + 16,777,216 FMUL in 2.79 ms against 66.9 TFLOP/s
+    flops = 2 * 68_719_476_736 + 16_777_216
+    assert f"{100 * flops / 2.79e-3 / 66.9e12:.1f}%" in report

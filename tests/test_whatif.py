@@ -1,0 +1,99 @@
+"""What-if projections onto other roofs (fixtures: tests/data/roofline; see test_roofline.py for their numbers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import roofline, whatif
+from analysis.roofline import Roofs
+
+DATA = Path(__file__).parent / "data" / "roofline"
+ROOFS = DATA / "roofs.json"
+KERNELS = DATA / "kernels.csv"
+
+
+@pytest.fixture
+def kernels() -> pd.DataFrame:
+    return pd.read_csv(KERNELS)
+
+
+def twice_as_fast(tmp_path) -> Path:
+    """The fixture roofs with every value doubled, as another GPU."""
+    doc = json.loads(ROOFS.read_text())
+    doc["device"]["name"] = "Test GPU X200"
+    for c in doc["ceilings"]:
+        c["value"] *= 2
+    path = tmp_path / "x200.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def pick(table, gpu, name):
+    return table[(table["gpu"] == gpu) & (table["short_name"] == name)].iloc[0]
+
+
+def test_whatif_arithmetic(tmp_path, kernels):
+    home = roofline.load(ROOFS)
+    x200 = whatif.target_roofs(str(twice_as_fast(tmp_path)))
+    t = whatif.whatif_table(kernels, [x200], home=home)
+    g = pick(t, "Test GPU X200", "gemm_kernel")  # 5e9 FLOPs on 2e13 = 0.25 ms; 50 % of roof at home
+    assert g["time_at_roof_s"] == pytest.approx(5e9 / 2e13)
+    assert g["pct_of_roof"] == pytest.approx(50.0)
+    assert g["time_at_efficiency_s"] == pytest.approx(2.5e-4 / 0.5)
+    assert g["speedup"] == pytest.approx(1e-3 / 5e-4)
+    e = pick(t, "Test GPU X200", "elementwise")  # 1.6e8 B on 2e12 B/s = 80 us; 80 % at home
+    assert e["time_at_efficiency_s"] == pytest.approx(1.6e8 / 2e12 / 0.8)
+    c = pick(t, "Test GPU X200", "copy_kernel")  # no FLOPs: bytes / bandwidth
+    assert c["time_at_roof_s"] == pytest.approx(4e8 / 2e12)
+    # the profiled GPU's own rows: at its own efficiency a kernel takes its measured time
+    home_rows = t[t["gpu"] == "Test GPU X100 (profiled)"].dropna(subset=["time_at_efficiency_s"])
+    assert list(home_rows["time_at_efficiency_s"]) == pytest.approx(list(home_rows["time_s"]))
+    totals = whatif.whatif_totals(t).set_index("gpu")
+    # judged kernels on X100 take 7.2 ms measured and 3.66 ms at roof; on X200 half of each
+    assert totals.loc["Test GPU X100 (profiled)", "time_at_roof_s"] == pytest.approx(3.66e-3)
+    assert totals.loc["Test GPU X200", "time_at_roof_s"] == pytest.approx(3.66e-3 / 2)
+    assert totals.loc["Test GPU X200", "time_at_efficiency_s"] == pytest.approx(7.2e-3 / 2)
+    assert totals.loc["Test GPU X200", "kernels"] == 6
+    assert any(w.startswith("Test GPU X200: mystery_kernel") for w in t.attrs["warnings"])
+    # the targets' times are projections: no "above its roof" warnings against times measured elsewhere
+    assert not any("of its roof" in w for w in t.attrs["warnings"])
+
+
+def test_whatif_without_home_has_no_efficiency(tmp_path, kernels):
+    t = whatif.whatif_table(kernels, [whatif.target_roofs(str(twice_as_fast(tmp_path)))])
+    assert set(t["gpu"]) == {"Test GPU X200"} and t["time_at_efficiency_s"].isna().all()
+
+
+def test_datasheet_target(kernels):
+    datasheet = pytest.importorskip("ceilings.datasheet")
+    row = datasheet.find_datasheet("A100 SXM4 80GB")
+    target = whatif.target_roofs("A100 SXM4 80GB", like=roofline.load(ROOFS))
+    assert isinstance(target, Roofs) and not target.measured and target.device == row.display_name
+    t = whatif.whatif_table(kernels, [target])
+    c = pick(t, row.display_name, "copy_kernel")
+    assert c["time_at_roof_s"] == pytest.approx(4e8 / row.peaks()["dram"])
+    h = pick(t, row.display_name, "hgemm_tensor")  # home tensor roof is a tensor.fp16 ceiling
+    assert h["time_at_roof_s"] == pytest.approx(max(2e11 / row.peaks()["tensor.fp16"], 1e9 / row.peaks()["dram"]))
+
+
+@pytest.fixture
+def fixture_reader(monkeypatch):
+    monkeypatch.setattr(whatif, "read_kernels", lambda paths, nsys=None: pd.read_csv(paths[0]))
+
+
+def test_cli(tmp_path, fixture_reader, capsys):
+    target = twice_as_fast(tmp_path)
+    rc = whatif.main([str(KERNELS), "--roofs", str(ROOFS), "--on", str(target), "--csv", str(tmp_path / "w.csv")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "Test GPU X200" in out and "2.00x" in out
+    assert len(pd.read_csv(tmp_path / "w.csv")) == 2 * 7
+
+
+def test_cli_bad_target_is_one_line(tmp_path, fixture_reader, capsys):
+    assert whatif.main([str(KERNELS), "--on", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json" in err and err.count("\n") == 1
