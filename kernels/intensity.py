@@ -1,2 +1,125 @@
-"""Placeholder until this family lands."""
-BENCHMARKS: list = []
+"""Arithmetic-intensity sweeps `intensity.fp32` / `intensity.fp64` (ERT / mixbench style), CUDA C.
+
+Every element of a DRAM-sized array is read (16-byte vectors), given N dependent FMAs (N a template
+constant, 0..1024) and written back: intensity = 2N FLOP / (2 x element size) B. `ceilings.sweeps` finds the
+knee. a = -1, c = 3 at run time: an element ends as x (N even) or 3 - x (N odd), exact, checked bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from .base import Axis, Benchmark, CudaSource, DeviceLimits, Plan, Prepared, Runtime, Work, launch_dims
+
+BLOCK = 256
+VECTOR_BYTES = 16
+FMAS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+QUICK_FMAS = (0, 4, 16, 64, 256, 1024)
+L2_MULTIPLE = 16  # each array 16x L2 (two arrays: 32x): no reuse from L2 between trips
+FREE_FRACTION = 0.25  # each array at most a quarter of free memory
+SIM_ELEMENTS_PER_THREAD = 2
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str  # fp32 | fp64
+    vector: str  # CUDA vector type of 16 bytes
+    dtype: type
+
+
+PRECISIONS = {"fp32": Precision("fp32", "float4", np.float32), "fp64": Precision("fp64", "double2", np.float64)}
+
+
+def _elements_per_vector(p: Precision) -> int:
+    return VECTOR_BYTES // np.dtype(p.dtype).itemsize
+
+
+def plans(p: Precision, limits: DeviceLimits, quick: bool) -> list[Plan]:
+    grid = launch_dims(limits, BLOCK)
+    threads = grid * BLOCK
+    if limits.simulate:
+        trips = SIM_ELEMENTS_PER_THREAD
+    else:
+        array_bytes = min(L2_MULTIPLE * limits.l2_bytes, int(limits.free_bytes * FREE_FRACTION))
+        trips = max(1, array_bytes // (threads * VECTOR_BYTES))
+    n_vec = threads * trips  # every thread runs exactly `trips` iterations of the grid-stride loop
+    elements = n_vec * _elements_per_vector(p)
+    array_bytes = n_vec * VECTOR_BYTES
+    return [Plan(grid=grid, block=BLOCK, loop_trips=trips,
+                 work=Work(bytes_read=array_bytes, bytes_written=array_bytes, flops={p.name: elements * n * 2}),
+                 params={"fmas": n, "vectors": n_vec, "array_bytes": array_bytes, "grid": grid, "block": BLOCK})
+            for n in (QUICK_FMAS if quick else FMAS)]
+
+
+def intensity_of(plan: Plan) -> float:
+    """Declared FLOPs per declared DRAM byte."""
+    return plan.work.total_flops / plan.work.bytes
+
+
+def source(p: Precision, plan: Plan) -> CudaSource:
+    return CudaSource("intensity.cu", f"intensity<{p.vector}, {plan.params['fmas']}>")
+
+
+def inputs(p: Precision, n_elements: int) -> np.ndarray:
+    """1 + (i mod 64) / 64: exact, and so is 3 - x."""
+    return (1 + (np.arange(n_elements) % 64) / 64).astype(p.dtype)
+
+
+def expected(p: Precision, fmas: int, x: np.ndarray) -> np.ndarray:
+    """N steps of x * -1 + 3: x -> 3 - x is an involution, so only the parity of N matters."""
+    return x if fmas % 2 == 0 else (x * p.dtype(-1) + p.dtype(3)).astype(p.dtype)
+
+
+def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
+    import cupy
+
+    src = source(p, plan)
+    module = cupy.RawModule(code=src.code, options=src.options, name_expressions=[src.name_expression])
+    kernel = module.get_function(src.name_expression)
+    n_elements = plan.params["vectors"] * _elements_per_vector(p)
+    host_in = inputs(p, n_elements)
+    with runtime.cupy_stream:
+        x = cupy.asarray(host_in)
+        y = cupy.empty_like(x)
+    args = (x, y, np.uint64(plan.params["vectors"]), p.dtype(-1), p.dtype(3))
+
+    def launch() -> None:
+        with runtime.cupy_stream:
+            kernel((plan.grid,), (plan.block,), args)
+
+    def poison() -> None:
+        with runtime.cupy_stream:
+            y.fill(np.nan)
+
+    def check() -> str | None:
+        got = cupy.asnumpy(y, stream=runtime.cupy_stream)
+        runtime.cupy_stream.synchronize()
+        want = expected(p, plan.params["fmas"], host_in)
+        raw = f"u{np.dtype(p.dtype).itemsize}"  # bit for bit: a NaN poison never compares equal
+        bad = np.flatnonzero(got.view(raw) != want.view(raw))
+        if bad.size == 0:
+            return None
+        return (f"intensity.{p.name} N={plan.params['fmas']}: {bad.size} of {n_elements} elements wrong; "
+                f"element {bad[0]} is {got[bad[0]]!r}, expected {want[bad[0]]!r}")
+
+    def release() -> None:
+        nonlocal x, y
+        del x, y
+
+    return Prepared(launch=launch, poison=poison, check=check, release=release)
+
+
+def _benchmark(p: Precision) -> Benchmark:
+    return Benchmark(
+        name=f"intensity.{p.name}", backend="cuda-c", kind="compute", kernel=f"intensity<{p.vector}, N>",
+        description=(f"{p.name} arithmetic-intensity sweep: 16-byte loads and stores over arrays of 16x L2, "
+                     f"N = 0..1024 dependent FMAs per element"),
+        plans=partial(plans, p), prepare=partial(prepare, p), source=partial(source, p),
+        precision=p.name, pipe="cuda-core", peak_key=p.name, group="sweep",
+        sweep_x=Axis("arithmetic intensity", "FLOP/B"), sweep_x_of=intensity_of)
+
+
+BENCHMARKS = [_benchmark(p) for p in PRECISIONS.values()]

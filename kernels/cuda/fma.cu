@@ -57,21 +57,23 @@ template <> struct Lane<int> {
 
 // out: K x threads raw values (chain-major, coalesced), written only when store_all != 0 (the timed
 // launches pass 0: no memory traffic, but the compiler cannot know, so no chain is dead code).
-// Chain k of the thread with lane id l starts from seed + vary * (K_SLOT * k + (l & 3)) (integer ops on the
-// bits: no floating-point work outside the loop); the host picks seed/vary so that all starts are exact.
-template <typename T, int K, int N>
-__global__ void fma_peak(typename Lane<T>::Bits* __restrict__ out, typename Lane<T>::Bits a_bits,
-                         typename Lane<T>::Bits c_bits, typename Lane<T>::Bits seed,
-                         typename Lane<T>::Bits vary, int trips, int store_all) {
+// Chain k of thread t starts from the bits seed + ((4k + (t & 3)) << shift); the host picks seed/shift so
+// that every start value is exact and 3 - start is exact too. Indexing uses only shifts, ORs and adds
+// (BLOCK is a power of two): no plain IMAD outside the loop (ptxas still forms 64-bit addresses with
+// IMAD.WIDE.U32 and may move registers with IMAD.MOV; neither is multiply-add work).
+template <typename T, int K, int N, int LOG2_BLOCK>
+__global__ void __launch_bounds__(1 << LOG2_BLOCK)
+fma_peak(typename Lane<T>::Bits* __restrict__ out, typename Lane<T>::Bits a_bits,
+         typename Lane<T>::Bits c_bits, typename Lane<T>::Bits seed, int shift, int trips, int store_all) {
     using Bits = typename Lane<T>::Bits;
-    constexpr unsigned K_SLOT = 4;  // (l & 3) takes 4 values per chain
     using Value = typename Lane<T>::Value;
     const Value a = bits_as<Value>(a_bits);
     const Value c = bits_as<Value>(c_bits);
     Value x[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-        x[k] = bits_as<Value>(static_cast<Bits>(seed + vary * static_cast<Bits>(K_SLOT * k + (threadIdx.x & 3u))));
+        const unsigned vary = (k << 2) | (threadIdx.x & 3u);
+        x[k] = bits_as<Value>(static_cast<Bits>(seed + (static_cast<Bits>(vary) << shift)));
     }
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {
@@ -84,11 +86,12 @@ __global__ void fma_peak(typename Lane<T>::Bits* __restrict__ out, typename Lane
         }
     }
     if (store_all) {
-        const unsigned threads = gridDim.x * blockDim.x;
-        const unsigned id = blockIdx.x * blockDim.x + threadIdx.x;
+        const unsigned stride = gridDim.x << LOG2_BLOCK;
+        Bits* p = out + ((blockIdx.x << LOG2_BLOCK) | threadIdx.x);
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-            out[k * threads + id] = bits_as<Bits>(x[k]);
+            *p = bits_as<Bits>(x[k]);
+            p += stride;
         }
     }
 }

@@ -1,0 +1,190 @@
+"""Peak-FMA kernels: declared work, exact reference, simulator runs of the Numba kernels, SASS of CUDA C."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels import fma
+from kernels.base import REFERENCE_LIMITS, DeviceLimits, Runtime
+
+H100_LIKE = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
+SIM_LIMITS = DeviceLimits(sm_count=2, compute_capability=(9, 0), l2_bytes=2**20, free_bytes=2**30, simulate=True)
+FLOPS_PER_INSTR = {"fp64.fma": 2, "fp32.fma": 2, "fp16x2.fma": 4, "bf16x2.fma": 4, "int32.mad": 2}
+
+
+def _by_name(backend):
+    return {b.name: b for b in fma.BENCHMARKS if b.backend == backend}
+
+
+def test_every_ceiling_in_both_backends():
+    for backend in ("cuda-c", "numba"):
+        assert sorted(_by_name(backend)) == sorted(FLOPS_PER_INSTR)
+    assert all(b.simulable == (b.backend == "numba") for b in fma.BENCHMARKS)
+
+
+def test_importing_the_family_imports_no_cuda_package():
+    code = "import sys, kernels.fma; print(any(m.split('.')[0] in ('cupy', 'numba') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[1])
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
+def test_declared_flops_on_an_h100_like_device(name):
+    (plan,) = _by_name("cuda-c")[name].plans(H100_LIKE, False)
+    # 132 SMs x 2048 threads; K = 8 chains x N = 64 FMAs per trip; no work outside the loop
+    assert plan.threads == 132 * 2048
+    trips = plan.loop_trips
+    assert plan.params["trips"] == trips and trips >= 1
+    (flops,) = plan.work.flops.values()
+    assert flops == 132 * 2048 * trips * 8 * 64 * FLOPS_PER_INSTR[name]
+    assert plan.work.bytes == 0
+
+
+@pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
+def test_launch_lasts_about_two_ms_at_the_datasheet_rate(name):
+    # H100 SXM datasheet per SM per clock at 1.98 GHz: 67 TFLOP/s fp32 = 128 FFMA, 34 fp64 = 64 DFMA,
+    # 134 fp16/bf16 = 128 HFMA2; IMAD 64 (CUDA C Programming Guide throughput table).
+    per_clock = {"fp64.fma": 64, "fp32.fma": 128, "fp16x2.fma": 128, "bf16x2.fma": 128, "int32.mad": 64}[name]
+    (plan,) = _by_name("cuda-c")[name].plans(H100_LIKE, False)
+    instructions = plan.threads * plan.loop_trips * 8 * 64
+    seconds = instructions / (per_clock * 132 * 1.98e9)
+    assert 1e-3 <= seconds <= 5e-3
+
+
+@pytest.mark.parametrize("lane", sorted(fma.LANES))
+def test_the_chain_is_an_exact_involution(lane):
+    spec = fma.LANES[lane]
+    start = spec.decode(fma.start_bits(spec, fma.MAX_CHAINS, 64))
+    once, twice = spec.step(start), spec.step(spec.step(start))
+    assert np.array_equal(spec.encode(twice), spec.encode(start))
+    assert not np.array_equal(spec.encode(once), spec.encode(start))
+
+
+def test_reference_values_by_hand():
+    # fp32, chain 1 of thread 2: 1 + (4*1 + 2)/64 = 1.09375; after an odd count: 3 - 1.09375 = 1.90625
+    got = fma.reference(fma.LANES["fp32"], 2, 4, 3).view(np.float32)
+    assert got[1, 2] == np.float32(1.90625)
+    # fp16x2 low lane of chain 0, thread 1: 1 + 1/64, high lane 1.5; after one step: 1.984375 and 1.5
+    pair = fma.reference(fma.LANES["fp16x2"], 1, 2, 1).view(np.float16).reshape(1, 2, 2)
+    assert pair[0, 1].tolist() == [1.984375, 1.5]
+    # bf16x2 chain 0 thread 3, even count: low lane 1 + 3/64, high lane 1.5 (raw 0x3FC0 << 16 | 0x3F86)
+    assert int(fma.reference(fma.LANES["bf16x2"], 1, 4, 2)[0, 3]) == (0x3FC0 << 16) | 0x3F86
+    # int32 chain 2 thread 1: 1 + 9 = 10 -> 1000 - 10 = 990
+    assert int(fma.reference(fma.LANES["int32"], 3, 2, 5)[2, 1]) == 990
+
+
+def _sim_runtime():
+    return Runtime(simulate=True)
+
+
+@pytest.fixture(scope="module")
+def simulator():
+    if "numba" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("numba was imported without NUMBA_ENABLE_CUDASIM=1; run the sim tests in their own process")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    from numba import cuda  # noqa: F401
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
+def test_numba_kernel_on_the_simulator(simulator, name):
+    bench = _by_name("numba")[name]
+    (plan,) = bench.plans(SIM_LIMITS, True)
+    assert plan.threads <= 256
+    prepared = bench.prepare(plan, _sim_runtime())
+    prepared.poison()
+    prepared.launch()
+    assert prepared.check() is None
+
+
+@pytest.mark.sim
+def test_check_reports_a_wrong_result(simulator, monkeypatch):
+    bench = _by_name("numba")["fp32.fma"]
+    (plan,) = bench.plans(SIM_LIMITS, True)
+    prepared = bench.prepare(plan, _sim_runtime())
+    right = fma.reference
+
+    def one_bit_off(*args):  # the kernel's chain 1 of thread 5 now disagrees with the expectation by 1 ulp
+        want = right(*args).copy()
+        want[1, 5] ^= 1
+        return want
+
+    monkeypatch.setattr(fma, "reference", one_bit_off)
+    message = prepared.check()
+    assert message is not None and "1 of" in message and "chain 1 of thread 5" in message
+
+
+CUOBJDUMP = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+    "site-packages/nvidia/cu13/bin/cuobjdump"
+
+
+def _sass_of(source, arch="sm_90") -> str:
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(source.code, source.file, [], [])
+    nvrtc.addNameExpression(prog, source.name_expression)
+    nvrtc.compileProgram(prog, [*source.options, f"-arch={arch}"])
+    cubin = nvrtc.getCUBIN(prog) + b"\0"  # cupy 14.2 returns it one byte short
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def _loop_opcodes(sass: str) -> list[list[str]]:
+    """Opcodes of each backward-branch loop in the SASS."""
+    rows = [(int(m.group(1), 16), m.group(2).split()) for m in
+            re.finditer(r"/\*([0-9a-f]{4})\*/\s+([^;]*);", sass)]
+    ops = [(addr, words[1] if words[0].startswith("@") else words[0], words) for addr, words in rows]
+    loops = []
+    for addr, op, words in ops:
+        if op == "BRA" and int(words[-1], 16) < addr:
+            loops.append([o for a, o, _ in ops if int(words[-1], 16) <= a <= addr])
+    return loops
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
+def test_cuda_c_loop_body_has_k_times_n_fmas(name):
+    pytest.importorskip("cupy")
+    if not CUOBJDUMP.exists() and not shutil.which("cuobjdump"):
+        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+    bench = _by_name("cuda-c")[name]
+    (plan,) = bench.plans(REFERENCE_LIMITS["sm_90"], False)
+    (loop,) = _loop_opcodes(_sass_of(bench.source(plan)))
+    family = fma.LANES[plan.params["lane"]].sass
+    counted = [op for op in loop if op.split(".")[0] == family and not op.startswith("IMAD.MOV")]
+    assert len(counted) == plan.params["chains"] * plan.params["unroll"] == 512
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
+def test_cuda_c_on_the_gpu(name):
+    cupy = pytest.importorskip("cupy")
+    if not cupy.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from kernels.base import DeviceLimits as Limits
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    limits = Limits(sm_count=props["multiProcessorCount"], compute_capability=(props["major"], props["minor"]),
+                    l2_bytes=props["l2CacheSize"], free_bytes=cupy.cuda.runtime.memGetInfo()[0])
+    bench = _by_name("cuda-c")[name]
+    (plan,) = bench.plans(limits, True)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    prepared = bench.prepare(plan, Runtime(simulate=False, cupy_stream=stream))
+    prepared.poison()
+    prepared.launch()
+    stream.synchronize()
+    assert prepared.check() is None
+    prepared.release()
