@@ -21,8 +21,8 @@ import math
 import os
 import shutil
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -59,7 +59,7 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
         raise CeilingsError(f"{p}: is a folder; pass the profiler output files") from None
     except OSError as exc:
         raise CeilingsError(f"{p}: cannot read ({exc.strerror})") from None
-    if not data.strip():
+    if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     if data.startswith(NCU_REP_MAGIC):
         return _finish(_read_ncu_rep(p), p)
@@ -70,15 +70,16 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def _read_text_forms(text: str, path: str) -> pd.DataFrame:
-    own = ncu_csv.OWN_CSV_HEADER.search(text)
-    if own and not text[:own.start()].strip():
-        return ncu_csv.read_own(text, own.start(), path)
-    header = ncu_csv.NCU_CSV_HEADER.search(text)
+    own = ncu_csv.find_own_csv(text)
+    if own is not None:
+        return ncu_csv.read_own(text, own, path)
+    header = ncu_csv.find_ncu_header(text)
     if header:
-        if '"Metric Name"' in header.group(0):
-            return ncu_csv.read_details(text, header.start(), path)
-        return ncu_csv.read_raw(text, header.start(), path)
-    if ncu_csv.NSYS_CSV_HEADER.search(text):
+        start, line = header
+        if '"Metric Name"' in line:
+            return ncu_csv.read_details(text, start, path)
+        return ncu_csv.read_raw(text, start, path)
+    if ncu_csv.find_nsys_csv(text):
         return ncu_csv.read_nsys_csv(text, path)
     launches, profiler_seen = ncu_text.scan_text(text, path)
     if not launches:

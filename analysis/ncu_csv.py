@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 
 import numpy as np
@@ -18,33 +19,72 @@ import pandas as pd
 from ceilings.errors import CeilingsError
 
 from .metrics import EXTENSIVE, canonical_metric
-from .ncu_text import CLI_SECTION, metric_key
+from .ncu_text import metric_key
 from .units import parse_value, parse_values, unit_factor, unit_factors
 
-NCU_CSV_HEADER = re.compile(r'^"ID",(?:"[^"\n]*",)*?"Kernel Name".*$', re.MULTILINE)
 NSYS_CSV_HEADER = re.compile(r'^"?Time ?\(%\)"?,.*Instances.*Name"?\s*$', re.MULTILINE)
-OWN_CSV_HEADER = re.compile(r"^(?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,", re.MULTILINE)
+OWN_CSV_HEADER = re.compile(r"^(?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,")
+
+
+def _lines_starting(text: str, prefix: str):
+    """(offset, line) of every line that starts with `prefix`, found with str.find (fast on big files)."""
+    pos = text.find(prefix)
+    while pos >= 0:
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        if pos == 0 or text[pos - 1] == "\n":
+            yield pos, text[pos:end]
+        pos = text.find(prefix, end)
+
+
+def find_ncu_header(text: str) -> tuple[int, str] | None:
+    """Offset and text of the first ncu CSV header line ('"ID",...,"Kernel Name",...')."""
+    return next(((pos, line) for pos, line in _lines_starting(text, '"ID",') if '"Kernel Name"' in line), None)
+
+
+def find_nsys_csv(text: str) -> bool:
+    for needle in ("Time (%),", '"Time (%)",', "Time(%),", '"Time(%)",'):
+        if any("Instances" in line and "Total Time (ns)" in line for _, line in _lines_starting(text, needle)):
+            return True
+    return False
+
+
+def find_own_csv(text: str) -> int | None:
+    """Offset of this tool's own CSV header when it is the first non-blank line."""
+    start = len(text) - len(text.lstrip())
+    return start if OWN_CSV_HEADER.match(text, start) else None
 
 # Columns of the raw page that describe the launch rather than measure it.
 RAW_META = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit",
             "Metric Value", "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type",
             "Estimated Speedup"}
-_NON_CSV_LINE = re.compile(r'^(?!")(?=.)', re.MULTILINE)
 
 
-def _ncu_frame(text: str, start: int, path: str) -> pd.DataFrame:
+def _ncu_frame(text: str, start: int, path: str, usecols: set[str] | None = None,
+               categories: tuple[str, ...] = ()) -> pd.DataFrame:
     body = text[start:]
-    if _NON_CSV_LINE.search(body):  # application output or ==PROF== lines among the rows: every ncu cell is quoted
+    lines_total = body.count("\n") - (1 if body.endswith("\n") else 0)
+    if body.count('\n"') < lines_total:  # application output or ==PROF== lines among the rows
         body = "\n".join(line for line in body.split("\n") if line.startswith('"'))
+    header = next(csv.reader([body[:body.find("\n")] if "\n" in body else body]))
+    if "ID" not in header or "Kernel Name" not in header:
+        raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {body[:80]!r}")
+    cols = [c for c in dict.fromkeys(header) if usecols is None or c in usecols]
+    dtypes = {c: ("category" if c in categories else str) for c in cols}
     try:
-        df = pd.read_csv(io.StringIO(body), dtype=str, na_filter=False, engine="c")
+        try:  # fast path: every ID an integer (no repeated header rows)
+            df = pd.read_csv(io.StringIO(body), usecols=cols, dtype={**dtypes, "ID": "int64"}, na_filter=False)
+        except ValueError:
+            df = pd.read_csv(io.StringIO(body), usecols=cols, dtype=dtypes, na_filter=False)
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable ncu CSV ({_one_line(exc)}); truncated or edited file?") from None
-    df = df.fillna("")
     ids = pd.to_numeric(df["ID"], errors="coerce")
-    df = df[ids.notna()]  # repeated header rows ("ID") and stray lines
-    df.insert(0, "_id", ids[ids.notna()].astype("int64"))
+    if ids.isna().any():  # repeated header rows ("ID") and stray lines
+        df, ids = df[ids.notna()], ids[ids.notna()]
+    if df.empty:
+        raise CeilingsError(f"{path}: ncu CSV header without any kernel rows; truncated output or no kernel profiled?")
+    df.insert(0, "_id", ids.astype("int64").to_numpy())
     return df
 
 
@@ -59,37 +99,55 @@ def _runs(df: pd.DataFrame) -> np.ndarray:
     return np.zeros(len(df), dtype="int64")
 
 
-def _launch_meta(df: pd.DataFrame) -> pd.DataFrame:
+def _launch_meta(df: pd.DataFrame, first_rows: np.ndarray) -> pd.DataFrame:
     cols = {"Kernel Name": "kernel", "Grid Size": "grid", "Block Size": "block", "Device": "device", "CC": "cc"}
     present = {k: v for k, v in cols.items() if k in df.columns}
-    meta = df.drop_duplicates(["run", "_id"])[["run", "_id", *present]].rename(columns=present)
+    meta = df.iloc[first_rows][["run", "_id", *present]].rename(columns=present)
+    meta["kernel"] = meta["kernel"].astype(str)
     for col in ("grid", "block", "device", "cc"):
         if col not in meta.columns:
             meta[col] = None
         else:
-            meta[col] = meta[col].replace("", None)
-    return meta.rename(columns={"_id": "id"}).set_index(["run", "id"])
+            meta[col] = meta[col].astype(object).where(meta[col].astype(str) != "", None)
+    return meta.rename(columns={"_id": "id"}).reset_index(drop=True)
+
+
+DETAILS_COLUMNS = {"ID", "Process ID", "Kernel Name", "Block Size", "Grid Size", "Device", "CC", "Section Name",
+                   "Metric Name", "Metric Unit", "Metric Value"}
 
 
 def read_details(text: str, start: int, path: str) -> pd.DataFrame:
     """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch."""
-    df = _ncu_frame(text, start, path)
+    df = _ncu_frame(text, start, path, DETAILS_COLUMNS,
+                    ("Process ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit"))
     for needed in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
         if needed not in df.columns:
             raise CeilingsError(f"{path}: ncu CSV without a {needed!r} column; expected --csv details output")
     df["run"] = _runs(df)
-    meta = _launch_meta(df)
-    df = df[df["Metric Name"] != ""]  # rule rows
+    launch, _ = pd.factorize(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
+    first_rows = np.flatnonzero(~pd.Series(launch).duplicated().to_numpy())
+    meta = _launch_meta(df, first_rows)
     values = parse_values(df["Metric Value"]).to_numpy() * unit_factors(df["Metric Unit"])
-    section = df["Section Name"] if "Section Name" in df.columns else pd.Series(CLI_SECTION, index=df.index)
-    codes, uniques = pd.factorize(section + "\x1f" + df["Metric Name"])
-    key_codes, key_names = pd.factorize(np.array([metric_key(*u.split("\x1f", 1)) for u in uniques] + [""]))
-    long = pd.DataFrame({"run": df["run"].to_numpy(), "id": df["_id"].to_numpy(),
-                         "metric": pd.Categorical.from_codes(key_codes[codes], key_names), "value": values})
-    long = long[~np.isnan(long["value"].to_numpy())].drop_duplicates(["run", "id", "metric"])
-    wide = long.set_index(["run", "id", "metric"])["value"].unstack("metric")
-    wide.columns = list(wide.columns.astype(str))
-    out = meta.join(wide, how="left").reset_index()
+    names = df["Metric Name"].cat
+    if "Section Name" in df.columns:
+        sections = df["Section Name"].cat
+        pair = sections.codes.to_numpy().astype("int64") * (len(names.categories) + 1) + names.codes.to_numpy()
+        pair_codes, pair_uniques = pd.factorize(pair)
+        n = len(names.categories) + 1
+        keys = [metric_key(str(sections.categories[u // n]), str(names.categories[u % n])) for u in pair_uniques]
+    else:
+        pair_codes = names.codes.to_numpy()
+        keys = [metric_key(None, str(c)) for c in names.categories]
+    key_codes, key_names = pd.factorize(np.array(keys + [""], dtype=object))
+    metric = key_codes[pair_codes]
+    keep = ~np.isnan(values) & (df["Metric Name"].to_numpy() != "")  # rule rows have no metric
+    launch, metric, values = launch[keep], metric[keep], values[keep]
+    first = ~pd.Series(launch * len(key_names) + metric).duplicated().to_numpy()  # first value wins
+    wide = np.full((len(meta), len(key_names)), np.nan)
+    wide[launch[first], metric[first]] = values[first]
+    used = np.flatnonzero(~np.isnan(wide).all(axis=0))
+    metrics = pd.DataFrame(wide[:, used], columns=[str(key_names[i]) for i in used])
+    out = pd.concat([meta, metrics], axis=1)
     out["launches"] = 1
     return out
 
@@ -100,12 +158,14 @@ def read_raw(text: str, start: int, path: str) -> pd.DataFrame:
     lines = [line for line in body.split("\n") if line.startswith('"')]
     if len(lines) < 2:
         raise CeilingsError(f"{path}: ncu raw CSV without its units row; truncated file?")
+    header = next(csv.reader([lines[0]]))
     units = next(csv.reader([lines[1]]))
     df = _ncu_frame("\n".join([lines[0], *lines[2:]]), 0, path)
-    header = list(df.columns[1:])  # after _id
     unit_of = dict(zip(header, units + [""] * (len(header) - len(units))))
     df["run"] = _runs(df)
-    meta = _launch_meta(df)
+    launch_key = pd.Series(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
+    df = df[~launch_key.duplicated().to_numpy()]
+    meta = _launch_meta(df, np.arange(len(df)))
     metrics: dict[str, pd.Series] = {}
     for col in header:
         if col in RAW_META:
@@ -113,22 +173,21 @@ def read_raw(text: str, start: int, path: str) -> pd.DataFrame:
         series = pd.Series(parse_values(df[col]).to_numpy() * unit_factor(unit_of.get(col, "")), index=df.index)
         key = canonical_metric(col)
         metrics[key] = metrics[key].fillna(series) if key in metrics else series
-    wide = pd.DataFrame(metrics)
-    wide.index = pd.MultiIndex.from_arrays([df["run"].to_numpy(), df["_id"].to_numpy()], names=["run", "id"])
-    wide = wide[~wide.index.duplicated()]
-    out = meta.join(wide, how="left")
+    out = pd.concat([meta, pd.DataFrame(metrics).reset_index(drop=True)], axis=1)
     major = out.get("device__attribute_compute_capability_major")
     minor = out.get("device__attribute_compute_capability_minor")
     if major is not None and minor is not None:
-        cc = major.map(lambda v: "" if v != v else str(int(v))) + "." + minor.map(
-            lambda v: "" if v != v else str(int(v)))
+        cc = major.map(_int_text) + "." + minor.map(_int_text)
         out["cc"] = out["cc"].fillna(cc.where(major.notna() & minor.notna()))
     for col, metric in (("grid", "launch__grid_size"), ("block", "launch__block_size")):
         if metric in out.columns:
-            out[col] = out[col].fillna(out[metric].map(lambda v: None if v != v else str(int(v))))
-    out = out.reset_index()
+            out[col] = out[col].fillna(out[metric].map(_int_text))
     out["launches"] = 1
     return out
+
+
+def _int_text(value: float) -> str | None:
+    return None if math.isnan(value) else str(int(value))
 
 
 def read_nsys_csv(text: str, path: str) -> pd.DataFrame:
@@ -143,9 +202,9 @@ def read_nsys_csv(text: str, path: str) -> pd.DataFrame:
             total = parse_value(rec.get("Total Time (ns)") or "")
             avg_text = next((rec[k] for k in ("Avg (ns)", "Average (ns)", "Average", "Avg") if rec.get(k)), None)
             avg = parse_value(avg_text) if avg_text else total / count
-            if not name or count != count or avg != avg:
+            if not name or math.isnan(count) or math.isnan(avg):
                 raise CeilingsError(f"{path}: unreadable nsys kernel summary row {i + 1}: {str(rec)[:80]}")
-            truncated = name.endswith("…") or name.endswith("...")
+            truncated = name.endswith(("…", "..."))
             rows.append({"run": -1, "id": len(rows), "kernel": name.rstrip("…").rstrip(".") if truncated else name,
                          "launches": int(count), "source": "nsys", "name_truncated": truncated,
                          "gpu__time_duration.sum": avg * 1e-9})

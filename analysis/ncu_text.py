@@ -10,6 +10,7 @@ scan give per-kernel times.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ _HEADING_OLD = re.compile(
     r" Stream (?P<stream>\d+)\s*$")
 _SPANS = re.compile(r"-+")
 _NSYS_AVG = ("Avg (ns)", "Average (ns)", "Average", "Avg")
+_INFINITE = (float("inf"), float("-inf"))
 
 
 @dataclass
@@ -85,6 +87,8 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
     nsys_cols: dict[str, tuple[int, int]] | None = None
     nsys_header: str | None = None
     nsys_run = -1
+    last_col = 2
+    row_cache: dict[tuple, tuple[str | None, float]] = {}  # (section, name cell, unit cell) -> (key, factor)
 
     lines = text.split("\n")
     for lineno, line in enumerate(lines, 1):
@@ -109,13 +113,23 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                 in_table = False  # table lost its closing dash row: fall through to structure handling
             else:
                 u0, u1 = spans[1]
-                name = line[:u0].strip()
                 v0, v1 = spans[value_col]
-                value = parse_value(line[v0:v1] if value_col < len(spans) - 1 else line[v0:])
-                if name and value == value:  # NaN (n/a, words, lists) is simply not stored
-                    key = metric_key(section, name)
-                    if key not in current.metrics:
-                        current.metrics[key] = value * unit_factor(line[u0:u1].strip())
+                raw = line[v0:v1] if value_col < last_col else line[v0:]
+                try:
+                    value = float(raw)
+                except ValueError:
+                    value = parse_value(raw)
+                if value != value or value in _INFINITE:  # noqa: PLR0124 - fast NaN test; n/a, words: not stored
+                    continue
+                cache_key = (section, line[:u0], line[u0:u1])
+                entry = row_cache.get(cache_key)
+                if entry is None:
+                    name = line[:u0].strip()
+                    entry = row_cache[cache_key] = (metric_key(section, name) if name else None,
+                                                    unit_factor(line[u0:u1].strip()))
+                key, factor = entry
+                if key is not None and key not in current.metrics:
+                    current.metrics[key] = value * factor
                 continue
 
         if nsys_cols is not None:
@@ -160,6 +174,7 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
             if len(table_spans) >= MIN_METRIC_TABLE_SPANS:
                 in_table, expect_header, header_sep_pending = True, True, False
                 spans, value_col, table_start_line = table_spans, 2, lineno
+                last_col = len(spans) - 1
             continue
         if first == "=" and line.startswith("==PROF=="):
             profiler_seen = True
@@ -193,9 +208,9 @@ def _nsys_launch(line: str, cols: dict[str, tuple[int, int]], run: int, index: i
     avg_key = next((k for k in _NSYS_AVG if k in cols), None)
     avg = parse_value(line[slice(*cols[avg_key])]) if avg_key else total / count
     name = line[name_start:].strip()
-    truncated = name.endswith("…") or name.endswith("...")
+    truncated = name.endswith(("…", "..."))
     name = name.rstrip("…").rstrip(".") if truncated else name
-    if not name or count != count:
+    if not name or math.isnan(count):
         raise CeilingsError(f"{path}:{lineno}: unreadable row in the nsys kernel summary: {line.strip()[:80]!r}")
     return Launch(run=-1 - run, id=index, kernel=name, launches=int(count), source="nsys",
                   name_truncated=truncated, metrics={"gpu__time_duration.sum": avg * 1e-9})

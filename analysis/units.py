@@ -76,8 +76,11 @@ def parse_values(values: pd.Series) -> pd.Series:
     """Vectorised parse_value for a column of strings (or already-numeric values)."""
     if pd.api.types.is_numeric_dtype(values):
         return values.astype("float64")
-    cleaned = values.astype("str").str.replace(",", "", regex=False)
-    numeric = pd.to_numeric(cleaned, errors="coerce").astype("float64")
+    numeric = pd.to_numeric(values, errors="coerce").astype("float64")
+    retry = numeric.isna().to_numpy()
+    if retry.any():  # thousands separators ("1,312,168,927.90"), only where the plain parse failed
+        cleaned = values[retry].astype("str").str.replace(",", "", regex=False)
+        numeric[retry] = pd.to_numeric(cleaned, errors="coerce").astype("float64").to_numpy()
     # to_numeric reads a bare 'inf' as a number; ncu never prints one as a real value.
     return numeric.where(np.isfinite(numeric))
 

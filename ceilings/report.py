@@ -49,7 +49,7 @@ def numba_ratio(ceilings: Sequence[dict], name: str) -> float | None:
 
 def ceilings_table(doc: dict) -> str:
     """The summary table: best per ceiling, against clock-derived and datasheet peaks."""
-    header = ["ceiling", "measured", "by", "spread", "SM MHz", "clock-derived", "% clk", "datasheet", "% ds",
+    header = ["ceiling", "SIMULATED (meaningless)" if doc["simulated"] else "measured", "by", "spread", "SM MHz", "clock-derived", "% clk", "datasheet", "% ds",
               "numba/cuda-c", "status"]
     rows = []
     for c in best_per_name(doc["ceilings"]):
@@ -92,7 +92,8 @@ def roofs_summary(doc: dict) -> str:
         if c:
             lines.append(f"{precision} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
                          f"({c['backend']}:{c['kernel']})")
-    return "\n".join(lines)
+    prefix = "SIMULATED, meaningless: " if doc["simulated"] else ""
+    return "\n".join(prefix + line for line in lines)
 
 
 def sweeps_summary(doc: dict) -> str:

@@ -1,2 +1,288 @@
-"""Placeholder until this family lands."""
-BENCHMARKS: list = []
+"""Tensor-core ceilings through hand-written warp-level `mma.sync` (CUDA C, inline PTX; see cuda/tensor.cu).
+
+Each warp keeps one A and one B fragment and NACC accumulator sets in registers and runs one runtime loop
+of `trips` iterations over a fully unrolled body of UNROLL x NACC independent mma. Declared work: 2*M*N*K
+FLOPs per warp-level mma, by precision (fp16, bf16, tf32, fp8 = e4m3).
+
+Correctness: the fragments hold small integers (exact in every input format, and every product and sum
+is exact in fp32), so a verification launch that stores the accumulators is compared for equality with
+a numpy reference built from the PTX fragment layouts. The timed launches store nothing (run-time flag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Benchmark, CudaSource, DeviceLimits, Plan, Prepared, Runtime, Work, launch_dims
+
+CUDA_FILE = "tensor.cu"
+KERNEL = "tensor_mma"
+
+M, N = 16, 8  # every mma here is m16n8k<K>
+WARP = 32
+A_REGS, B_REGS, C_REGS = 4, 2, 4  # 32-bit registers per lane, the same for all four shapes
+
+BLOCK = 128  # 4 warps: one per SM sub-partition
+BLOCKS_PER_SM = 4  # 16 warps per SM; the register need (~40 per thread) allows it on every CC >= 8.0
+NACC = 4  # independent accumulator sets per warp: with 4 warps per sub-partition, 16 mma in flight
+UNROLL = 8  # rounds of NACC mma in the unrolled loop body
+TRIPS = 4096  # ~2-3 ms per launch on an A100/H100 at mma.sync rates
+TRIPS_QUICK = 512
+VERIFY_TRIPS = 2  # the verification launch: every mma of the body, twice, through the loop back-edge
+
+HOPPER_NOTE = ("mma.sync is not the Hopper tensor peak (wgmma is): on CC 9.x this is the warp-level "
+               "mma.sync ceiling, well below the datasheet tensor figure")
+
+FP8_NOTE = ("mma.sync e4m3 runs natively only on CC 8.9 and 12.x; on Hopper (9.0) and CC 10.x/11.x ptxas "
+            "emulates it with fp16 HMMA, so it is not measured there (Hopper fp8 is wgmma only)")
+
+
+@dataclass(frozen=True)
+class TensorOp:
+    """One mma.sync flavour: the precision it is declared as and the PTX shape m16n8k<k>."""
+
+    precision: str  # fp16 | bf16 | tf32 | fp8
+    struct: str  # the Op struct in cuda/tensor.cu
+    k: int
+    bits: int  # bits per input element; 32 // bits elements share a 32-bit register
+    supported: Callable[[tuple[int, int]], bool]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flops_per_mma(self) -> int:
+        return 2 * M * N * self.k
+
+    @property
+    def per_reg(self) -> int:
+        return 32 // self.bits
+
+
+def _ampere_or_later(cc: tuple[int, int]) -> bool:
+    return cc >= (8, 0)  # m16n8k16 bf16 and m16n8k8 tf32 (and k16 fp16 at full rate) need sm_80
+
+
+def _native_fp8(cc: tuple[int, int]) -> bool:
+    # mma.sync e4m3 compiles to QMMA.16832 on sm_89 and sm_120/121. On sm_90/100/103/110, ptxas emulates
+    # it (F2FP to fp16, 2 HMMA.16816, FADD into the accumulator; see docs/tensor.md): not an fp8 ceiling.
+    return cc == (8, 9) or cc[0] == 12
+
+
+OPS = (
+    TensorOp("fp16", "Fp16", 16, 16, _ampere_or_later),
+    TensorOp("bf16", "Bf16", 16, 16, _ampere_or_later),
+    TensorOp("tf32", "Tf32", 8, 32, _ampere_or_later),
+    TensorOp("fp8", "Fp8", 32, 8, _native_fp8, notes=(FP8_NOTE,)),
+)
+
+
+# ---- fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16 / m16n8k8 / m16n8k32") ----------------
+
+def _lane_ids() -> tuple[np.ndarray, np.ndarray]:
+    lane = np.arange(WARP)
+    return lane >> 2, lane & 3  # groupID, threadID_in_group
+
+
+def layout_a(op: TensorOp) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) in the 16xK matrix A of element i of lane l's A fragment, as [32, elements] arrays."""
+    g, t = _lane_ids()
+    i = np.arange(A_REGS * op.per_reg)
+    reg, pos = i // op.per_reg, i % op.per_reg
+    row = g[:, None] + 8 * (reg % 2)[None, :]
+    col = op.per_reg * t[:, None] + pos[None, :] + (op.k // 2) * (reg // 2)[None, :]
+    return row, col
+
+
+def layout_b(op: TensorOp) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) in the Kx8 matrix B of element i of lane l's B fragment."""
+    g, t = _lane_ids()
+    i = np.arange(B_REGS * op.per_reg)
+    reg, pos = i // op.per_reg, i % op.per_reg
+    row = op.per_reg * t[:, None] + pos[None, :] + (op.k // 2) * reg[None, :]
+    col = np.broadcast_to(g[:, None], row.shape)
+    return row, col
+
+
+def layout_c() -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) in the 16x8 accumulator of element i of lane l's C/D fragment."""
+    g, t = _lane_ids()
+    i = np.arange(C_REGS)
+    return g[:, None] + 8 * (i // 2)[None, :], 2 * t[:, None] + (i % 2)[None, :]
+
+
+# ---- operand values: small integers, exact in fp16/bf16/tf32/e4m3 and in every fp32 partial sum ----------
+
+def matrix_a(op: TensorOp) -> np.ndarray:
+    r, c = np.indices((M, op.k))
+    return ((2 * r + 3 * c) % 5 - 2).astype(np.float64)  # -2..2
+
+
+def matrix_b(op: TensorOp) -> np.ndarray:
+    r, c = np.indices((op.k, N))
+    return ((r + 2 * c) % 5 - 2).astype(np.float64)
+
+
+def initial_accumulators(nacc: int) -> np.ndarray:
+    """C of accumulator set s, as [nacc, 16, 8]."""
+    s, r, c = np.indices((nacc, M, N))
+    return ((r + 2 * c + 3 * s) % 7 - 3).astype(np.float64)
+
+
+def _e4m3_codes() -> dict[float, int]:
+    """Every finite e4m3 value -> its byte (bias 7, 3 mantissa bits, subnormals at exponent 0)."""
+    codes = {}
+    for code in range(256):
+        sign, exp, man = code >> 7, (code >> 3) & 0xF, code & 0x7
+        if exp == 0xF and man == 0x7:
+            continue  # NaN
+        mag = (man / 8) * 2.0**-6 if exp == 0 else (1 + man / 8) * 2.0 ** (exp - 7)
+        codes.setdefault(-mag if sign else mag, code)  # +0 (0x00) wins over -0
+    return codes
+
+
+def encode(op: TensorOp, values: np.ndarray) -> np.ndarray:
+    """Bit patterns of `values` in the op's input format; ValueError when a value is not exact there."""
+    v = np.asarray(values, dtype=np.float64)
+    if op.precision == "fp16":
+        bits, back = v.astype(np.float16).view(np.uint16), v.astype(np.float16).astype(np.float64)
+    elif op.precision == "bf16":
+        f32 = v.astype(np.float32)
+        bits = (f32.view(np.uint32) >> 16).astype(np.uint16)
+        back = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    elif op.precision == "tf32":  # an fp32 pattern whose low 13 mantissa bits the mma ignores
+        f32 = v.astype(np.float32)
+        bits = f32.view(np.uint32) & np.uint32(0xFFFFE000)
+        back = bits.view(np.float32).astype(np.float64)
+    else:
+        table = _e4m3_codes()
+        missing = [x for x in v.ravel() if x not in table]
+        if missing:
+            raise ValueError(f"{missing[0]} is not exact in e4m3")
+        bits = np.vectorize(table.__getitem__, otypes=[np.uint8])(v)
+        back = v
+    if not np.array_equal(back, v):
+        raise ValueError(f"operand values are not exact in {op.precision}")
+    return bits
+
+
+def pack(bits: np.ndarray, op: TensorOp) -> np.ndarray:
+    """[32, elements] element bit patterns -> [32, registers] uint32, element 0 in the low bits."""
+    per = op.per_reg
+    grouped = bits.astype(np.uint32).reshape(bits.shape[0], -1, per)
+    shifts = (np.arange(per, dtype=np.uint32) * op.bits)[None, None, :]
+    return np.bitwise_or.reduce(grouped << shifts, axis=2).astype(np.uint32)
+
+
+def fragments(op: TensorOp) -> np.ndarray:
+    """The kernel's `frag` input: [6 registers, 32 lanes] uint32, registers a0..a3 then b0..b1."""
+    ra, ca = layout_a(op)
+    rb, cb = layout_b(op)
+    a = pack(encode(op, matrix_a(op)[ra, ca]), op)
+    b = pack(encode(op, matrix_b(op)[rb, cb]), op)
+    return np.ascontiguousarray(np.concatenate([a, b], axis=1).T)
+
+
+def accumulator_fragments(c: np.ndarray) -> np.ndarray:
+    """[nacc, 16, 8] accumulators -> [nacc, 32 lanes, 4] as the lanes hold them."""
+    rc, cc = layout_c()
+    return c[:, rc, cc]
+
+
+def expected_accumulators(op: TensorOp, nacc: int, mmas_per_acc: int) -> np.ndarray:
+    """[nacc, 32, 4] after `mmas_per_acc` mma into each accumulator set: C + n * (A @ B), exact."""
+    d = initial_accumulators(nacc) + mmas_per_acc * (matrix_a(op) @ matrix_b(op))[None]
+    return accumulator_fragments(d).astype(np.float32)
+
+
+# ---- the benchmark ------------------------------------------------------------------------------------------
+
+def _plans(op: TensorOp) -> Callable[[DeviceLimits, bool], list[Plan]]:
+    def plans(limits: DeviceLimits, quick: bool) -> list[Plan]:
+        if not op.supported(limits.compute_capability):
+            return []
+        grid = launch_dims(limits, BLOCK, BLOCKS_PER_SM)
+        trips = TRIPS_QUICK if quick else TRIPS
+        warps = grid * BLOCK // WARP
+        flops = warps * trips * UNROLL * NACC * op.flops_per_mma
+        # Each thread loads its fragments and initial accumulators once; the timed launches store nothing.
+        bytes_read = grid * BLOCK * 4 * (A_REGS + B_REGS + C_REGS * NACC)
+        params = {"shape": f"m{M}n{N}k{op.k}", "nacc": NACC, "unroll": UNROLL, "trips": trips,
+                  "blocks_per_sm": BLOCKS_PER_SM}
+        work = Work(bytes_read=bytes_read, flops={op.precision: flops})
+        return [Plan(grid=grid, block=BLOCK, work=work, params=params, loop_trips=trips)]
+
+    return plans
+
+
+def _source(op: TensorOp) -> Callable[[Plan], CudaSource]:
+    def source(plan: Plan) -> CudaSource:
+        return CudaSource(CUDA_FILE, f"{KERNEL}<{op.struct}, {plan.params['nacc']}, {plan.params['unroll']}>")
+
+    return source
+
+
+def _prepare(op: TensorOp) -> Callable[[Plan, Runtime], Prepared]:
+    def prepare(plan: Plan, runtime: Runtime) -> Prepared:
+        import cupy
+
+        src = _source(op)(plan)
+        module = cupy.RawModule(code=src.code, options=src.options, name_expressions=[src.name_expression])
+        kernel = module.get_function(src.name_expression)
+        nacc, unroll = plan.params["nacc"], plan.params["unroll"]
+        warps = plan.threads // WARP
+        with runtime.cupy_stream:
+            bufs = {"frag": cupy.asarray(fragments(op)),
+                    "acc0": cupy.asarray(accumulator_fragments(initial_accumulators(nacc)).astype(np.float32)),
+                    "out": cupy.empty(warps * nacc * WARP * C_REGS, dtype=np.float32)}
+
+        def run(trips: int, store: int) -> None:
+            with runtime.cupy_stream:
+                kernel((plan.grid,), (plan.block,),
+                       (bufs["frag"], bufs["acc0"], bufs["out"], np.int32(trips), np.int32(store)))
+
+        def poison() -> None:
+            with runtime.cupy_stream:
+                bufs["out"].fill(np.nan)
+
+        def check() -> str | None:
+            poison()
+            run(VERIFY_TRIPS, 1)
+            with runtime.cupy_stream:
+                got = bufs["out"].get().reshape(warps, nacc, WARP, C_REGS)
+            want = expected_accumulators(op, nacc, VERIFY_TRIPS * unroll)
+            bad = np.argwhere(got != want[None])
+            if not len(bad):
+                return None
+            w, s, lane, i = bad[0]
+            return (f"{len(bad)} of {got.size} accumulators wrong after a {VERIFY_TRIPS}-trip verification "
+                    f"launch; first: warp {w} set {s} lane {lane} c{i} = {got[w, s, lane, i]!r}, "
+                    f"expected {want[s, lane, i]!r}")
+
+        return Prepared(launch=lambda: run(plan.loop_trips, 0), poison=poison, check=check,
+                        release=bufs.clear)
+
+    return prepare
+
+
+def _benchmark(op: TensorOp) -> Benchmark:
+    return Benchmark(
+        name=f"tensor.{op.precision}",
+        backend="cuda-c",
+        kind="compute",
+        kernel=KERNEL,
+        description=(f"warp-level mma.sync m{M}n{N}k{op.k} {op.precision}->fp32, register operands, "
+                     f"{NACC} independent accumulators per warp"),
+        plans=_plans(op),
+        prepare=_prepare(op),
+        source=_source(op),
+        precision=op.precision,
+        pipe="tensor",
+        peak_key=f"tensor.{op.precision}",
+        group="tensor",
+        notes=(HOPPER_NOTE, *op.notes),
+    )
+
+
+BENCHMARKS = [_benchmark(op) for op in OPS]

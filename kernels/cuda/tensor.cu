@@ -2,7 +2,7 @@
 //
 // Every warp runs `trips` iterations of one runtime loop whose body is fully unrolled: UNROLL rounds of
 // NACC independent mma (one per accumulator set, so NACC mma are in flight to hide the MMA latency).
-// The per-lane fragment registers are loaded once (frag[lane][0..3] = A, [4..5] = B) and the
+// The per-lane fragment registers are loaded once (frag[r][lane]: r 0..3 = A, 4..5 = B) and the
 // accumulators start from acc0[k][lane][0..3]; nothing else touches memory until the guarded store.
 // `store` is a run-time flag: the timed launches pass 0 (nothing is written, but the compiler cannot
 // drop the mma), the verification launch passes 1 and every warp writes out[warp][k][lane][0..3].
@@ -53,9 +53,9 @@ __global__ void tensor_mma(const unsigned* __restrict__ frag, const float* __res
     const int lane = threadIdx.x & 31;
     unsigned a[4], b[2];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[r] = frag[lane * 6 + r];
+    for (int r = 0; r < 4; ++r) a[r] = frag[r * 32 + lane];  // register-major: no multiply, coalesced
 #pragma unroll
-    for (int r = 0; r < 2; ++r) b[r] = frag[lane * 6 + 4 + r];
+    for (int r = 0; r < 2; ++r) b[r] = frag[(4 + r) * 32 + lane];
     float acc[NACC][4];
 #pragma unroll
     for (int k = 0; k < NACC; ++k) {
