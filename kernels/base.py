@@ -44,6 +44,9 @@ class DeviceLimits:
 REFERENCE_LIMITS = {
     "sm_80": DeviceLimits(sm_count=108, compute_capability=(8, 0), l2_bytes=40 * 2**20,
                           free_bytes=70 * 2**30, shared_bytes_per_sm=164 * 1024),
+    # Ada (L40S-like): the architecture where mma.sync e4m3 (fp8) is native and so can be proven.
+    "sm_89": DeviceLimits(sm_count=142, compute_capability=(8, 9), l2_bytes=96 * 2**20,
+                          free_bytes=44 * 2**30, max_threads_per_sm=1536, shared_bytes_per_sm=100 * 1024),
     "sm_90": DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20,
                           free_bytes=130 * 2**30),
 }
