@@ -1,0 +1,324 @@
+"""analysis.ncu: every format, hand-read expected values, error paths.
+
+Expected numbers were read off the files by hand (units converted by hand), never from the code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import ClassVar
+
+import pandas as pd
+import pytest
+
+from analysis.metrics import OUTPUT_COLUMNS
+from analysis.ncu import kernel_table, main, read_profile
+
+DATA = Path(__file__).parent / "data" / "ncu"
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ncu-samples"
+needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/ncu-samples is absent")
+SAXPY = "void saxpy<float>(int, float, float const*, float*)"
+
+
+def row(table: pd.DataFrame, prefix: str) -> pd.Series:
+    hits = table[table["kernel"].str.startswith(prefix)]
+    assert len(hits) == 1, f"{prefix!r}: {list(table['kernel'])}"
+    return hits.iloc[0]
+
+
+# ------------------------------------------------------------------------------------ own fixtures
+def test_text_old_heading_metrics_layout():
+    t = kernel_table([DATA / "text_old_metrics.txt"])
+    assert list(t.columns) == OUTPUT_COLUMNS
+    s = row(t, "void saxpy")
+    assert s["launches"] == 2
+    assert s["dram_bytes"] == pytest.approx(8.39e6 + 419.43e3 + 8.40e6 + 1.05e6)
+    assert s["time_s"] == pytest.approx(12.35e-6 + 12.50e-6)
+    assert s["flops_fp32"] == pytest.approx(2 * 2 * 1_048_576)
+    assert math.isnan(s["flops_fp64"]) and math.isnan(s["l2_bytes"]) and math.isnan(s["sm_clock_hz"])
+    r = row(t, "reduce(")
+    assert math.isnan(r["flops_fp32"])  # ffma was "(!) n/a": missing, not 0
+    assert math.isnan(r["flops"]) and math.isnan(r["flop_per_s"])
+    assert r["dram_bytes"] == pytest.approx(4104) and r["time_s"] == pytest.approx(3.2e-6)
+
+
+def test_text_new_heading_sections_tensor_fp16():
+    t = kernel_table([DATA / "text_new_sections.txt"], per_launch=True)
+    g = row(t, "gemm_kernel")
+    assert (g["grid"], g["block"], g["device"], g["cc"]) == ("(128, 1, 1)", "(256, 1, 1)", "0", "9.0")
+    assert g["time_s"] == pytest.approx(19.97e-6)
+    assert g["sm_clock_hz"] == pytest.approx(1.59e9)
+    assert g["flops_fp16"] == pytest.approx(2 * 1000 + 10)
+    assert g["flops_tensor"] == pytest.approx(32_768 * 1024)  # CC 9.0 rule
+    assert g["flops"] == pytest.approx(2010 + 32_768 * 1024)
+    assert g["dram_bytes"] == pytest.approx(67.11e6)
+    c = row(t, "copy_kernel")
+    assert c["time_s"] == pytest.approx(1.25e-3) and math.isnan(c["sm_clock_hz"])  # "(!) nan"
+
+
+def test_summary_uses_average_and_invocations():
+    t = kernel_table([DATA / "summary.txt"])
+    s = row(t, "step(")
+    assert s["launches"] == 10
+    assert s["time_s"] == pytest.approx(10 * 2.00e-6)
+    assert s["dram_bytes"] == pytest.approx(10 * 2.00e3)
+    assert s["sm_clock_hz"] == pytest.approx(2.25e9)
+    assert s["cc"] == "8.9"
+
+
+def test_details_csv_12_columns_sectors_and_cycles():
+    t = kernel_table([DATA / "details_12col.csv"], per_launch=True)
+    assert list(t["dram_bytes"]) == pytest.approx([32 * 1500, 32 * 2500])
+    assert list(t["time_s"]) == pytest.approx([1e-6, 1e-6])  # 1,400 cycles / 1.40 cycle/ns
+    assert list(t["flops_fp64"]) == pytest.approx([250, 250])
+    assert t["l2_bytes"].isna().all()  # "n/a"
+    k = kernel_table([DATA / "details_12col.csv"]).iloc[0]
+    assert k["flop_per_s"] == pytest.approx(500 / 2e-6)
+
+
+def test_details_csv_20_columns_rules_and_short_rows():
+    t = kernel_table([DATA / "details_20col.csv"], per_launch=True)
+    g = t.iloc[0]
+    assert (g["kernel"], g["grid"], g["block"], g["cc"]) == ("cutlass_gemm", "(64, 2, 1)", "(128, 1, 1)", "8.0")
+    assert g["time_s"] == pytest.approx(406_240e-9)
+    assert g["sm_clock_hz"] == pytest.approx(1.41e9)
+    assert g["dram_bytes"] == pytest.approx(1_024_000)
+    assert g["flops_tensor"] == pytest.approx(1000 * 512)
+
+
+def test_raw_csv_units_row_and_lists():
+    p = read_profile(DATA / "raw.csv")
+    assert p["inst_executed"].isna().all()  # "a; b; c" per-instance lists are not one value
+    t = kernel_table([DATA / "raw.csv"])
+    v = row(t, "vecAdd")
+    assert v["launches"] == 2
+    assert v["dram_bytes"] == pytest.approx(12.29e3 + 8.00e3)
+    assert v["time_s"] == pytest.approx(4.72e-6)
+    assert v["l2_bytes"] == pytest.approx(32 * (1024 + 512))
+    assert v["flops_fp32"] == pytest.approx(400)
+    assert v["cc"] == "6.1"
+
+
+def test_nsys_csv_and_text_give_times_joined_by_prefix():
+    t = kernel_table([DATA / "text_no_time.txt"], nsys=[DATA / "nsys_stats.txt"])
+    k = t.iloc[0]
+    assert k["time_s"] == pytest.approx(4_000e-9)  # nsys Avg x 1 ncu launch; name cut at 100 chars
+    assert k["flop_per_s"] == pytest.approx(1e6 / 4e-6)
+    t2 = kernel_table([DATA / "text_old_metrics.txt"], nsys=DATA / "nsys_kern_sum.csv")
+    assert row(t2, "reduce(")["time_s"] == pytest.approx(3.2e-6)  # ncu time wins over nsys
+    alone = kernel_table([DATA / "nsys_kern_sum.csv"])
+    assert row(alone, SAXPY)["time_s"] == pytest.approx(2000e-9)
+    assert row(alone, SAXPY)["launches"] == 4
+
+
+def test_runs_in_several_files_merge_by_name_and_order(tmp_path):
+    a = tmp_path / "a.csv"
+    b = tmp_path / "b.csv"
+    lines = (DATA / "details_12col.csv").read_text().splitlines()
+    header = lines[3]
+    a.write_text("\n".join([header] + [x for x in lines[4:] if "dram__" in x]) + "\n")
+    b.write_text("\n".join([header] + [x for x in lines[4:] if "dram__" not in x]) + "\n")
+    merged = kernel_table([a, b], per_launch=True)
+    assert list(merged["dram_bytes"]) == pytest.approx([48_000, 80_000])
+    assert list(merged["flops_fp64"]) == pytest.approx([250, 250])
+
+
+def test_cli_csv_json_and_readback(tmp_path, capsys):
+    out_csv, out_json = tmp_path / "k.csv", tmp_path / "k.json"
+    assert main([str(DATA / "text_old_metrics.txt"), "--csv", str(out_csv), "--json", str(out_json)]) == 0
+    header = out_csv.read_text().splitlines()[0]
+    assert header == ",".join(OUTPUT_COLUMNS)
+    records = json.loads(out_json.read_text())
+    reduce = next(r for r in records if r["kernel"].startswith("reduce"))
+    assert reduce["flops_fp32"] is None and reduce["flops"] is None
+    back = kernel_table([out_csv])
+    s = row(back, "void saxpy")
+    assert s["launches"] == 2 and s["dram_bytes"] == pytest.approx(8.39e6 + 419.43e3 + 8.40e6 + 1.05e6)
+    assert main([str(DATA / "summary.txt")]) == 0
+    printed = capsys.readouterr().out
+    assert "time ms" in printed and "step(float *, int)" in printed
+
+
+# --------------------------------------------------------------------------------------- errors
+def _error_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    return err[0]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"", "empty"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary"),
+    (b"hello world\nthis is a README\n", "not Nsight"),
+    (b"==PROF== Connected to process 1 (/bin/x)\n==ERROR== LaunchFailed\n==PROF== Disconnected\n", "without any"),
+])
+def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, content, needle):
+    f = tmp_path / "in.txt"
+    f.write_bytes(content)
+    line = _error_line(capsys, [str(f)])
+    assert str(f) in line and needle in line
+
+
+def test_truncated_mid_table_names_file_and_line(tmp_path, capsys):
+    text = (DATA / "text_old_metrics.txt").read_text().splitlines()
+    cut = next(i for i, x in enumerate(text) if "gpu__time_duration" in x)
+    f = tmp_path / "cut.txt"
+    f.write_text("\n".join(text[:cut + 1]) + "\n")
+    line = _error_line(capsys, [str(f)])
+    assert f"{f}:" in line and "inside the metrics table" in line
+
+
+def test_ncu_rep_without_ncu_report_says_how_to_convert(tmp_path, capsys, monkeypatch):
+    from analysis import ncu
+
+    monkeypatch.setattr(ncu, "_import_ncu_report", lambda: None)
+    f = tmp_path / "r.ncu-rep"
+    f.write_bytes(b"NVR\0\x02\x00\x00\x00junk")
+    line = _error_line(capsys, [str(f)])
+    assert f"ncu --import {f} --csv --page raw" in line
+
+
+def test_ncu_rep_through_ncu_report_module(tmp_path, monkeypatch):
+    from analysis import ncu
+
+    class Metric:
+        def __init__(self, v, u):
+            self.v, self.u = v, u
+
+        def as_double(self):
+            return self.v
+
+        def unit(self):
+            return self.u
+
+    class Action:
+        values: ClassVar[dict] = {"dram__bytes.sum": Metric(2.0, "Mbyte"), "gpu__time_duration.sum": Metric(5.0, "usecond"),
+                  "device__attribute_compute_capability_major": Metric(8, ""),
+                  "device__attribute_compute_capability_minor": Metric(0, "")}
+
+        def name(self):
+            return "k"
+
+        def metric_names(self):
+            return list(self.values)
+
+        def metric_by_name(self, n):
+            return self.values[n]
+
+    class Range:
+        def num_actions(self):
+            return 1
+
+        def action_by_idx(self, i):
+            return Action()
+
+    class Context:
+        def num_ranges(self):
+            return 1
+
+        def range_by_idx(self, i):
+            return Range()
+
+    class Module:
+        @staticmethod
+        def load_report(path):
+            return Context()
+
+    monkeypatch.setattr(ncu, "_import_ncu_report", lambda: Module)
+    f = tmp_path / "r.ncu-rep"
+    f.write_bytes(b"NVR\0rest")
+    t = kernel_table([f], per_launch=True).iloc[0]
+    assert t["dram_bytes"] == pytest.approx(2e6) and t["time_s"] == pytest.approx(5e-6) and t["cc"] == "8.0"
+
+
+# -------------------------------------------------------------------------------- real samples
+@needs_samples
+@pytest.mark.parametrize("name", sorted(
+    str(p.relative_to(SAMPLES)) for p in SAMPLES.rglob("*") if p.is_file() and p.suffix != ".md"
+    and not p.name.endswith(".ncu-rep")) if SAMPLES.is_dir() else [])
+def test_every_sample_parses(name):
+    table = kernel_table([SAMPLES / name])
+    assert len(table) > 0 and table["kernel"].str.len().min() > 0
+
+
+@needs_samples
+def test_sample_gene_csv_dram_and_cycles():
+    t = kernel_table([SAMPLES / "gene_v100_ncu2020.1_csv/dram_ncuroof-time-0.csv"], per_launch=True)
+    assert len(t) == 8
+    first = t.iloc[0]
+    assert first["kernel"].startswith("ij_deriv_kernel(int, int, int, thrust::complex<double> const*")
+    assert first["dram_bytes"] == pytest.approx(690_974_304)
+    assert first["time_s"] == pytest.approx(1_209_826.20 / 1_309_471_763.30)
+
+
+@needs_samples
+def test_sample_gene_dram_and_flops_runs_merge():
+    t = kernel_table([SAMPLES / "gene_v100_ncu2020.1_csv/dram_ncuroof-time-0.csv",
+                      SAMPLES / "gene_v100_ncu2020.1_csv/flops_ncuroof-time-0.csv"])
+    k = row(t, "ij_deriv_kernel")
+    assert k["launches"] == 4
+    assert k["flops_fp64"] == pytest.approx(4 * (2 * 137_625_600 + 0 + 55_050_240))
+    assert k["dram_bytes"] == pytest.approx(690_974_304 + 690_909_440 + 690_954_112 + 690_998_592)
+    concatenated = kernel_table([SAMPLES / "gene_v100_ncu2020.1_csv/out_nvroof_ncuroof_region-dgdxy-1.csv"])
+    c = row(concatenated, "add_i_col_times_ij_block_kernel")
+    assert c["flops_fp64"] == pytest.approx(4 * (2 * 27_525_120 + 27_525_120 + 27_525_120))
+
+
+@needs_samples
+def test_sample_einnet_text():
+    t = kernel_table([SAMPLES / "einnet_a100_ncu2020.1_text/g2bmm.origin.profile"])
+    k = row(t, "infini::sg2bmm")
+    assert k["launches"] == 1  # two runs of the same launch, merged
+    assert k["flops_fp32"] == pytest.approx(2 * 5_122_560_000)
+    assert k["dram_bytes"] == pytest.approx(20.96e6 + 311.37e6)
+    assert k["time_s"] == pytest.approx(13.26e-3)
+    assert k["sm_clock_hz"] == pytest.approx(764.14e6)
+    p = read_profile(SAMPLES / "einnet_a100_ncu2020.1_text/conv5x5.origin.pro")
+    assert len(p) == 10
+    assert p["dram__bytes_read.sum"].iloc[0] == pytest.approx(32.13e3)  # Kbyte row
+    assert p["dram__bytes_read.sum"].iloc[1] == pytest.approx(8.47e6)  # Mbyte row
+
+
+@needs_samples
+def test_sample_torchops_superbench_paddle_csv():
+    t = kernel_table([SAMPLES / "torchops_a100_ncu2021_csv/nsight_virtual.csv"])
+    s = row(t, "ampere_sgemm_32x32_sliced1x4_tn")
+    assert s["flops_fp32"] == pytest.approx(2 * 65_536 + 6_144 + 8_192)
+    assert s["time_s"] == pytest.approx(7_488e-9) and s["l2_bytes"] == pytest.approx(233_856)
+    assert s["flops_tensor"] == 0 and math.isnan(s["flops_fp16"]) is False
+    b = kernel_table([SAMPLES / "superbench_b200_ncu2025_csv/cublaslt_ncu.log"], per_launch=True).iloc[0]
+    assert b["time_s"] == pytest.approx(406_240e-9) and b["sm_clock_hz"] == pytest.approx(1_239_496_049.13)
+    assert (b["cc"], b["grid"], b["block"]) == ("10.0", "(9, 32, 1)", "(384, 1, 1)")
+    p = kernel_table([SAMPLES / "ai4materials_a100_ncu2020.2/metrics_713_paddle_.csv"], per_launch=True)
+    assert len(p) == 2 and p.iloc[0]["kernel"].startswith("void cutlass::Kernel<cutlass_80_tensorop")
+
+
+@needs_samples
+def test_sample_summary_failed_nvtx_raw_nsys():
+    h = kernel_table([SAMPLES / "heat_eq_cc89_ncu2024_summary/ncu_summary_1D.txt"])
+    sim = row(h, "heat_kernel_1d_sim")
+    assert sim["launches"] == 250 and sim["time_s"] == pytest.approx(250 * 1.92e-6)
+    failed = kernel_table([SAMPLES / "dd2360_cc89_ncu2023.2_failed/ncu_report.txt"]).iloc[0]
+    assert failed["kernel"].startswith("render(vec3 *") and math.isnan(failed["time_s"])
+    nvtx = kernel_table([SAMPLES / "ai4materials_a100_ncu2020.2/metrics_713.txt"])
+    assert row(nvtx, "void gemmSN_TN_kernel_64addr")["time_s"] == pytest.approx(4.74e-6)
+    raw = kernel_table([SAMPLES / "microgpusim_gtx1080_ncu2019_raw/nsight_vectoradd_100_32_metrics_all.csv"])
+    v = row(raw, "vecAdd")
+    assert v["launches"] == 3 and v["time_s"] == pytest.approx(3 * 2_720e-9)
+    assert v["dram_bytes"] == pytest.approx(7_552 + 384 + 3_264 + 256 + 2_176 + 256)
+    nsys = kernel_table([SAMPLES / "ai4materials_a100_ncu2020.2/torch_gcn_profile_nsys.txt"])
+    g = row(nsys, "ampere_sgemm_64x32_sliced1x4_tn")
+    assert g["launches"] == 3 and g["time_s"] == pytest.approx(42_720e-9)
+
+
+@needs_samples
+def test_sample_ncu_rep_without_module(capsys, monkeypatch):
+    from analysis import ncu
+
+    monkeypatch.setattr(ncu, "_import_ncu_report", lambda: None)
+    f = SAMPLES / "gene_v100_ncu2020.1_csv/dram_ncuroof-time-0.ncu-rep"
+    line = _error_line(capsys, [str(f)])
+    assert "ncu --import" in line
