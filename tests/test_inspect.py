@@ -1,0 +1,221 @@
+"""kernels.inspect / kernels.sass: SASS counting, the loop model, verdicts and the CLI.
+
+Expected counts were taken from the fixtures independently of the code under test, e.g.
+  awk '/Function : fma4x64$/{on=1;next} /Function :/{on=0} on' tiny.sm_90.sass | grep -c 'FFMA'
+(tiny.sm_90.sass: NVRTC 13.0 -arch=sm_90 of tiny.cu; mma.sm_90.sass: mma.sync f16/bf16/tf32/e4m3, f64, s8).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import inspect as insp
+from kernels import sass
+from kernels.base import Benchmark, CudaSource, Plan, Work
+
+ROOT = Path(__file__).parents[1]
+DATA = Path(__file__).parent / "data" / "inspect"
+TINY = str(DATA / "tiny.cu")  # absolute: CudaSource joins it onto kernels/cuda, an absolute path wins
+
+
+def _functions(name: str) -> dict[str, list[sass.Instruction]]:
+    return sass.parse_cuobjdump((DATA / name).read_text())
+
+
+def _ins(text: str) -> sass.Instruction:
+    fn = sass.parse_cuobjdump(f"Function : k\n        /*0000*/ {text} ;\n")["k"]
+    return fn[0]
+
+
+# --- parsing and counting (no tools needed) -------------------------------------------------------------
+
+
+def test_fma_chain_loop_and_once_counts():
+    a = sass.analyse("fma4x64", _functions("tiny.sm_90.sass")["fma4x64"])
+    assert a.problems == ()
+    assert a.body.work == {"FFMA": 256}  # grep: 256 FFMA.FTZ, all in the loop
+    assert a.body.flops == {"fp32": 512}
+    assert a.once.flops == {"fp32": 3}  # the 3 FADD.FTZ summing the chains
+    assert a.conditional.work == {"IMAD": 1, "STG.E": 1}  # the guarded store and its index: not counted
+    assert a.once.write_bytes == 0
+
+
+def test_copy_counts_128_bit_accesses():
+    a = sass.analyse("copy4", _functions("tiny.sm_90.sass")["_Z5copy4IfEvPK6float4PS0_i"])
+    assert a.problems == ()
+    assert a.body.work == {"LDG.E.128.CONSTANT": 1, "STG.E.128": 1}
+    assert (a.body.read_bytes, a.body.write_bytes) == (16, 16)
+    assert a.global_widths == {"LDG.E.128.CONSTANT": 1, "STG.E.128": 1}
+
+
+def test_unrolled_main_plus_remainder_is_unprovable():
+    a = sass.analyse("fma_unrolled", _functions("tiny.sm_90.sass")["fma_unrolled"])
+    assert a.problems and "remainder" in a.problems[0]
+
+
+def test_straight_line_kernel_has_no_loop():
+    a = sass.analyse("scale1", _functions("tiny.sm_90.sass")["scale1"])
+    assert a.loop is None and a.problems == ()
+    assert a.once.work == {"FMUL": 1, "IMAD": 1, "LDG.E.CONSTANT": 1, "STG.E": 1}  # IMAD: the index
+    assert (a.once.read_bytes, a.once.write_bytes, a.once.flops) == (4, 4, {"fp32": 1, "int32": 2})
+
+
+def test_mma_opcodes_and_sm90_fp8_emulation():
+    fns = _functions("mma.sm_90.sass")
+    counts = {}
+    for ins in fns["mma_f16"]:
+        counts[ins.opcode] = counts.get(ins.opcode, 0) + 1
+    assert counts["HMMA.16816.F32"] == 9 and counts["HMMA.1688.F32.TF32"] == 5
+    assert counts["F2FP.F16.E4M3.UNPACK_B"] == 24 and not any(op.startswith("QMMA") for op in counts)
+    assert sass.emulates_fp8(fns["mma_f16"]) and not sass.emulates_fp8(fns["mma_misc"])
+
+
+@pytest.mark.parametrize(("text", "key", "precision", "flops"), [
+    ("HMMA.16816.F32 R8, R4, R2, R8", "HMMA.16816.F32", "fp16", 2 * 16 * 8 * 16 // 32),
+    ("HMMA.16816.F32.BF16 R8, R4, R2, R8", "HMMA.16816.F32.BF16", "bf16", 128),
+    ("HMMA.1688.F32.TF32 R8, R4, R2, R8", "HMMA.1688.F32.TF32", "tf32", 2 * 16 * 8 * 8 // 32),
+    ("DMMA.8x8x4 R16, R30, R28, R16", "DMMA.8x8x4", "fp64", 2 * 8 * 8 * 4 // 32),
+    ("DMMA.884 R16, R22, R20, R16", "DMMA.884", "fp64", 16),
+    ("IMMA.16832.S8.S8 R12, R8.ROW, R2.COL, R12", "IMMA.16832.S8.S8", "int8", 2 * 16 * 8 * 32 // 32),
+    ("QMMA.16832.F32.E4M3.E4M3 R8, R4, R2, R8", "QMMA.16832.F32.E4M3.E4M3", "fp8", 256),
+    ("FFMA.FTZ R4, R4, R2, R3", "FFMA", "fp32", 2),
+    ("DFMA R4, R4, R2, R6", "DFMA", "fp64", 2),
+    ("HFMA2 R6, R6, R4, R5", "HFMA2", "fp16", 4),
+    ("HFMA2.MMA R9, R9, R4, R5", "HFMA2.MMA", "fp16", 4),
+    ("HFMA2.BF16_V2 R11, R11, R4, R4", "HFMA2.BF16_V2", "bf16", 4),
+    ("HFMA2.MMA.BF16_V2 R11, R11, 1, 1, R4", "HFMA2.MMA.BF16_V2(add)", "bf16", 2),
+    ("HFMA2.MMA.BF16_V2 R11, R11, R4, -RZ", "HFMA2.MMA.BF16_V2(mul)", "bf16", 2),
+    ("HADD2 R9, R9, R5", "HADD2", "fp16", 2),
+    ("IMAD R0, R0, UR4, R3", "IMAD", "int32", 2),
+])
+def test_flop_classes(text, key, precision, flops):
+    op = sass.classify(_ins(text))
+    assert (op.key, op.precision, op.flops) == (key, precision, flops)
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("HFMA2.MMA R5, -RZ, RZ, 0, 0", "HFMA2.MMA(mov)"),  # ptxas' constant/zero idiom
+    ("IMAD.MOV.U32 R19, RZ, RZ, RZ", "IMAD.MOV"),
+    ("IMAD.WIDE R4, R0, 0x10, R8", "IMAD.WIDE"),
+    ("IMAD.IADD R0, R9, 0x1, -R28", "IMAD.IADD"),
+    ("IMAD.SHL.U32 R0, R0, 0x4, RZ", "IMAD.SHL"),
+    ("HADD2.F32 R0, -RZ, R2.H0_H0", "HADD2.F32"),
+])
+def test_not_work(text, key):
+    op = sass.classify(_ins(text))
+    assert not op.is_work and op.key.startswith(key.split("(")[0])
+
+
+@pytest.mark.parametrize(("text", "read", "write"), [
+    ("LDG.E R26, desc[UR4][R2.64+0x10]", 4, 0), ("LDG.E.64 R2, desc[UR4][R2.64]", 8, 0),
+    ("LDG.E.128.CONSTANT R12, desc[UR6][R4.64]", 16, 0), ("STG.E.U8 desc[UR4][R2.64], R5", 0, 1),
+    ("STG.E.128 desc[UR6][R2.64], R12", 0, 16), ("LDGSTS.E.BYPASS.128 [R3], desc[UR4][R4.64]", 16, 0),
+    ("LDS.128 R4, [R2]", 0, 0),
+])
+def test_global_bytes(text, read, write):
+    op = sass.classify(_ins(text))
+    assert (op.read_bytes, op.write_bytes) == (read, write)
+
+
+# --- compile, prove, CLI (NVRTC, cuobjdump, ptxas) ------------------------------------------------------
+
+
+def _tools_or_skip():
+    try:
+        insp.find_tool("cuobjdump")
+        insp.find_tool("ptxas")
+        insp._nvrtc()
+    except insp.MissingDependency as exc:
+        pytest.skip(str(exc))
+
+
+GRID, BLOCK, TRIPS = 4, 128, 10
+THREADS = GRID * BLOCK
+
+
+def _bench(name, expr, work, loop_trips=TRIPS, level=None, kind="compute"):
+    plan = Plan(GRID, BLOCK, work, params={"trips": loop_trips}, loop_trips=loop_trips)
+    return Benchmark(name=name, backend="cuda-c", kind=kind, kernel=expr, description="test kernel",
+                     plans=lambda limits, quick: [plan], prepare=lambda plan, rt: None,
+                     source=lambda plan: CudaSource(TINY, expr), level=level, precision="fp32")
+
+
+FMA_OK = _bench("test.fma", "fma4x64", Work(flops={"fp32": THREADS * (512 * TRIPS + 3)}))
+FMA_WRONG = _bench("test.fma_wrong", "fma4x64", Work(flops={"fp32": THREADS * 512 * TRIPS}))  # forgot 3 FADD
+COPY = _bench("test.copy", "copy4<float>", Work(bytes_read=16 * THREADS * TRIPS, bytes_written=16 * THREADS * TRIPS),
+              level="dram", kind="bandwidth")
+UNROLLED = _bench("test.unrolled", "fma_unrolled", Work(flops={"fp32": THREADS * 2 * TRIPS}))
+NOT_PROVEN = _bench("test.not_proven", "fma_unrolled", Work(flops={"fp32": 1}), loop_trips=None)
+
+
+@pytest.mark.nvcc
+def test_verdicts_on_both_archs():
+    _tools_or_skip()
+    results = insp.inspect_benchmarks([FMA_OK, FMA_WRONG, COPY, UNROLLED, NOT_PROVEN], ("sm_80", "sm_90"))
+    verdicts = {(r.benchmark, r.arch): r.verdict for r in results}
+    for arch in ("sm_80", "sm_90"):
+        assert verdicts[("test.fma", arch)] == "ok"
+        assert verdicts[("test.copy", arch)] == "ok"
+        assert verdicts[("test.fma_wrong", arch)] == "MISMATCH"
+        assert verdicts[("test.unrolled", arch)] == "unprovable"
+        assert verdicts[("test.not_proven", arch)] == "not proven"
+    wrong = next(r for r in results if r.benchmark == "test.fma_wrong")
+    assert any(f"(+{3 * THREADS})" in reason for reason in wrong.reasons)
+    ok = next(r for r in results if r.benchmark == "test.fma")
+    assert ok.modes == ("full", "quick") and ok.loop_work == {"FFMA": 256}
+    frame = insp.results_frame(results)
+    assert len(frame) == len(results) and "sass_fp32" in frame
+
+
+@pytest.mark.nvcc
+def test_cli_mismatch_json_keep(tmp_path, monkeypatch, capsys):
+    _tools_or_skip()
+    monkeypatch.setattr("kernels.registry.all_benchmarks", lambda: [FMA_OK, FMA_WRONG])
+    out = tmp_path / "inspect.json"
+    code = insp.main(["--arch", "sm_90", "--json", str(out), "--keep", str(tmp_path / "keep")])
+    assert code == 1
+    table = capsys.readouterr().out
+    assert "MISMATCH" in table and "test.fma_wrong" in table
+    rows = json.loads(out.read_text())
+    assert {r["verdict"] for r in rows} == {"ok", "MISMATCH"}
+    assert all(r["arch"] == "sm_90" and r["loop_counts"]["FFMA"] == 256 for r in rows)
+    kept = sorted(p.suffix for p in (tmp_path / "keep" / "sm_90").iterdir())
+    assert kept == [".cubin", ".sass"]  # one program for both (same file): one cubin
+
+
+@pytest.mark.nvcc
+def test_cli_ok_exits_zero(monkeypatch):
+    _tools_or_skip()
+    monkeypatch.setattr("kernels.registry.all_benchmarks", lambda: [FMA_OK, NOT_PROVEN])
+    assert insp.main(["--arch", "sm_80"]) == 0
+
+
+def test_missing_tool_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(insp.TOOLS_ENV, str(tmp_path))
+    monkeypatch.setattr("kernels.registry.all_benchmarks", lambda: [FMA_OK])
+    assert insp.main(["--arch", "sm_90"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cuobjdump" in err[0] and "nvidia-cuda-cuobjdump" in err[0]
+
+
+@pytest.mark.nvcc
+def test_whole_registry_is_green_at_sm80_and_sm90(tmp_path):
+    """The issue's acceptance test: every kernel proven (or explicitly not proven) at sm_80 and sm_90."""
+    _tools_or_skip()
+    # its own process: conftest turns Numba's simulator on, which cannot compile to PTX
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = tmp_path / "registry.json"
+    run = subprocess.run([sys.executable, "-m", "kernels.inspect", "--json", str(out)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode in (0, 1), run.stderr
+    results = json.loads(out.read_text())
+    assert {r["arch"] for r in results} == {"sm_80", "sm_90"}
+    bad = [f"{r['benchmark']}:{r['backend']} {r['arch']} {r['params']}: {r['verdict']}: {'; '.join(r['reasons'])}"
+           for r in results if r["verdict"] not in ("ok", "not proven")]
+    assert not bad, "\n".join(bad)
