@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .base import Axis, Benchmark, CudaSource, DeviceLimits, Plan, Prepared, Runtime, Work, launch_dims
-from .stream import FREE_FRACTION, GUARDED_STORE_BYTES, CupyDevice, mismatch, pattern
+from .stream import FREE_FRACTION, GUARDED_STORE_BYTES, CupyDevice, mismatch, pattern, resident_blocks
 
 BLOCK = 1024
 UNROLL = 4  # 16-byte loads per thread per trip: 64 KiB in flight per 1024-thread block
@@ -61,7 +61,8 @@ def cache_plan(limits: DeviceLimits, *, set_bytes: int, blocks_per_sm: int, part
     """One launch configuration. `set_bytes` is rounded down to whole chunks (whole chunks per block
     when partitioned); the working set recorded is what the kernel really touches."""
     block = SIM_BLOCK if limits.simulate else BLOCK
-    grid = launch_dims(limits, block, None if limits.simulate else blocks_per_sm)
+    blocks_per_sm = None if limits.simulate else resident_blocks(limits, block, blocks_per_sm)
+    grid = launch_dims(limits, block, blocks_per_sm)
     if partitioned:
         chunks = max(1, set_bytes // CHUNK_BYTES // grid)  # per block
         working_set = chunks * CHUNK_BYTES * grid
@@ -73,9 +74,11 @@ def cache_plan(limits: DeviceLimits, *, set_bytes: int, blocks_per_sm: int, part
     params = {"working_set_bytes": working_set, "chunks": chunks, "region_float4": region,
               "partitioned": partitioned, "bypass_l1": bypass_l1, "trips": trips, "unroll": UNROLL,
               "access_bytes": ACCESS_BYTES, "grid": grid, "block": block,
-              "blocks_per_sm": None if limits.simulate else blocks_per_sm,
+              "blocks_per_sm": blocks_per_sm,
               "guarded_store_bytes_per_thread": GUARDED_STORE_BYTES}
-    work = Work(bytes_read=grid * block * UNROLL * ACCESS_BYTES * trips)
+    bytes_read = grid * block * UNROLL * ACCESS_BYTES * trips
+    # one FADD per float read (the sum); declared for kernels.inspect, the rate uses bytes only
+    work = Work(bytes_read=bytes_read, flops={"fp32": bytes_read // 4})
     return Plan(grid=grid, block=block, work=work, params=params, loop_trips=trips)
 
 
@@ -140,7 +143,7 @@ def cache_prepare(plan: Plan, runtime: Runtime) -> Prepared:
     host_set = pattern(p["working_set_bytes"] // 4)
     state = {"set": dev.to_device(host_set), "out": dev.empty(plan.threads)}
     args = (np.int32(p["chunks"]), np.int64(p["region_float4"]))
-    launch = lambda trips=p["trips"], store=0: dev.launch(  # noqa: E731
+    launch = lambda trips=p["trips"], store=0: dev.launch(
         plan, (state["set"], state["out"], np.int32(trips), *args, np.int32(store)))
     check_trips = min(p["trips"], CHECK_TRIPS)
 
@@ -150,8 +153,8 @@ def cache_prepare(plan: Plan, runtime: Runtime) -> Prepared:
                         expected_partials(host_set, plan, check_trips))
 
     def release():
+        state.clear()  # drop the arrays first, so that the pool can free them
         dev.release()
-        state.clear()
 
     return Prepared(launch=launch, poison=lambda: dev.fill(state["out"], np.nan), check=check,
                     release=release)

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import (Benchmark, CudaSource, DeviceLimits, NumbaSource, Plan, Prepared, Runtime, Work,
-                   launch_dims)
+from .base import Benchmark, CudaSource, DeviceLimits, NumbaSource, Plan, Prepared, Runtime, Work, launch_dims
 
 ELEMENT_BYTES = 4  # float32
 VECTOR_ELEMENTS = 4  # CUDA C accesses are float4: 16 bytes (LDG.E.128 / STG.E.128)
@@ -46,6 +45,7 @@ SIM_TRIPS = 2
 # Input values are small integers (0..15): sums, copies and b + 3 c are exact in float32, so every check
 # is an exact comparison with the host reference.
 PATTERN_BITS = 4
+PATTERN_PERIOD = 65521  # prime
 WRITE_VALUE = 1.5
 TRIAD_SCALAR = 3.0
 # The dram.read check launch stores one float32 per thread; timed launches store nothing.
@@ -57,16 +57,23 @@ class Op:
     name: str  # read | write | copy | triad
     reads: int  # arrays read per element
     writes: int  # arrays written per element
+    flops: int  # fp32 FLOPs per element: read sums (1 FADD), triad b + s c (1 FFMA = 2)
 
     @property
     def arrays(self) -> int:
         return self.reads + self.writes
 
 
-OPS = {op.name: op for op in (Op("read", 1, 0), Op("write", 0, 1), Op("copy", 1, 1), Op("triad", 2, 1))}
+OPS = {op.name: op for op in (Op("read", 1, 0, 1), Op("write", 0, 1, 0), Op("copy", 1, 1, 0),
+                               Op("triad", 2, 1, 2))}
 
 
 # ---------------------------------------------------------------------------------------------- planning
+
+def resident_blocks(limits: DeviceLimits, block: int, wanted: int) -> int:
+    """`wanted` blocks per SM, fewer where the SM holds fewer threads (e.g. 1536 on sm_86/sm_89)."""
+    return max(1, min(wanted, limits.max_threads_per_sm // block))
+
 
 def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool) -> Plan:
     """The one plan of a DRAM benchmark: grid, unroll, trips and the declared bytes."""
@@ -77,7 +84,8 @@ def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool) -> Plan:
         block, blocks_per_sm = SIM_BLOCK, None
     else:
         block = CUDA_BLOCK if cuda_c else NUMBA_BLOCK
-        blocks_per_sm = CUDA_BLOCKS_PER_SM if cuda_c else NUMBA_BLOCKS_PER_SM[op.name]
+        blocks_per_sm = resident_blocks(limits, block, CUDA_BLOCKS_PER_SM if cuda_c
+                                        else NUMBA_BLOCKS_PER_SM[op.name])
     grid = launch_dims(limits, block, blocks_per_sm)
     block_bytes = block * unroll * vector * ELEMENT_BYTES  # one block, one trip, one array
     if limits.simulate:
@@ -97,13 +105,15 @@ def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool) -> Plan:
               "blocks_per_sm": blocks_per_sm}
     if op.name == "read":
         params["guarded_store_bytes_per_thread"] = GUARDED_STORE_BYTES
-    work = Work(bytes_read=array_bytes * op.reads, bytes_written=array_bytes * op.writes)
+    # The FLOPs are declared so that kernels.inspect can prove them too; a bandwidth rate uses bytes only.
+    work = Work(bytes_read=array_bytes * op.reads, bytes_written=array_bytes * op.writes,
+                flops={"fp32": elements * op.flops} if op.flops else {})
     return Plan(grid=grid, block=block, work=work, params=params, loop_trips=trips)
 
 
 def cuda_source(op: Op, plan: Plan) -> CudaSource:
-    return CudaSource("stream.cu", f"dram_{op.name}<{plan.block}, {CUDA_BLOCKS_PER_SM}, "
-                                   f"{plan.params['unroll']}>")
+    min_blocks = plan.params["blocks_per_sm"] or 1  # None on the simulator
+    return CudaSource("stream.cu", f"dram_{op.name}<{plan.block}, {min_blocks}, {plan.params['unroll']}>")
 
 
 def numba_source(op: Op, plan: Plan) -> NumbaSource:
@@ -115,11 +125,13 @@ def numba_source(op: Op, plan: Plan) -> NumbaSource:
 # ------------------------------------------------------------------------------------ device operations
 
 def pattern(n: int, seed: int = 0) -> np.ndarray:
-    """n float32 small integers (0..15) from a multiplicative hash of the index: exact in any sum here."""
-    x = np.arange(seed, seed + n, dtype=np.uint32)
+    """n float32 small integers (0..15): a multiplicative hash of the index over a prime period, repeated
+    (fast for GiB arrays; the period shares no factor with the power-of-two layouts, so neighbouring
+    threads and trips see different values)."""
+    x = np.arange(seed * PATTERN_PERIOD, (seed + 1) * PATTERN_PERIOD, dtype=np.uint32)
     x *= np.uint32(2654435761)
     x >>= np.uint32(32 - PATTERN_BITS)
-    return x.astype(np.float32)
+    return np.resize(x.astype(np.float32), n)
 
 
 def mismatch(what: str, got: np.ndarray, expected: np.ndarray | float) -> str | None:
@@ -223,7 +235,7 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
     if op.name == "read":
         host_in = pattern(n)
         state["in"], state["out"] = dev.to_device(host_in), dev.empty(plan.threads)
-        launch = lambda store=0: dev.launch(plan, (state["in"], state["out"], trips, np.int32(store)))  # noqa: E731
+        launch = lambda store=0: dev.launch(plan, (state["in"], state["out"], trips, np.int32(store)))
 
         def check():
             launch(store=1)
@@ -231,21 +243,21 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
                             read_partials(host_in, plan, VECTOR_ELEMENTS if backend == "cuda-c" else 1))
     elif op.name == "write":
         state["out"] = dev.empty(n)
-        launch = lambda: dev.launch(plan, (state["out"], np.float32(WRITE_VALUE), trips))  # noqa: E731
+        launch = lambda: dev.launch(plan, (state["out"], np.float32(WRITE_VALUE), trips))
 
         def check():
             return mismatch("dram.write output", dev.to_host(state["out"]), np.float32(WRITE_VALUE))
     elif op.name == "copy":
         host_in = pattern(n)
         state["in"], state["out"] = dev.to_device(host_in), dev.empty(n)
-        launch = lambda: dev.launch(plan, (state["in"], state["out"], trips))  # noqa: E731
+        launch = lambda: dev.launch(plan, (state["in"], state["out"], trips))
 
         def check():
             return mismatch("dram.copy output", dev.to_host(state["out"]), host_in)
     else:  # triad
         host_b, host_c = pattern(n, seed=1), pattern(n, seed=2)
         state["a"], state["b"], state["c"] = dev.empty(n), dev.to_device(host_b), dev.to_device(host_c)
-        launch = lambda: dev.launch(  # noqa: E731
+        launch = lambda: dev.launch(
             plan, (state["a"], state["b"], state["c"], np.float32(TRIAD_SCALAR), trips))
 
         def check():
@@ -255,8 +267,8 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
     output = "a" if op.name == "triad" else "out"
 
     def release():
+        state.clear()  # drop the arrays first, so that the pool can free them
         dev.release()
-        state.clear()
 
     return Prepared(launch=launch, poison=lambda: dev.fill(state[output], np.nan), check=check,
                     release=release)

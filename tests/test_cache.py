@@ -1,0 +1,125 @@
+"""Cache benchmarks (kernels/cache.py): sweep and plan arithmetic, the host reference of the check against
+a direct loop over threads, SASS of cache_read (offline), and the benchmarks on a real GPU if there is one."""
+
+import math
+
+import numpy as np
+import pytest
+
+from kernels import cache
+from kernels.base import REFERENCE_LIMITS, DeviceLimits
+from tests.test_stream import gpu_limits, loop_counts, memory_ops, run_on_gpu, sass_of
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * MiB, free_bytes=79 * GiB)
+SIM = DeviceLimits(sm_count=4, compute_capability=(9, 0), l2_bytes=MiB, free_bytes=GiB, simulate=True)
+H100_L1_BYTES_PER_S = 33e12  # 132 SMs x 128 B/clk x 1.98 GHz
+FLOAT4 = 16
+BY_NAME = {b.name: b for b in cache.BENCHMARKS}
+
+
+def test_benchmarks_registered():
+    assert set(BY_NAME) == {"l1.read", "l2.read", "bandwidth.working_set"}
+    assert (BY_NAME["l1.read"].level, BY_NAME["l2.read"].level) == ("l1", "l2")
+    sweep = BY_NAME["bandwidth.working_set"]
+    assert sweep.is_sweep and (sweep.sweep_x.name, sweep.sweep_x.unit) == ("working set", "B")
+    assert all(b.backend == "cuda-c" and b.kind == "bandwidth" for b in cache.BENCHMARKS)
+
+
+def check_declared_work(plan):
+    p = plan.params
+    loads = plan.grid * plan.block * 4 * p["trips"]  # four float4 loads per thread per trip
+    assert plan.work.bytes_read == loads * FLOAT4 and plan.work.bytes_written == 0
+    assert plan.work.flops == {"fp32": loads * 4}  # one FADD per float
+    assert plan.loop_trips == p["trips"]
+    ring_chunks = p["chunks"] * (plan.grid if p["partitioned"] else 1)
+    assert p["working_set_bytes"] == ring_chunks * 32 * 4 * FLOAT4  # whole 2 KiB chunks
+
+
+def test_sweep_spans_few_kib_to_8x_l2_log_spaced():
+    sweep = BY_NAME["bandwidth.working_set"]
+    plans = sweep.plans(H100, False)
+    sizes = [sweep.sweep_x_of(p) for p in plans]
+    assert sizes[0] <= 8 * KiB and sizes[-1] >= 8 * 50 * MiB
+    assert sizes == sorted(set(sizes))
+    octaves = math.log2(sizes[-1] / sizes[0])
+    assert 3.5 * octaves <= len(plans) <= 4.5 * octaves
+    ratios = np.diff(np.log2(sizes[8:]))  # past the smallest sizes, which round to whole chunks
+    assert np.all(np.abs(ratios - 0.25) < 0.05)
+    for plan in plans:
+        check_declared_work(plan)
+        assert plan.work.bytes_read >= H100_L1_BYTES_PER_S * 1e-3  # >= ~1 ms even at L1 speed
+        assert plan.grid == 132 and plan.block == 1024
+        # per-block partitions only when one is >= 2x a Hopper L1 (256 KiB)
+        per_block = plan.params["working_set_bytes"] / 132
+        assert per_block >= 510 * KiB if plan.params["partitioned"] else per_block < 512 * KiB
+    assert len(sweep.plans(H100, True)) < len(plans) * 0.6
+
+
+def test_sweep_fits_small_free_memory():
+    small = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * MiB, free_bytes=200 * MiB)
+    plans = BY_NAME["bandwidth.working_set"].plans(small, False)
+    assert plans and max(p.params["working_set_bytes"] for p in plans) <= 100 * MiB
+
+
+def test_l2_and_l1_sets():
+    (l2,) = BY_NAME["l2.read"].plans(H100, False)
+    check_declared_work(l2)
+    assert abs(l2.params["working_set_bytes"] - 0.4 * 50 * MiB) < 2 * KiB
+    assert l2.grid == 2 * 132 and l2.params["bypass_l1"] and not l2.params["partitioned"]
+    (l1,) = BY_NAME["l1.read"].plans(H100, False)
+    check_declared_work(l1)
+    assert l1.grid == 132 and l1.params["chunks"] * 2 * KiB == 32 * KiB and l1.params["partitioned"]
+    assert not l1.params["bypass_l1"]
+
+
+def test_blocks_per_sm_capped_on_1536_thread_sms():
+    ada = REFERENCE_LIMITS["sm_89"]
+    (l2,) = BY_NAME["l2.read"].plans(ada, False)
+    assert l2.grid == ada.sm_count and l2.params["blocks_per_sm"] == 1
+
+
+def brute_force_partials(host_set, plan, trips):
+    """The kernel's addressing, one thread at a time, with its own wrap-around of the chunk index."""
+    p = plan.params
+    vec = host_set.reshape(-1, 4)
+    chunks, warps = p["chunks"], plan.block // 32
+    out = np.zeros(plan.grid * plan.block)
+    for b in range(plan.grid):
+        for t in range(plan.block):
+            w, lane = divmod(t, 32)
+            c = (b * chunks // plan.grid + w) % chunks
+            for _ in range(trips):
+                for u in range(4):
+                    out[b * plan.block + t] += vec[b * p["region_float4"] + c * 128 + u * 32 + lane].sum()
+                c += warps % chunks
+                if c >= chunks:
+                    c -= chunks
+    return out
+
+
+@pytest.mark.parametrize("size,partitioned", [(4 * KiB, False), (14 * KiB, False), (16 * KiB, True)])
+def test_check_reference_matches_a_direct_loop(size, partitioned):
+    plan = cache.cache_plan(SIM, set_bytes=size, blocks_per_sm=1, partitioned=partitioned, bypass_l1=False)
+    assert plan.grid == 4 and plan.block == 64
+    host = cache.pattern(plan.params["working_set_bytes"] // 4)
+    trips = 5
+    assert np.array_equal(cache.expected_partials(host, plan, trips), brute_force_partials(host, plan, trips))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name,load", [("l1.read", "LDG.E.128.CONSTANT"), ("l2.read", "LDG.E.128.STRONG.GPU"),
+                                       ("bandwidth.working_set", "LDG.E.128.CONSTANT")])
+def test_cache_read_sass(name, load):
+    plan = BY_NAME[name].plans(REFERENCE_LIMITS["sm_90"], True)[0]
+    inside, outside = loop_counts(sass_of(BY_NAME[name].source(plan)))
+    assert memory_ops(inside) == {load: 4}
+    assert memory_ops(outside) == {"STG.E": 1}  # the per-thread sum, stored when the flag is set
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["l1.read", "l2.read", "bandwidth.working_set"])
+def test_cache_benchmark_on_gpu(name):
+    plans = BY_NAME[name].plans(gpu_limits(), True)
+    for plan in {id(p): p for p in (plans[0], plans[len(plans) // 2], plans[-1])}.values():
+        run_on_gpu(BY_NAME[name], plan)
