@@ -29,6 +29,18 @@ QUICK_BUDGET = Budget(warmup_s=0.01, measure_s=0.05, min_reps=5, max_reps=200)
 SIMULATED_BUDGET = Budget(warmup_s=0.0, measure_s=0.0, min_reps=1, max_reps=1)
 
 
+# A sweep has tens of points: each gets this fraction of a ceiling's budget (and at least min_reps).
+SWEEP_BUDGET_FRACTION = 0.2
+
+
+def budget_for(bench: Benchmark, budget: Budget) -> Budget:
+    if not bench.is_sweep:
+        return budget
+    return Budget(warmup_s=budget.warmup_s * SWEEP_BUDGET_FRACTION,
+                  measure_s=budget.measure_s * SWEEP_BUDGET_FRACTION,
+                  min_reps=max(3, budget.min_reps // 2), max_reps=budget.max_reps)
+
+
 class Timer(Protocol):
     def run(self, launch: Callable[[], None], n: int) -> list[float]:
         """Launch n times back to back; return each launch's time in seconds."""
@@ -114,7 +126,7 @@ def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict
     if m.stats and m.stats.noisy:
         notes.append(f"noisy: relative IQR {m.stats.rel_iqr:.1%}; {m.stats.noise_remedy}")
     if simulated:
-        notes.append("simulated: Numba's CUDA simulator; this number means nothing")
+        notes.insert(0, "simulated: Numba's CUDA simulator; this number means nothing")
     return {
         "name": bench.name,
         "kind": bench.kind,

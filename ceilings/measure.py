@@ -146,7 +146,7 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
 
     from .device import limits_of, probe_device, simulated_device
     from .harness import (DEFAULT_BUDGET, QUICK_BUDGET, SIMULATED_BUDGET, EventTimer, WallTimer,
-                          ceiling_record, measure_plan)
+                          budget_for, ceiling_record, measure_plan)
     from .nvml import Nvml
 
     started = _now()
@@ -178,7 +178,7 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
             progress.set_description(f"{bench.name} ({bench.backend})")
             measured = []
             for plan in plans:
-                measured.append(measure_plan(bench, plan, runtime, timer, budget, nvml))
+                measured.append(measure_plan(bench, plan, runtime, timer, budget_for(bench, budget), nvml))
                 progress.update(1)
             if bench.is_sweep:
                 doc["sweeps"].append(sweep_record(bench, measured, device))

@@ -140,8 +140,15 @@ def clock_derived_peaks(device: dict, sm_clock_hz: float | None = None) -> dict[
     return peaks
 
 
+# Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices).
+CACHE_LEVEL_KEYS = frozenset({"l1", "l2"})
+
+
 def missing_reason(device: dict, key: str) -> str | None:
-    """Why clock_derived_peaks(device) has no `key` (one sentence), or None when it has it."""
+    """Why clock_derived_peaks(device) has no `key` (one sentence), or None when it has it or when no
+    table derives it (L1/L2 bandwidth: the measurement is the reference)."""
+    if key in CACHE_LEVEL_KEYS:
+        return None
     if key == "dram":
         if dram_peak(device.get("memory_clock_hz"), device.get("memory_bus_width_bits")) is None:
             return "no clock-derived DRAM peak: memory_clock_hz or memory_bus_width_bits is unknown"

@@ -108,3 +108,15 @@ def test_sweep_points_use_the_declared_x_and_drop_failed_points():
     good = measure_plan(sweep, plan, Runtime(simulate=True), FakeTimer(lambda i: 4e-3), BUDGET)
     bad = measure_plan(copy_benchmark(corrupt=True), plan, Runtime(simulate=True), FakeTimer(lambda i: 4e-3), BUDGET)
     assert sweep_points(sweep, [good, bad]) == [[8000.0, pytest.approx(16000 / 4e-3)]]
+
+
+def test_sweeps_get_a_fraction_of_the_budget():
+    from ceilings.harness import SWEEP_BUDGET_FRACTION, budget_for
+
+    plain = copy_benchmark()
+    sweep = Benchmark(name="s", backend="numba", kind="bandwidth", kernel="k", description="",
+                      plans=plain.plans, prepare=plain.prepare, source=plain.source,
+                      sweep_x=Axis("working set", "B"), sweep_x_of=lambda plan: 1.0)
+    assert budget_for(plain, BUDGET) is BUDGET
+    b = budget_for(sweep, BUDGET)
+    assert b.measure_s == BUDGET.measure_s * SWEEP_BUDGET_FRACTION and b.min_reps == 3

@@ -172,3 +172,15 @@ def test_annotate_unknown_device_and_architecture():
     assert any("no per-architecture unit table for compute capability 11.0" in n for n in out["notes"])
     dram = annotate(_ceiling("dram", 7e12, kind="bandwidth", pipe="memory", unit="B/s"), dev)
     assert dram["peaks"]["clock_derived_max"] == pytest.approx(2 * 4e9 * 8192 / 8)
+
+
+def test_cache_levels_have_no_peak_and_no_misleading_note():
+    from ceilings.gaps import annotate
+
+    c = {"name": "l2.read", "kind": "bandwidth", "level": "l2", "precision": None, "pipe": "memory",
+         "peak_key": "l2", "value": 1e13, "unit": "B/s", "backend": "cuda-c", "kernel": "k", "work": {},
+         "params": {}, "stats": {}, "clocks": {}, "peaks": {}, "valid": True, "notes": []}
+    device = {"name": "NVIDIA H200", "memory_bytes": 150e9, "compute_capability": "9.0", "sm_count": 132,
+              "max_sm_clock_hz": 1.98e9, "memory_clock_hz": 3.2e9, "memory_bus_width_bits": 6144}
+    out = annotate(c, device)
+    assert out["peaks"]["clock_derived_max"] is None and out["notes"] == [] and out["valid"]
