@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -33,24 +34,62 @@ ROOFLINE_METRICS = SEED_METRICS + tuple(
 HIERARCHICAL_METRICS = ROOFLINE_METRICS + ("lts__t_bytes.sum", "l1tex__t_bytes.sum")
 METRIC_SETS = {"roofline": ROOFLINE_METRICS, "hierarchical": HIERARCHICAL_METRICS,
                "full": HIERARCHICAL_METRICS}
+QUERY_TIMEOUT_S = 120  # `ncu --query-metrics` takes a few seconds
 PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
 PERMISSION_DOC = "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
 NO_KERNELS = "No kernels were profiled"
 
 
+def base_name(metric: str) -> str:
+    """`sm__cycles_elapsed.avg.per_second` -> `sm__cycles_elapsed` (what `ncu --query-metrics` lists)."""
+    return metric.split(".", 1)[0]
+
+
+def parse_query(text: str, required: Sequence[str] = SEED_METRICS) -> set[str] | None:
+    """Base metric names in `ncu --query-metrics` output; None unless every required metric is among them
+    (a listing parsed only in part must not drop metrics)."""
+    names = set(re.findall(r"^\s*([a-z][a-z0-9_]*__[a-z0-9_]+)\s", text, re.MULTILINE))
+    return names if all(base_name(m) in names for m in required) else None
+
+
+def query_metrics(ncu: str, required: Sequence[str] = SEED_METRICS) -> set[str] | None:
+    """Base metric names this device's ncu offers, or None when the query fails or cannot be read."""
+    try:
+        out = subprocess.run([ncu, "--query-metrics"], check=False, capture_output=True, text=True,
+                             timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_query(out.stdout, required) if out.returncode == 0 else None
+
+
+def split_available(metrics: Sequence[str], available: set[str] | None) -> tuple[list[str], list[str]]:
+    """(metrics this ncu offers, metrics it does not): an unknown metric makes ncu refuse the whole run.
+    `available` None (the query failed): keep all."""
+    if available is None:
+        return list(metrics), []
+    return ([m for m in metrics if base_name(m) in available],
+            [m for m in metrics if base_name(m) not in available])
+
+
 def ncu_command(app: Sequence[str], *, log_file: str | os.PathLike, metric_set: str = "roofline",
                 kernel_regex: str | None = None, launch_skip: int | None = None,
-                launch_count: int | None = None, ncu: str = "ncu") -> list[str]:
+                launch_count: int | None = None, ncu: str = "ncu", profiler_range: bool = False,
+                available: set[str] | None = None) -> list[str]:
     """The ncu argument list (never a shell string). The CSV goes to log_file: with --log-file ncu writes
-    its own output (CSV and ==PROF== lines) there while the application's output stays on the terminal."""
+    its own output (CSV and ==PROF== lines) there while the application's output stays on the terminal.
+    profiler_range: only kernels between the app's cudaProfilerStart/Stop. available: metrics this ncu
+    offers (`query_metrics`); the others are left out."""
     if metric_set not in METRIC_SETS:
         raise CeilingsError(f"--set {metric_set}: not one of {', '.join(METRIC_SETS)}")
     if not app:
         raise CeilingsError("no application to profile: put it after `--`, e.g. -- ./app --size 4096")
     cmd = [ncu, "--target-processes", "all", "--clock-control", "none"]
+    if profiler_range:
+        cmd += ["--profile-from-start", "off"]
     if metric_set == "full":
         cmd += ["--set", "full"]
-    cmd += ["--metrics", ",".join(METRIC_SETS[metric_set]), "--csv", "--page", "raw",
+    metrics, _ = split_available(METRIC_SETS[metric_set], available)
+    cmd += ["--metrics", ",".join(metrics), "--csv", "--page", "raw",
             "--log-file", str(log_file)]
     if kernel_regex:
         cmd += ["-k", f"regex:{kernel_regex}"]
@@ -120,7 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--kernel-regex", metavar="REGEX", help="profile only kernels matching REGEX")
     p.add_argument("--launch-skip", type=int, metavar="N", help="skip the first N matching launches")
     p.add_argument("--launch-count", type=int, metavar="N", help="profile N matching launches")
+    p.add_argument("--range", dest="profiler_range", action="store_true",
+                   help="profile only between the application's cudaProfilerStart and cudaProfilerStop "
+                        "(ncu --profile-from-start off): its measured step, not set-up and warm-up")
     p.add_argument("--ncu", metavar="PATH", help="ncu executable (default: ncu on PATH)")
+    p.add_argument("--dry-run", action="store_true", help="print the ncu command and exit; run nothing")
     p.add_argument("--force", action="store_true", help="overwrite NAME.csv if it exists")
     p.add_argument("app", nargs=argparse.REMAINDER, help="the application and its arguments, after --")
     return p
@@ -134,14 +177,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if value is not None and value < (0 if flag == "--launch-skip" else 1):
             raise CeilingsError(f"{flag} {value}: must be {'0 or more' if flag == '--launch-skip' else '1 or more'}")
     out = Path(args.out if args.out.endswith(".csv") else f"{args.out}.csv")
+    options = {"metric_set": args.metric_set, "kernel_regex": args.kernel_regex, "launch_skip": args.launch_skip,
+               "launch_count": args.launch_count, "profiler_range": args.profiler_range}
+    if args.dry_run:
+        print(shlex.join(ncu_command(app, log_file=out, ncu=args.ncu or "ncu", **options)))
+        return 0
     ncu_command(app, log_file=out)  # argument errors before looking for ncu
     ncu = find_ncu(args.ncu)
+    available = query_metrics(ncu)
+    _, dropped = split_available(METRIC_SETS[args.metric_set], available)
+    if dropped:
+        print(f"{PROG}: not collected (this ncu does not list them): {', '.join(dropped)}", file=sys.stderr)
     from ceilings.atomic import atomic_path
 
     with atomic_path(out, force=args.force) as tmp:
         tmp.unlink()  # ncu creates the log file itself
-        cmd = ncu_command(app, log_file=tmp, metric_set=args.metric_set, kernel_regex=args.kernel_regex,
-                          launch_skip=args.launch_skip, launch_count=args.launch_count, ncu=ncu)
+        cmd = ncu_command(app, log_file=tmp, ncu=ncu, available=available, **options)
         print(f"{PROG}: running {shlex.join(cmd)}", file=sys.stderr)
         rc, output = run_ncu(cmd)
         log = tmp.read_text(encoding="utf-8", errors="replace") if tmp.exists() else ""

@@ -1,0 +1,289 @@
+"""The device-check scripts without a GPU: the self-check's comparison on a hand-written ncu raw CSV, the
+runner's and the apps' dry runs, the peers' bookkeeping, and device_check.sh's budget and summary."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import time
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+selfcheck = _load("ncu_selfcheck", SCRIPTS / "ncu_selfcheck.py")
+runner = _load("selfcheck_runner", SCRIPTS / "selfcheck_runner.py")
+peers = _load("peers", SCRIPTS / "peers.py")
+
+L2 = 50 * 2**20
+OPS = ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul", "hfma", "hadd", "hmul")
+METRICS = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in OPS] + [
+    "dram__sectors_read.sum", "dram__sectors_write.sum", "gpu__time_duration.sum",
+    "sm__inst_executed_pipe_tensor_op_hmma.sum"]
+UNITS = ["inst"] * 9 + ["sector", "sector", "ns", "inst"]
+META = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+        "Grid Size", "Device", "CC"]
+
+
+def write_raw_csv(path: Path, launches: list[tuple[str, dict]]) -> None:
+    """An ncu `--csv --page raw` file: header, units row, one row per launch (metrics absent -> 0)."""
+    with path.open("w", newline="") as f:
+        f.write("==PROF== Connected to process 4242 (python)\n")
+        w = csv.writer(f, quoting=csv.QUOTE_ALL)
+        w.writerow(META + METRICS)
+        w.writerow([""] * len(META) + UNITS)
+        for i, (kernel, values) in enumerate(launches):
+            w.writerow([i, 4242, "python", "127.0.0.1", kernel, 1, 13, "(256, 1, 1)", "(1, 1, 1)", 0, "9.0"]
+                       + [values.get(m, 0) for m in METRICS])
+
+
+def entry(index, name, backend, *, status="launched", kernel="k", level=None, pipe="cuda-core", params=None,
+          br=0, bw=0, flops=None):
+    return {"index": index, "benchmark": name, "backend": backend, "kind": "compute", "level": level,
+            "precision": None, "pipe": pipe, "sweep": False, "plan_index": 0, "kernel_match": kernel,
+            "grid": 1, "block": 256, "params": params or {}, "status": status, "check": None,
+            "work": {"bytes_read": br, "bytes_written": bw, "flops": flops or {}}}
+
+
+def marker(i: int) -> tuple[str, dict]:
+    return (f"void ceilings_selfcheck_marker<{i}>()", {"gpu__time_duration.sum": 1000})
+
+
+FFMA, FADD, HFMA = (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("ffma", "fadd", "hfma"))
+READ, WRITE, HMMA = "dram__sectors_read.sum", "dram__sectors_write.sum", "sm__inst_executed_pipe_tensor_op_hmma.sum"
+
+
+@pytest.fixture
+def outdir(tmp_path):
+    """Eight entries and the launches ncu would have recorded for them (values chosen by hand)."""
+    entries = [
+        # 2 x 1000 FFMA + 10 FADD = 2010 FLOPs: exact
+        entry(0, "fp32.fma", "cuda-c", kernel="fma_peak", flops={"fp32": 2010}, params={"lane": "fp32"}),
+        # packed half2: 500 HFMA2 thread instructions x 2 FLOPs x 2 lanes = 2000
+        entry(1, "fp16x2.fma", "numba", kernel="fma_peak_fp16x2", flops={"fp16": 2000}, params={"lane": "fp16x2"}),
+        # 10 MiB read, 10 MiB written; writes 1 MiB short (< L2): ok*; reads 32 B x 327680 sectors = 10 MiB
+        entry(2, "dram.copy", "cuda-c", kernel="dram_copy", level="dram", br=10 * 2**20, bw=10 * 2**20),
+        # mma m16n8k16: 2*16*8*16 = 4096 FLOPs per instruction; declared 3 instructions' worth + 1
+        entry(3, "tensor.fp16", "cuda-c", kernel="tensor_mma", pipe="tensor", params={"shape": "m16n8k16"},
+              flops={"fp16": 3 * 4096 + 1}),
+        entry(4, "cublas.fp32", "library", kernel=None, flops={"fp32": 2000}),
+        entry(5, "l1.read", "cuda-c", status="failed to prepare: out of memory", kernel="cache_read"),
+        entry(6, "tensor.fp8", "cuda-c", status="skipped: not supported on sm_90", kernel=None),
+        entry(7, "dram.read", "numba", kernel="dram_read", level="dram", br=2**20),  # no launch after its marker
+    ]
+    launches = [
+        ("stray_kernel_before_any_marker", {}),
+        marker(0), ("void fma_peak<float, 8, 64, 8>(unsigned int *)", {FFMA: 1000, FADD: 10}),
+        marker(1), ("cudapy::kernels::numba_fma::fma_peak_fp16x2_k8_n64[abi:v1](Array<float>)", {HFMA: 500}),
+        marker(2), ("void dram_copy<256, 4, 8>(float4 const*, float4*)", {READ: 327680, WRITE: 294912}),
+        marker(3), ("void tensor_mma<Fp16, 4, 8>(unsigned const*)", {HMMA: 3}),
+        marker(4), ("sm90_xmma_gemm_f32f32", {FFMA: 990}), ("splitKreduce_kernel", {FFMA: 0, FADD: 10}),
+        marker(7),
+    ]
+    work = {"dry_run": False, "l2_bytes": L2, "entries": entries}
+    (tmp_path / selfcheck.WORK_FILE).write_text(json.dumps(work))
+    write_raw_csv(tmp_path / selfcheck.NCU_FILE, launches)
+    return tmp_path
+
+
+def verdicts(path: Path) -> dict[tuple[str, str, str], str]:
+    with (path / selfcheck.CSV_FILE).open() as f:
+        return {(r["benchmark"], r["backend"], r["quantity"]): r["verdict"] for r in csv.DictReader(f)}
+
+
+def test_selfcheck_compares_counted_with_declared(outdir, capsys):
+    assert selfcheck.main(["--from-files", str(outdir)]) == 1
+    v = verdicts(outdir)
+    assert v[("fp32.fma", "cuda-c", "flops_fp32")] == "ok"
+    assert v[("fp16x2.fma", "numba", "flops_fp16")] == "ok"
+    assert v[("dram.copy", "cuda-c", "dram_read_bytes")] == "ok"
+    assert v[("dram.copy", "cuda-c", "dram_write_bytes")] == "ok*"  # 9 MiB of 10: short by 1 MiB < L2
+    assert v[("tensor.fp16", "cuda-c", "flops_fp16")] == "MISMATCH"  # 12288 counted vs 12289 declared
+    assert v[("cublas.fp32", "library", "flops_fp32")] == "info"
+    assert v[("l1.read", "cuda-c", "-")] == "NOT RUN"
+    assert v[("tensor.fp8", "cuda-c", "-")] == "skipped"
+    assert v[("dram.read", "numba", "-")] == "MISSING"
+    err = capsys.readouterr().err
+    assert "1 profiled launch(es) before the first marker were ignored" in err
+
+
+def test_library_rows_sum_every_launch_between_markers(outdir):
+    selfcheck.main(["--from-files", str(outdir)])
+    with (outdir / selfcheck.CSV_FILE).open() as f:
+        cublas = next(r for r in csv.DictReader(f) if r["benchmark"] == "cublas.fp32")
+    assert cublas["launches"] == "2"
+    assert float(cublas["counted"]) == 2 * 990 + 10  # gemm's FFMA and the reduction's FADD
+
+
+def test_a_write_short_by_more_than_l2_is_a_mismatch():
+    # arguments: direction, declared bytes, counted SECTORS (32 B), the launch's declared bytes, L2 bytes
+    row = selfcheck._dram_row("write", 10 * L2, 8 * L2 // 32, 10 * L2, L2)  # short by 2 x L2
+    assert row["verdict"] == "MISMATCH"
+    assert selfcheck._dram_row("read", 32000, 1010, 32000, L2)["verdict"] == "ok"  # 32320 B: +1%
+    assert selfcheck._dram_row("read", 32000, 1030, 32000, L2)["verdict"] == "MISMATCH"  # +3%
+    assert selfcheck._dram_row("read", 32000, 970, 32000, L2)["verdict"] == "MISMATCH"  # reads: no L2 allowance
+
+
+def test_kernel_name_must_match(outdir):
+    work = json.loads((outdir / selfcheck.WORK_FILE).read_text())
+    work["entries"][0]["kernel_match"] = "some_other_kernel"
+    (outdir / selfcheck.WORK_FILE).write_text(json.dumps(work))
+    selfcheck.main(["--from-files", str(outdir)])
+    assert verdicts(outdir)[("fp32.fma", "cuda-c", "kernel name")] == "MISMATCH"
+
+
+def test_all_matching_exits_0(tmp_path):
+    work = {"dry_run": False, "l2_bytes": L2,
+            "entries": [entry(0, "fp32.fma", "cuda-c", kernel="fma_peak", flops={"fp32": 2010})]}
+    (tmp_path / selfcheck.WORK_FILE).write_text(json.dumps(work))
+    write_raw_csv(tmp_path / selfcheck.NCU_FILE, [marker(0), ("void fma_peak<float>()", {FFMA: 1000, FADD: 10})])
+    assert selfcheck.main(["--from-files", str(tmp_path)]) == 0
+    assert "| fp32.fma " in (tmp_path / selfcheck.TABLE_FILE).read_text()
+
+
+def test_query_parse_trusts_only_a_complete_listing():
+    from analysis.profile import base_name, parse_query
+
+    listing = "Device NVIDIA H200 (GH100)\n---- ----\nMetric Name   Metric Description\n" + "".join(
+        f"{base_name(m)}   something\n" for m in selfcheck.REQUIRED_METRICS)
+    names = parse_query(listing + "sm__inst_executed_pipe_tensor_op_hmma   # of HMMA\n", selfcheck.REQUIRED_METRICS)
+    assert selfcheck.choose_metrics(names) == [*selfcheck.REQUIRED_METRICS, "sm__inst_executed_pipe_tensor_op_hmma.sum"]
+    assert parse_query("dram__sectors_read   # of sectors\n", selfcheck.REQUIRED_METRICS) is None
+    assert selfcheck.choose_metrics(None) == list(selfcheck.REQUIRED_METRICS)
+
+
+def test_runner_dry_run_plans_every_benchmark(tmp_path):
+    out = tmp_path / "work.json"
+    assert runner.main(["--dry-run", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    from kernels.registry import all_benchmarks
+
+    names = {(b.name, b.backend) for b in all_benchmarks()}
+    assert {(e["benchmark"], e["backend"]) for e in doc["entries"]} == names
+    for e in doc["entries"]:
+        if e["status"] == "planned":
+            assert e["work"] is not None
+            assert (e["kernel_match"] is None) == (e["backend"] == "library")
+    per_sweep: dict = {}
+    for e in doc["entries"]:
+        if e["sweep"]:
+            per_sweep.setdefault(e["benchmark"], []).append(e["plan_index"])
+    assert all(len(v) <= runner.DEFAULT_SWEEP_PLANS and v[0] == 0 for v in per_sweep.values())
+
+
+class _Sweep:
+    is_sweep = True
+
+
+def test_choose_plans_takes_the_ends_of_a_sweep():
+    plans = list(range(34))
+    assert [i for i, _ in runner.choose_plans(_Sweep(), plans, 2)] == [0, 33]
+    assert [i for i, _ in runner.choose_plans(_Sweep(), plans, 3)] == [0, 16, 33]  # round(16.5) == 16
+    assert [i for i, _ in runner.choose_plans(_Sweep(), plans[:2], 3)] == [0, 1]
+
+
+def test_selfcheck_dry_run_prints_the_ncu_command(tmp_path, capsys):
+    assert selfcheck.main(["--dry-run", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    cmd = next(line for line in out.splitlines() if line.startswith("  ncu "))
+    for option in ("--profile-from-start off", "--clock-control none", "--target-processes all", "--page raw"):
+        assert option in cmd
+    assert "selfcheck_runner.py --out" in cmd
+
+
+def test_profile_range_option_and_unknown_metrics_left_out(capsys):
+    from analysis import profile
+
+    assert profile.main(["--dry-run", "--range", "--out", "x", "--launch-count", "7", "--", "python", "app.py",
+                         "-v"]) == 0
+    cmd = capsys.readouterr().out.split()
+    assert cmd[cmd.index("--profile-from-start") + 1] == "off"
+    assert cmd[-3:] == ["python", "app.py", "-v"] and cmd[cmd.index("--launch-count") + 1] == "7"
+    metrics = ["dram__sectors_read.sum", "sm__inst_executed_pipe_tensor.sum", "sm__cycles_elapsed.avg.per_second"]
+    kept, dropped = profile.split_available(metrics, {"dram__sectors_read", "sm__cycles_elapsed"})
+    assert kept == ["dram__sectors_read.sum", "sm__cycles_elapsed.avg.per_second"]
+    assert dropped == ["sm__inst_executed_pipe_tensor.sum"]
+    assert profile.split_available(metrics, None) == (metrics, [])
+    built = profile.ncu_command(["app"], log_file="x.csv", available={"dram__sectors_read", "sm__cycles_elapsed"})
+    assert "sm__inst_executed_pipe_tensor.sum" not in built[built.index("--metrics") + 1]
+
+
+# ------------------------------------------------------------------------------------------------- peers
+def test_peer_sizes():
+    assert peers.copy_bytes(50 * 2**20, 100 * 2**30) == 512 * 2**20  # 8 x 50 MiB = 400 MiB < 512 MiB floor
+    assert peers.copy_bytes(100 * 2**20, 100 * 2**30) == 800 * 2**20  # 8 x L2
+    assert peers.copy_bytes(100 * 2**20, 1000 * 2**20) == 250 * 2**20  # two buffers in half of 1000 MiB
+    assert peers.gemm_n(4, 100 * 2**30) == 8192
+    assert peers.gemm_n(4, 2**30) == 4096  # 3 x 8192^2 x 4 B = 768 MiB > 512 MiB; 3 x 4096^2 x 4 B = 192 MiB
+
+
+def test_peer_judged_against_our_best_ceiling_of_the_same_key():
+    from ceilings.roofs import load_roofs
+
+    roofs = load_roofs(ROOT / "tests" / "data" / "roofs" / "h100.json")
+    # tensor.fp16 (990 T) is invalid there: the best valid tensor.fp16 ceiling is cublas.fp16 at 700 T
+    rec = peers.judge({"name": "p", "peak_key": "tensor.fp16", "value": 7.7e14}, roofs)
+    assert rec["ours"]["name"] == "cublas.fp16" and rec["ratio_to_ours"] == pytest.approx(1.1)
+    assert rec["beats_ours"]
+    assert not peers.judge({"name": "p", "peak_key": "tensor.fp16", "value": 7.14e14}, roofs)["beats_ours"]  # +2%
+    assert peers.judge({"name": "p", "peak_key": "fp64", "value": 1.0}, roofs)["ours"] is None
+
+
+def test_gemm_check_catches_a_wrong_entry():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (64, 64)), rng.uniform(-1, 1, (64, 64))
+    c = (a @ b).astype(np.float32)
+    assert peers.gemm_problem(a.astype(np.float32), b.astype(np.float32), c, "fp32") is None
+    c[63, 63] += 0.5
+    assert "sampled entry off by" in peers.gemm_problem(a.astype(np.float32), b.astype(np.float32), c, "fp32")
+
+
+def test_peers_dry_run_names_what_it_compares_with(capsys):
+    assert peers.main(["--dry-run", "--roofs", str(ROOT / "tests/data/roofs/h100.json"), "."]) == 0
+    out = capsys.readouterr().out
+    assert "cupy.matmul.fp16" in out and "vs cublas.fp16 (library)" in out
+
+
+# --------------------------------------------------------------------------------------- device_check.sh
+def test_device_check_rejects_a_missing_outdir():
+    proc = subprocess.run(["bash", str(SCRIPTS / "device_check.sh"), "--dry-run"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_device_check_dry_run_keeps_to_its_budget(tmp_path):
+    """A 15 s budget less the 10 s reserve leaves 5 s: env runs; once a step finds the budget spent, every
+    later step is skipped too, and the whole run stays within the budget; summary.txt and the fragment
+    are written all the same."""
+    env = {**os.environ, "PYTHON": sys.executable, "DEVICE_CHECK_BUDGET_S": "15"}
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(SCRIPTS / "device_check.sh"), "--dry-run", str(tmp_path)], env=env, check=False,
+                          capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - t0
+    lines = [ln.split("\t") for ln in (tmp_path / "summary.txt").read_text().splitlines() if not ln.startswith("#")]
+    statuses = {ln[0]: ln[1] for ln in lines}
+    assert statuses["env"] == "ok"
+    assert all(s in ("ok", "timeout") or s.startswith(("failed", "skipped")) for s in statuses.values())
+    order = [s for s in statuses.values() if not s.startswith("skipped: torch")]
+    first_spent = next(i for i, s in enumerate(order) if s == "skipped: budget spent")
+    assert all(s.startswith("skipped") for s in order[first_spent:])
+    assert elapsed < 15 + 10 + 5  # budget + one step's kill grace + the fragment
+    assert proc.returncode == (1 if any(s == "timeout" or s.startswith("failed") for s in statuses.values()) else 0)
+    assert (tmp_path / "BENCHMARKS.fragment.md").exists()
+    assert all((tmp_path / "logs" / f"{name}.log").exists() for name, s in statuses.items() if not s.startswith("skipped"))
