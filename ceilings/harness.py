@@ -29,6 +29,7 @@ QUICK_BUDGET = Budget(warmup_s=0.01, measure_s=0.05, min_reps=5, max_reps=200)
 SIMULATED_BUDGET = Budget(warmup_s=0.0, measure_s=0.0, min_reps=1, max_reps=1)
 
 
+PROBE_LAUNCHES = 2
 # A sweep has tens of points: each gets this fraction of a ceiling's budget (and at least min_reps).
 SWEEP_BUDGET_FRACTION = 0.2
 
@@ -100,7 +101,8 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
         return Measurement(plan, None, problem=f"could not prepare: {_short(exc)}")
     try:
         prepared.poison()
-        first = timer.run(prepared.launch, 1)[0]
+        # the faster of two probes: a first call may include module load or library set-up (cuBLAS)
+        first = min(timer.run(prepared.launch, PROBE_LAUNCHES))
         warm = _reps(budget.warmup_s, first, 0, budget.max_reps) if budget.warmup_s > 0 else 0
         if warm:
             timer.run(prepared.launch, warm)

@@ -231,7 +231,8 @@ def _prepare(op: TensorOp) -> Callable[[Plan, Runtime], Prepared]:
         warps = plan.threads // WARP
         with runtime.cupy_stream:
             bufs = {"frag": cupy.asarray(fragments(op)),
-                    "acc0": cupy.asarray(accumulator_fragments(initial_accumulators(nacc)).astype(np.float32)),
+                    "acc0": cupy.asarray(np.ascontiguousarray(  # the kernel indexes it row-major
+                        accumulator_fragments(initial_accumulators(nacc)), dtype=np.float32)),
                     "out": cupy.empty(warps * nacc * WARP * C_REGS, dtype=np.float32)}
 
         def run(trips: int, store: int) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -89,10 +88,14 @@ def _sim_runtime():
 
 @pytest.fixture(scope="module")
 def simulator():
-    if "numba" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-        pytest.skip("numba was imported without NUMBA_ENABLE_CUDASIM=1; run the sim tests in their own process")
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    from numba import cuda  # noqa: F401
+    # tests/conftest.py enables the simulator before numba is imported when there is no GPU. Enabling it here
+    # on a GPU machine would put numba on the simulator for the whole session (and every subprocess): every
+    # later Numba GPU test would be skipped.
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        pytest.skip("Numba runs on the real GPU in this session (NUMBA_ENABLE_CUDASIM is not 1); "
+                    "test_on_the_gpu covers the Numba kernels")
 
 
 @pytest.mark.sim
@@ -169,17 +172,23 @@ def test_cuda_c_loop_body_has_k_times_n_fmas(name):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["cuda-c", "numba"])
 @pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
-def test_cuda_c_on_the_gpu(name):
+def test_on_the_gpu(name, backend):
     cupy = pytest.importorskip("cupy")
     if not cupy.cuda.is_available():
         pytest.skip("no CUDA device")
+    if backend == "numba":
+        from numba import config
+
+        if config.ENABLE_CUDASIM:
+            pytest.skip("Numba is on its simulator in this session (NUMBA_ENABLE_CUDASIM=1)")
     from kernels.base import DeviceLimits as Limits
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
     limits = Limits(sm_count=props["multiProcessorCount"], compute_capability=(props["major"], props["minor"]),
                     l2_bytes=props["l2CacheSize"], free_bytes=cupy.cuda.runtime.memGetInfo()[0])
-    bench = _by_name("cuda-c")[name]
+    bench = _by_name(backend)[name]
     (plan,) = bench.plans(limits, True)
     stream = cupy.cuda.Stream(non_blocking=True)
     prepared = bench.prepare(plan, Runtime(simulate=False, cupy_stream=stream))

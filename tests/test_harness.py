@@ -56,8 +56,8 @@ def test_reps_follow_the_time_budget_and_rate_comes_from_declared_work():
     plan = bench.plans(None, False)[0]
     timer = FakeTimer(lambda i: 2e-3)
     m = measure_plan(bench, plan, Runtime(simulate=True), timer, BUDGET)
-    # one probe launch, then warm-up 0.01/0.002 = 5 launches, then 0.1/0.002 = 50 timed launches
-    assert timer.calls == [1, 5, 50]
+    # two probe launches, then warm-up 0.01/0.002 = 5 launches, then 0.1/0.002 = 50 timed launches
+    assert timer.calls == [2, 5, 50]
     assert m.problem is None and m.stats.n == 50
     record = ceiling_record(bench, m, simulated=False)
     assert record["value"] == pytest.approx(16000 / 2e-3)  # (8000 read + 8000 written) bytes / 2 ms
