@@ -171,6 +171,8 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
     for b in skipped:
         log(f"skipped {b.name} ({b.backend}): not supported on {limits.arch}")
     work = [(b, plans) for b, plans in work if plans]
+    if not args.simulate:
+        runtime.precompile(b.source(p) for b, plans in work if b.backend == "cuda-c" for p in plans)
     progress = _progress(sum(len(p) for _, p in work), f"GPU {index}" if not args.simulate else "simulator")
     interrupted = False
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 Backend = Literal["cuda-c", "numba", "library"]
 Kind = Literal["bandwidth", "compute"]
@@ -125,10 +125,32 @@ class Prepared:
 
 @dataclass
 class Runtime:
-    """Where kernels run: a CuPy stream on a real device, or Numba's CUDA simulator."""
+    """Where kernels run: a CuPy stream on a real device, or Numba's CUDA simulator. It owns the CUDA C
+    modules compiled for its device."""
 
     simulate: bool
     cupy_stream: Any = None  # cupy.cuda.Stream; CuPy launches happen inside `with cupy_stream:`
+    _modules: dict = field(default_factory=dict, repr=False)  # (file, options, name) -> cupy.RawModule
+
+    def precompile(self, sources: Iterable[CudaSource]) -> None:
+        """One NVRTC program per (file, options) holding all its variants: a run compiles each file once
+        (CuPy compiles lazily, at the first get_function, and caches on disk)."""
+        import cupy
+
+        groups: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+        for s in sources:
+            if (s.file, s.options, s.name_expression) not in self._modules:
+                groups.setdefault((s.file, s.options), set()).add(s.name_expression)
+        for (file, options), names in groups.items():
+            module = cupy.RawModule(code=(CUDA_DIR / file).read_text(), options=options,
+                                    name_expressions=tuple(sorted(names)))
+            self._modules.update({(file, options, name): module for name in names})
+
+    def cuda_function(self, source: CudaSource):
+        """The compiled kernel of a CUDA C source (compiled here unless `precompile` saw it)."""
+        self.precompile([source])
+        return self._modules[(source.file, source.options, source.name_expression)].get_function(
+            source.name_expression)
 
     def numba_stream(self):
         from numba import cuda

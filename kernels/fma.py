@@ -188,8 +188,7 @@ def prepare_cuda(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
     import cupy
 
     source = cuda_source(lane, plan)
-    module = cupy.RawModule(code=source.code, options=source.options, name_expressions=[source.name_expression])
-    kernel = module.get_function(source.name_expression)
+    kernel = runtime.cuda_function(source)
     out = cupy.empty(plan.params["chains"] * plan.threads, dtype=lane.bits)
     args = (out, *_scalar_args(lane, plan, lane.bits))
 

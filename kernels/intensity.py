@@ -79,8 +79,7 @@ def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
     import cupy
 
     src = source(p, plan)
-    module = cupy.RawModule(code=src.code, options=src.options, name_expressions=[src.name_expression])
-    kernel = module.get_function(src.name_expression)
+    kernel = runtime.cuda_function(src)
     n_elements = plan.params["vectors"] * _elements_per_vector(p)
     host_in = inputs(p, n_elements)
     with runtime.cupy_stream:

@@ -152,9 +152,7 @@ class CupyDevice:
 
         self.cupy = cupy
         self.stream = runtime.cupy_stream if runtime.cupy_stream is not None else cupy.cuda.Stream.null
-        module = cupy.RawModule(code=source.code, options=source.options,
-                                name_expressions=(source.name_expression,))
-        self.kernel = module.get_function(source.name_expression)
+        self.kernel = runtime.cuda_function(source)
 
     def to_device(self, host: np.ndarray):
         with self.stream:

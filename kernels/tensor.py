@@ -225,8 +225,7 @@ def _prepare(op: TensorOp) -> Callable[[Plan, Runtime], Prepared]:
         import cupy
 
         src = _source(op)(plan)
-        module = cupy.RawModule(code=src.code, options=src.options, name_expressions=[src.name_expression])
-        kernel = module.get_function(src.name_expression)
+        kernel = runtime.cuda_function(src)
         nacc, unroll = plan.params["nacc"], plan.params["unroll"]
         warps = plan.threads // WARP
         with runtime.cupy_stream:

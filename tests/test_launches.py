@@ -323,3 +323,18 @@ def test_measure_plan_on_the_gpu(name, backend):
                      QUICK_BUDGET)
     assert m.problem is None
     assert m.stats.n >= QUICK_BUDGET.min_reps and 0 < m.stats.min_s <= m.stats.median_s
+
+
+def test_precompile_groups_every_variant_of_a_file_in_one_module(fake_cupy):
+    from kernels.base import CudaSource, Runtime
+
+    made = []
+    real = fake_cupy.RawModule
+    fake_cupy.RawModule = lambda code=None, **kw: made.append(kw["name_expressions"]) or real(code, **kw)
+    runtime = Runtime(simulate=False, cupy_stream=fake_cupy.runtime_stream)
+    a, b = CudaSource("fma.cu", "fma_peak<float, 8, 64, 8>"), CudaSource("fma.cu", "fma_peak<double, 8, 64, 8>")
+    runtime.precompile([a, b, a])
+    assert made == [("fma_peak<double, 8, 64, 8>", "fma_peak<float, 8, 64, 8>")]
+    runtime.cuda_function(b)
+    runtime.cuda_function(CudaSource("stream.cu", "dram_read<256, 4, 8>"))
+    assert len(made) == 2 and made[1] == ("dram_read<256, 4, 8>",)
