@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
 from ceilings.report import format_rate, markdown_table
+from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "benchmarks_md"
 ROOFS_FILES = ("roofs.json", "roofs-quick.json", "roofs-simulated.json")
@@ -223,9 +224,7 @@ def render(outdir: Path) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python scripts/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("outdir", metavar="OUTDIR", help="a folder written by scripts/device_check.sh")
+    p = script_parser(PROG, __doc__, "a folder written by scripts/device_check.sh")
     p.add_argument("--out", metavar="FILE", help="default OUTDIR/BENCHMARKS.fragment.md ('-' for stdout)")
     return p
 
@@ -233,9 +232,7 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    outdir = Path(args.outdir)
-    if not outdir.is_dir():
-        raise CeilingsError(f"{outdir}: no such folder")
+    outdir = existing_folder(args.outdir)
     text = render(outdir)
     if args.out == "-":
         sys.stdout.write(text)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.profile import query_metrics, split_available
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
+from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "ncu_selfcheck"
 RUNNER = Path(__file__).resolve().parent / "selfcheck_runner.py"
@@ -242,9 +243,7 @@ def write_results(outdir: Path, rows: list[dict]) -> None:
 
 # ---------------------------------------------------------------------------------------------------- CLI
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python scripts/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("outdir", metavar="OUTDIR", help="folder for selfcheck-ncu.csv, selfcheck-work.json, "
+    p = script_parser(PROG, __doc__, "folder for selfcheck-ncu.csv, selfcheck-work.json, "
                    "selfcheck.csv and selfcheck.md")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="no GPU: plan, print the ncu command, launch nothing")
@@ -257,9 +256,7 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    outdir = Path(args.outdir)
-    if not outdir.is_dir():
-        raise CeilingsError(f"{outdir}: no such folder; create it first")
+    outdir = existing_folder(args.outdir)
     extra = ["--only", args.only] if args.only else []
     if args.dry_run:
         return dry_run(outdir, extra)

@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ceilings.atomic import write_text
-from ceilings.errors import CeilingsError, MissingDependency, cli_entry
+from ceilings.errors import MissingDependency, cli_entry
+from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "peers"
 COPY_MIN_L2_MULTIPLE = 8  # a copy of 8x L2 streams from DRAM
@@ -301,9 +302,7 @@ def versions() -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python scripts/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("outdir", metavar="OUTDIR", help="folder for peers.json")
+    p = script_parser(PROG, __doc__, "folder for peers.json")
     p.add_argument("--roofs", metavar="ROOFS.json", help="our ceilings to compare with (ceilings.measure output)")
     p.add_argument("--quick", action="store_true", help="the harness's short time budget")
     p.add_argument("--dry-run", action="store_true", help="no GPU: print what would be timed, write nothing")
@@ -313,9 +312,7 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    outdir = Path(args.outdir)
-    if not outdir.is_dir():
-        raise CeilingsError(f"{outdir}: no such folder; create it first")
+    outdir = existing_folder(args.outdir)
     roofs = None
     if args.roofs:
         from ceilings.roofs import load_roofs

@@ -6,9 +6,8 @@ check the formatting and the arithmetic of the fragment, not any measurement.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "data" / "device_check"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
-bmd = _load("benchmarks_md", ROOT / "scripts" / "benchmarks_md.py")
+bmd = importlib.import_module("scripts.benchmarks_md")
 
 
 def row(text: str, first_cell: str) -> list[str]:

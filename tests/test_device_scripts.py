@@ -4,12 +4,12 @@ runner's and the apps' dry runs, the peers' bookkeeping, and device_check.sh's b
 from __future__ import annotations
 
 import csv
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
-selfcheck = _load("ncu_selfcheck", SCRIPTS / "ncu_selfcheck.py")
-runner = _load("selfcheck_runner", SCRIPTS / "selfcheck_runner.py")
-peers = _load("peers", SCRIPTS / "peers.py")
+selfcheck = importlib.import_module("scripts.ncu_selfcheck")
+runner = importlib.import_module("scripts.selfcheck_runner")
+peers = importlib.import_module("scripts.peers")
 
 L2 = 50 * 2**20
 OPS = ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul", "hfma", "hadd", "hmul")
