@@ -65,21 +65,24 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
         return _finish(_read_ncu_rep(p), p)
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return _finish(_read_text_forms(text, str(p)), p)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    return _finish(_read_text_forms(data, str(p)), p)
 
 
-def _read_text_forms(text: str, path: str) -> pd.DataFrame:
-    own = ncu_csv.find_own_csv(text)
+def _read_text_forms(data: bytes, path: str) -> pd.DataFrame:
+    """CSV forms are read from the bytes (read_csv decodes them); text forms are decoded first."""
+    own = ncu_csv.find_own_csv(data)
     if own is not None:
-        return ncu_csv.read_own(text, own, path)
-    header = ncu_csv.find_ncu_header(text)
+        return ncu_csv.read_own(data, own, path)
+    header = ncu_csv.find_ncu_header(data)
     if header:
         start, line = header
-        if '"Metric Name"' in line:
-            return ncu_csv.read_details(text, start, path)
-        return ncu_csv.read_raw(text, start, path)
-    if ncu_csv.find_nsys_csv(text):
+        if b'"Metric Name"' in line:
+            return ncu_csv.read_details(data, start, path)
+        return ncu_csv.read_raw(data, start, path)
+    text = data.decode("utf-8", errors="replace")
+    if ncu_csv.find_nsys_csv(data):
         return ncu_csv.read_nsys_csv(text, path)
     launches, profiler_seen = ncu_text.scan_text(text, path)
     if not launches:

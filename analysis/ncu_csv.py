@@ -23,36 +23,51 @@ from .ncu_text import metric_key
 from .units import parse_value, parse_values, unit_factor, unit_factors
 
 NSYS_CSV_HEADER = re.compile(r'^"?Time ?\(%\)"?,.*Instances.*Name"?\s*$', re.MULTILINE)
-OWN_CSV_HEADER = re.compile(r"^(?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,")
+NSYS_CSV_START = re.compile(rb'(?:Time ?\(%\),|"Time ?\(%\)",)')
+OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,)")
+# A line after the ncu header that does not start with '"': application output, ==PROF== lines, or the rest
+# of a quoted field that spans lines. Blank lines are skipped by read_csv itself.
+NON_CSV_LINE = re.compile(rb'\n[^"\n]')
+# The start of a data row ('"12",') or of a repeated header ('"ID",'): never the rest of a quoted field.
+RECORD_START = re.compile(rb'"(?:\d+|ID)",')
+# Cells of the value column that read_csv itself reads as NaN (ncu's 'n/a'; nan and inf are missing too);
+# other words ('(!) nan', 'PolicySpread') make it a column of strings, parsed by units.parse_values.
+VALUE_NA = ["", "n/a", "N/A", "nan", "NaN", "-nan", "inf", "-inf"]
 
 
-def _lines_starting(text: str, prefix: str):
-    """(offset, line) of every line that starts with `prefix`, found with str.find (fast on big files)."""
-    pos = text.find(prefix)
+def _lines_starting(data: bytes, prefix: bytes):
+    """(offset, line) of every line that starts with `prefix`, found with bytes.find (fast on big files)."""
+    pos = data.find(prefix)
     while pos >= 0:
-        end = text.find("\n", pos)
-        end = len(text) if end < 0 else end
-        if pos == 0 or text[pos - 1] == "\n":
-            yield pos, text[pos:end]
-        pos = text.find(prefix, end)
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        if pos == 0 or data[pos - 1] == 10:  # 10: b"\n"
+            yield pos, data[pos:end]
+        pos = data.find(prefix, end)
 
 
-def find_ncu_header(text: str) -> tuple[int, str] | None:
+def find_ncu_header(data: bytes) -> tuple[int, bytes] | None:
     """Offset and text of the first ncu CSV header line ('"ID",...,"Kernel Name",...')."""
-    return next(((pos, line) for pos, line in _lines_starting(text, '"ID",') if '"Kernel Name"' in line), None)
+    return next(((pos, line) for pos, line in _lines_starting(data, b'"ID",') if b'"Kernel Name"' in line), None)
 
 
-def find_nsys_csv(text: str) -> bool:
-    for needle in ("Time (%),", '"Time (%)",', "Time(%),", '"Time(%)",'):
-        if any("Instances" in line and "Total Time (ns)" in line for _, line in _lines_starting(text, needle)):
+def find_nsys_csv(data: bytes) -> bool:
+    """A line starting 'Time (%),' (or 'Time(%),', quoted or not) that names Instances and Total Time (ns)."""
+    pos = data.find(b"(%)")  # one scan for every spelling
+    while pos >= 0:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        line = data[start:end if end >= 0 else len(data)]
+        if NSYS_CSV_START.match(line) and b"Instances" in line and b"Total Time (ns)" in line:
             return True
+        pos = data.find(b"(%)", pos + 3)
     return False
 
 
-def find_own_csv(text: str) -> int | None:
+def find_own_csv(data: bytes) -> int | None:
     """Offset of this tool's own CSV header when it is the first non-blank line."""
-    start = len(text) - len(text.lstrip())
-    return start if OWN_CSV_HEADER.match(text, start) else None
+    m = OWN_CSV_HEADER.match(data)
+    return m.start(1) if m else None
 
 # Columns of the raw page that describe the launch rather than measure it.
 RAW_META = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
@@ -61,25 +76,74 @@ RAW_META = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Ker
             "Estimated Speedup"}
 
 
-def _ncu_frame(text: str, start: int, path: str, usecols: set[str] | None = None,
-               categories: tuple[str, ...] = ()) -> pd.DataFrame:
-    body = text[start:]
-    lines_total = body.count("\n") - (1 if body.endswith("\n") else 0)
-    if body.count('\n"') < lines_total:  # application output or ==PROF== lines among the rows
-        body = "\n".join(line for line in body.split("\n") if line.startswith('"'))
-    header = next(csv.reader([body[:body.find("\n")] if "\n" in body else body]))
+def csv_records(data: bytes, start: int) -> list[bytes]:
+    """The CSV records from `start` on, without application output.
+
+    A line not starting with '"' is dropped, unless it continues a quoted field that spans lines (the
+    record so far has an odd number of quotes) and that field closes before the next row starts. A row cut
+    short by application output never closes: it is kept alone, as written.
+    """
+    lines = data[start:].split(b"\n")
+    records = []
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        i += 1
+        if not line.startswith(b'"'):
+            continue
+        quotes = line.count(b'"')
+        if quotes % 2:
+            j = i
+            while j < n and quotes % 2 and not RECORD_START.match(lines[j]):
+                quotes += lines[j].count(b'"')
+                j += 1
+            if quotes % 2 == 0:
+                line = b"\n".join(lines[i - 1:j])
+                i = j
+        records.append(line)
+    return records
+
+
+def _header(record: bytes, path: str) -> list[str]:
+    """The cells of one CSV record (it may span lines)."""
+    try:
+        return next(csv.reader(io.StringIO(record.decode("utf-8", errors="replace"), newline="")), [])
+    except csv.Error as exc:
+        raise CeilingsError(f"{path}: unreadable ncu CSV header or units row ({exc}); truncated or edited file?") from None
+
+
+def _ncu_frame(source: io.BytesIO, header: list[str], path: str, usecols: set[str] | None = None,
+               categories: set[str] | frozenset[str] = frozenset(), value: str | None = None) -> pd.DataFrame:
+    """One ncu CSV table from `source` (positioned at its header line), columns by name.
+
+    `value`: a column whose numbers read_csv parses itself (thousands separators included): a column of
+    floats, or of strings where a cell is no number. Every other column is text ('' where a row is short).
+    """
     if "ID" not in header or "Kernel Name" not in header:
-        raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {body[:80]!r}")
+        raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {str(header)[:80]}")
     cols = [c for c in dict.fromkeys(header) if usecols is None or c in usecols]
-    dtypes = {c: ("category" if c in categories else str) for c in cols}
+    dtypes = {c: ("category" if c in categories else str) for c in cols if c != value}
+    if value in cols:  # the missing-value words are NaN in the value column only
+        options = {"keep_default_na": False, "na_values": {value: VALUE_NA}, "thousands": ","}
+    else:
+        options = {"na_filter": False}
+    at = source.tell()
     try:
         try:  # fast path: every ID an integer (no repeated header rows)
-            df = pd.read_csv(io.StringIO(body), usecols=cols, dtype={**dtypes, "ID": "int64"}, na_filter=False)
+            df = pd.read_csv(source, usecols=cols, dtype={**dtypes, "ID": "int64"}, encoding_errors="replace",
+                             **options)
         except ValueError:
-            df = pd.read_csv(io.StringIO(body), usecols=cols, dtype=dtypes, na_filter=False)
+            source.seek(at)
+            df = pd.read_csv(source, usecols=cols, dtype=dtypes, encoding_errors="replace", **options)
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable ncu CSV ({_one_line(exc)}); truncated or edited file?") from None
-    ids = pd.to_numeric(df["ID"], errors="coerce")
+    for col in dtypes:  # short rows: the missing cells are empty text, as in the fields ncu leaves empty
+        missing = df[col].isna()
+        if missing.any():
+            if isinstance(df[col].dtype, pd.CategoricalDtype) and "" not in df[col].cat.categories:
+                df[col] = df[col].cat.add_categories("")
+            df[col] = df[col].fillna("")
+    ids = df["ID"] if df["ID"].dtype == "int64" else pd.to_numeric(df["ID"], errors="coerce")
     if ids.isna().any():  # repeated header rows ("ID") and stray lines
         df, ids = df[ids.notna()], ids[ids.notna()]
     if df.empty:
@@ -116,10 +180,17 @@ DETAILS_COLUMNS = {"ID", "Process ID", "Kernel Name", "Block Size", "Grid Size",
                    "Metric Name", "Metric Unit", "Metric Value"}
 
 
-def read_details(text: str, start: int, path: str) -> pd.DataFrame:
+def read_details(data: bytes, start: int, path: str) -> pd.DataFrame:
     """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch."""
-    df = _ncu_frame(text, start, path, DETAILS_COLUMNS,
-                    ("Process ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit"))
+    if NON_CSV_LINE.search(data, start) is None:  # only CSV rows: read_csv reads the bytes in place
+        source = io.BytesIO(data)
+        source.seek(start)
+        end = data.find(b"\n", start)
+        header = _header(data[start:end if end >= 0 else len(data)], path)
+    else:
+        records = csv_records(data, start)
+        source, header = io.BytesIO(b"\n".join(records)), _header(records[0], path)
+    df = _ncu_frame(source, header, path, DETAILS_COLUMNS, DETAILS_COLUMNS - {"ID", "Metric Value"}, "Metric Value")
     for needed in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
         if needed not in df.columns:
             raise CeilingsError(f"{path}: ncu CSV without a {needed!r} column; expected --csv details output")
@@ -140,7 +211,8 @@ def read_details(text: str, start: int, path: str) -> pd.DataFrame:
         keys = [metric_key(None, str(c)) for c in names.categories]
     key_codes, key_names = pd.factorize(np.array(keys + [""], dtype=object))
     metric = key_codes[pair_codes]
-    keep = ~np.isnan(values) & (df["Metric Name"].to_numpy() != "")  # rule rows have no metric
+    no_name = names.categories.get_indexer([""])[0]  # rule rows have no metric name (-1: none such)
+    keep = ~np.isnan(values) & (names.codes.to_numpy() != no_name)
     launch, metric, values = launch[keep], metric[keep], values[keep]
     first = ~pd.Series(launch * len(key_names) + metric).duplicated().to_numpy()  # first value wins
     wide = np.full((len(meta), len(key_names)), np.nan)
@@ -152,15 +224,13 @@ def read_details(text: str, start: int, path: str) -> pd.DataFrame:
     return out
 
 
-def read_raw(text: str, start: int, path: str) -> pd.DataFrame:
+def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
     """ncu --page raw --csv: header row, units row, one row per launch; 'a; b' per-instance cells -> NaN."""
-    body = text[start:]
-    lines = [line for line in body.split("\n") if line.startswith('"')]
-    if len(lines) < 2:
+    records = csv_records(data, start)
+    if len(records) < 2:
         raise CeilingsError(f"{path}: ncu raw CSV without its units row; truncated file?")
-    header = next(csv.reader([lines[0]]))
-    units = next(csv.reader([lines[1]]))
-    df = _ncu_frame("\n".join([lines[0], *lines[2:]]), 0, path)
+    header, units = _header(records[0], path), _header(records[1], path)
+    df = _ncu_frame(io.BytesIO(b"\n".join([records[0], *records[2:]])), header, path)
     unit_of = dict(zip(header, units + [""] * (len(header) - len(units))))
     df["run"] = _runs(df)
     launch_key = pd.Series(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
@@ -211,10 +281,12 @@ def read_nsys_csv(text: str, path: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def read_own(text: str, start: int, path: str) -> pd.DataFrame:
+def read_own(data: bytes, start: int, path: str) -> pd.DataFrame:
     """This tool's --csv output read back: totals per row become values per launch again."""
+    source = io.BytesIO(data)
+    source.seek(start)
     try:
-        df = pd.read_csv(io.StringIO(text[start:]), keep_default_na=True, dtype={"kernel": str, "cc": str})
+        df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str}, encoding_errors="replace")
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable kernel table CSV ({_one_line(exc)})") from None
     launches = pd.to_numeric(df["launches"], errors="coerce")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from math import isfinite
 
 from ceilings.errors import CeilingsError
 
@@ -33,7 +34,6 @@ _HEADING_OLD = re.compile(
     r" Stream (?P<stream>\d+)\s*$")
 _SPANS = re.compile(r"-+")
 _NSYS_AVG = ("Avg (ns)", "Average (ns)", "Average", "Avg")
-_INFINITE = (float("inf"), float("-inf"))
 
 
 @dataclass
@@ -81,52 +81,64 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
     in_table = False
     table_start_line = 0
     spans: list[tuple[int, int]] = []
-    value_col = 2
+    u0 = u1 = v0 = v1 = 0  # unit and value cells of the open table
+    value_to_end = True  # the value is the last column: taken to the end of the line
     expect_header = False  # the first line after an opening dash row may be a header
     header_sep_pending = False  # a header row is followed by its own dash row
     nsys_cols: dict[str, tuple[int, int]] | None = None
     nsys_header: str | None = None
     nsys_run = -1
-    last_col = 2
-    row_cache: dict[tuple, tuple[str | None, float]] = {}  # (section, name cell, unit cell) -> (key, factor)
+    # Caches: a big log repeats few distinct dash rows, headings, and (name, unit) cells per table layout.
+    span_cache: dict[str, list[tuple[int, int]]] = {}
+    heading_cache: dict[str, dict[str, str | None]] = {}
+    row_caches: dict[tuple, dict[str, tuple[str | None, float]]] = {}  # (section, u0, u1) -> line[:u1] -> ...
+    row_cache: dict[str, tuple[str | None, float]] = {}  # (metric key, unit factor) by name and unit cells
 
     lines = text.split("\n")
     for lineno, line in enumerate(lines, 1):
         if in_table:
-            stripped = line.strip()
-            if not stripped or stripped.startswith("=="):
-                continue
-            if _is_dash_row(stripped):
-                if header_sep_pending:
-                    header_sep_pending = False
-                else:
-                    in_table = False
-                continue
-            if expect_header:
-                expect_header = False
-                if stripped.startswith("Metric Name"):
-                    names = [line[a:b].strip() for a, b in spans]
-                    value_col = names.index("Average") if "Average" in names else len(spans) - 1
-                    header_sep_pending = True
+            # A data row: 4 spaces, then a name. The structural checks below cannot apply to it.
+            c = line[4:5]
+            is_row = (not expect_header and line.startswith("    ") and c not in "-=" and not c.isspace()
+                      and not line.startswith("Section: ", 4))
+            if not is_row:
+                stripped = line.strip()
+                if not stripped or stripped.startswith("=="):
                     continue
-            if line.startswith("    Section: ") or (line.startswith("  ") and line[2:3] != " "):
-                in_table = False  # table lost its closing dash row: fall through to structure handling
-            else:
-                u0, u1 = spans[1]
-                v0, v1 = spans[value_col]
-                raw = line[v0:v1] if value_col < last_col else line[v0:]
-                try:
-                    value = float(raw)
-                except ValueError:
+                if _is_dash_row(stripped):
+                    if header_sep_pending:
+                        header_sep_pending = False
+                    else:
+                        in_table = False
+                    continue
+                if expect_header:
+                    expect_header = False
+                    if stripped.startswith("Metric Name"):
+                        names = [line[a:b].strip() for a, b in spans]
+                        value_col = names.index("Average") if "Average" in names else len(spans) - 1
+                        v0, v1 = spans[value_col]
+                        value_to_end = value_col == len(spans) - 1
+                        header_sep_pending = True
+                        continue
+                is_row = not (line.startswith("    Section: ") or (line.startswith("  ") and line[2:3] != " "))
+                in_table = is_row  # a table that lost its closing dash row: fall through to the structure
+            if is_row:
+                raw = line[v0:] if value_to_end else line[v0:v1]
+                if "," in raw:  # thousands separators: float() would fail
                     value = parse_value(raw)
-                if value != value or value in _INFINITE:  # noqa: PLR0124 - fast NaN test; n/a, words: not stored
+                else:
+                    try:
+                        value = float(raw)
+                    except ValueError:
+                        value = parse_value(raw)
+                if not isfinite(value):  # n/a, words, nan, inf: not stored
                     continue
-                cache_key = (section, line[:u0], line[u0:u1])
-                entry = row_cache.get(cache_key)
+                cells = line[:u1]
+                entry = row_cache.get(cells)
                 if entry is None:
                     name = line[:u0].strip()
-                    entry = row_cache[cache_key] = (metric_key(section, name) if name else None,
-                                                    unit_factor(line[u0:u1].strip()))
+                    entry = row_cache[cells] = (metric_key(section, name) if name else None,
+                                                unit_factor(line[u0:u1].strip()))
                 key, factor = entry
                 if key is not None and key not in current.metrics:
                     current.metrics[key] = value * factor
@@ -157,9 +169,15 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                 continue
         if line.startswith("  ") and line[2:3] not in (" ", "") and (", Context " in line or ", CC " in line):
             body = line[2:]
-            m = _HEADING_NEW.match(body) or _HEADING_OLD.match(body)
-            if m:
-                g = m.groupdict()
+            g = heading_cache.get(body)
+            if g is None:
+                m = _HEADING_NEW.match(body)
+                if m:  # new headings repeat for every launch of a kernel and grid; old ones carry a timestamp
+                    g = heading_cache[body] = m.groupdict()
+                else:
+                    m = _HEADING_OLD.match(body)
+                    g = m.groupdict() if m else None
+            if g is not None:
                 current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
                                  block=_tuple(g.get("block")), device=g.get("dev"), cc=g.get("cc"),
                                  launches=int(g["n"]) if g.get("n") else 1)
@@ -170,11 +188,15 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                 continue
         stripped = line.strip()
         if current is not None and section is not None and _is_dash_row(stripped) and line.startswith("    "):
-            table_spans = _spans(line)
+            table_spans = span_cache.get(line)
+            if table_spans is None:
+                table_spans = span_cache[line] = _spans(line)
             if len(table_spans) >= MIN_METRIC_TABLE_SPANS:
                 in_table, expect_header, header_sep_pending = True, True, False
-                spans, value_col, table_start_line = table_spans, 2, lineno
-                last_col = len(spans) - 1
+                spans, table_start_line = table_spans, lineno
+                (u0, u1), (v0, v1) = spans[1], spans[2]
+                value_to_end = len(spans) == MIN_METRIC_TABLE_SPANS
+                row_cache = row_caches.setdefault((section, u0, u1), {})
             continue
         if first == "=" and line.startswith("==PROF=="):
             profiler_seen = True

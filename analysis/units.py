@@ -59,6 +59,7 @@ def unit_factor(unit: str | None) -> float:
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_NUMBER_CHARS = "0123456789.eE+-"
 
 
 def parse_value(text: str) -> float:
@@ -67,15 +68,25 @@ def parse_value(text: str) -> float:
     Per-instance lists ('a; b; c', raw page) are not a single value: NaN.
     """
     s = text.strip().replace(",", "")
-    if _NUMBER.fullmatch(s):
+    if not s.strip(_NUMBER_CHARS):  # only these characters: float() accepts exactly what _NUMBER matches
+        try:
+            return float(s)
+        except ValueError:
+            return math.nan
+    if _NUMBER.fullmatch(s):  # other characters: float() would also take 'nan', 'inf', '1_000'
         return float(s)
     return math.nan
 
 
 def parse_values(values: pd.Series) -> pd.Series:
-    """Vectorised parse_value for a column of strings (or already-numeric values)."""
+    """Vectorised parse_value for a column of strings (or of numbers that read_csv parsed already)."""
+    if values.dtype == bool:  # read_csv reads a column of only true/false words as booleans: no numbers
+        return pd.Series(np.nan, index=values.index)
     if pd.api.types.is_numeric_dtype(values):
-        return values.astype("float64")
+        numeric = values.astype("float64")
+        return numeric.where(np.isfinite(numeric))
+    if values.dtype == object:  # read_csv's chunks mixed numbers and words: all back to text
+        values = values.astype("str")
     numeric = pd.to_numeric(values, errors="coerce").astype("float64")
     retry = numeric.isna().to_numpy()
     if retry.any():  # thousands separators ("1,312,168,927.90"), only where the plain parse failed

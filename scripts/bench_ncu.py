@@ -1,6 +1,6 @@
 """Benchmark analysis.ncu on synthetic large inputs: an ncu --csv details page and an ncu text log.
 
-    python scripts/bench_ncu.py [--mb 100] [--repeat 1]
+    python scripts/bench_ncu.py [--mb 100] [--repeat 3]
 
 Files are generated in a temporary folder (deleted afterwards). Prints seconds for our parse + aggregation
 and for plain `pandas.read_csv` of the same CSV (and plain reading of the text log), and their ratios.

@@ -88,6 +88,27 @@ def test_details_csv_20_columns_rules_and_short_rows():
     assert g["flops_tensor"] == pytest.approx(1000 * 512)
 
 
+def test_details_csv_quoted_fields_spanning_lines(tmp_path, capsys):
+    """Rule descriptions over several lines (some of them starting with a quote) among application output:
+    no row is lost or cut, and no line of a description becomes a launch."""
+    t = kernel_table([DATA / "details_multiline.csv"], per_launch=True)
+    assert list(t["time_s"]) == pytest.approx([12.50e-6, 10.00e-6])
+    assert list(t["dram_bytes"]) == pytest.approx([3.20e6, 1_600.00e3])
+    # Launch 1 alone, without application output: every line starts with a quote (read_csv reads it as is).
+    lines = (DATA / "details_multiline.csv").read_text().splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith('"1",'))
+    only_csv = tmp_path / "only_csv.csv"
+    only_csv.write_text("\n".join([lines[1], *lines[first:-1]]) + "\n")
+    t = kernel_table([only_csv], per_launch=True)
+    assert list(t["time_s"]) == pytest.approx([10.00e-6])
+    assert list(t["dram_bytes"]) == pytest.approx([1_600.00e3])
+    # A quoted field left open at the end of the file is a truncated file, not a field to close.
+    cut = tmp_path / "cut.csv"
+    cut.write_text("\n".join(lines[:4]) + "\n")
+    line = _error_line(capsys, [str(cut)])
+    assert str(cut) in line and "truncated" in line
+
+
 def test_raw_csv_units_row_and_lists():
     p = read_profile(DATA / "raw.csv")
     assert p["inst_executed"].isna().all()  # "a; b; c" per-instance lists are not one value
