@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ceilings.atomic import check_figure_path
 from ceilings.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.roofline"
@@ -36,7 +37,6 @@ SHORT_NAME_MAX = 40
 DEFAULT_TOP = 10
 # the Markdown report lists this many kernels; the CSV has them all
 REPORT_MAX_ROWS = 50
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "sm_clock_hz")
@@ -463,8 +463,8 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.output and Path(args.output).suffix.lower() not in PLOT_SUFFIXES:
-        raise CeilingsError(f"-o {args.output}: the picture must end in {', '.join(PLOT_SUFFIXES)}")
+    if args.output:
+        check_figure_path(args.output)
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
     roofs = load(args.roofs)

@@ -6,6 +6,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from .errors import CeilingsError, cli_entry
+
 COMMANDS = {
     "measure": ("ceilings.measure", "run the microbenchmarks and write a roofs file"),
     "compare": ("ceilings.compare", "compare roofs files and datasheets side by side"),
@@ -17,15 +19,23 @@ COMMANDS = {
 }
 
 
+@cli_entry("ceilings")
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        width = max(map(len, COMMANDS))
-        print("usage: ceilings <command> [options]   (each also runs as python -m <module>)\n\ncommands:")
-        for name, (module, what) in COMMANDS.items():
-            print(f"  {name.ljust(width)}  {what}  [{module}]")
-        return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if argv[0] not in COMMANDS:
+        raise CeilingsError(f"unknown command {argv[0]!r}; choose one of {', '.join(COMMANDS)} "
+                            f"(`ceilings --help` says what each does)")
     return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: ceilings <command> [options]   (each also runs as python -m <module>)", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {what}  [{module}]" for name, (module, what) in COMMANDS.items()]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("roofs", nargs="+", help="roofs JSON files written by `python -m ceilings.measure`")
     p.add_argument("--datasheet", action="append", default=[], metavar="NAME",
                    help="add a datasheet column, e.g. 'H100 SXM' or 'A100 80GB SXM' (repeatable)")
-    p.add_argument("-o", "--output", default="compare.png", help="chart file (default: compare.png)")
+    p.add_argument("-o", "--output", default="compare.png",
+                   help="chart file: .png, .svg or .pdf (default: compare.png)")
     p.add_argument("--csv", metavar="OUT", help="also write the table (base units) as CSV")
     return p.parse_args(argv)
 
@@ -132,6 +133,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
+    atomic.check_figure_path(args.output)
     from .roofs import load_roofs
 
     docs: dict[str, dict] = {}
@@ -149,13 +151,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(table))
     if args.csv:
         atomic.write_text(args.csv, table.to_csv())
+        print(f"wrote {args.csv}", file=sys.stderr)
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 7), layout="constrained")
     for ax, (unit, title) in zip(fig.subplots(1, 2), PANELS):
         plot_compare(table, ax, unit)
         ax.set_title(title)
-    atomic.save_figure(fig, args.output, dpi=120)
+    atomic.save_figure(fig, args.output, dpi=120, bbox_inches="tight")  # the legends sit under the axes
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 

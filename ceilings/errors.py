@@ -31,6 +31,9 @@ def cli_entry(prog: str) -> Callable[[Callable[[Sequence[str] | None], int]], Ca
                 return EXIT_USER_ERROR
             except BrokenPipeError:  # `... | head` closed the pipe: not an error
                 return 0
+            except KeyboardInterrupt:  # Ctrl-C: files are written atomically, so nothing is half-written
+                print(f"{prog}: interrupted", file=sys.stderr)
+                return EXIT_INTERRUPTED
 
         return wrapper
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
+from .atomic import check_folder, check_target
 from .errors import CeilingsError, MissingDependency, cli_entry, EXIT_INTERRUPTED
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 
@@ -83,8 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     for index in indices:
         out = output_path(args, index, len(indices) > 1, stamp)
-        if out is not None and out.exists() and not args.force:
-            raise CeilingsError(f"{out} exists; pass --force to overwrite it or choose another --out")
+        # before measuring: a run must not end in a write that fails and loses what it measured
+        if out is not None:
+            check_target(out, force=args.force)
+        elif args.out != "-":
+            check_folder(".")
         doc, interrupted = run_device(index, benches, args, argv)
         emit(doc, out, args)
         if interrupted:

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ceilings.atomic import atomic_path, write_text
+from ceilings.atomic import atomic_path, check_folder, check_target, write_text
 from ceilings.errors import CeilingsError, MissingDependency, cli_entry
 
 from . import sass
@@ -474,6 +474,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _make_keep_folder(keep: Path) -> None:
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CeilingsError(f"--keep {keep}: cannot create that folder ({exc.strerror or exc}); "
+                            f"choose another") from None
+    check_folder(keep)
+
+
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
@@ -482,6 +491,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     benchmarks = select(args.only)
     if not benchmarks:
         raise CeilingsError(f"--only {args.only!r} matches no benchmark")
+    if args.jobs < 1:
+        raise CeilingsError(f"--jobs {args.jobs}: must be 1 or more")
+    # outputs are checked before the compiles (a minute for the full set), not after them
+    if args.json:
+        check_target(args.json)
+    if args.keep:
+        _make_keep_folder(Path(args.keep))
     results = inspect_benchmarks(benchmarks, tuple(args.arch or ARCHS), keep=args.keep, jobs=args.jobs)
     print(format_table(results))
     if args.json:
