@@ -109,7 +109,8 @@ def _header(record: bytes, path: str) -> list[str]:
     try:
         return next(csv.reader(io.StringIO(record.decode("utf-8", errors="replace"), newline="")), [])
     except csv.Error as exc:
-        raise CeilingsError(f"{path}: unreadable ncu CSV header or units row ({exc}); truncated or edited file?") from None
+        raise CeilingsError(f"{path}: unreadable ncu CSV header or units row ({exc}); "
+                            "truncated or edited file?") from None
 
 
 def _ncu_frame(source: io.BytesIO, header: list[str], path: str, usecols: set[str] | None = None,

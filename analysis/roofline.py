@@ -232,7 +232,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     precision: judge every kernel against this flat instead of its dominant precision.
     time_at_roof_s = max(bytes / bandwidth, flops / flat) = flops / min(bandwidth x AI, flat);
     pct_of_roof = 100 x time_at_roof_s / time_s; kernels without FLOPs have AI 0 and are memory-bound.
-    The result keeps the index of `kernels`. Warnings (kernels that could not be judged, kernels above their roof) are in `table.attrs["warnings"]`.
+    The result keeps the index of `kernels`. Warnings (kernels that could not be judged, kernels above their
+    roof) are in `table.attrs["warnings"]`.
     """
     _check_columns(kernels)
     if level == "all":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import re
@@ -15,7 +14,7 @@ from typing import Sequence
 
 from . import __version__
 from .atomic import check_folder, check_target
-from .errors import CeilingsError, MissingDependency, cli_entry, EXIT_INTERRUPTED
+from .errors import EXIT_INTERRUPTED, CeilingsError, MissingDependency, cli_entry
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 
 PROG = "ceilings.measure"
@@ -149,8 +148,16 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
     from kernels.base import Runtime
 
     from .device import limits_of, probe_device, simulated_device
-    from .harness import (DEFAULT_BUDGET, QUICK_BUDGET, SIMULATED_BUDGET, EventTimer, WallTimer,
-                          budget_for, ceiling_record, measure_plan)
+    from .harness import (
+        DEFAULT_BUDGET,
+        QUICK_BUDGET,
+        SIMULATED_BUDGET,
+        EventTimer,
+        WallTimer,
+        budget_for,
+        ceiling_record,
+        measure_plan,
+    )
     from .nvml import Nvml
 
     started = _now()
@@ -248,7 +255,8 @@ def emit(doc: dict, out: Path | None, args) -> None:
     table = ceilings_table(doc)
     banner = ("SIMULATED: Numba's CUDA simulator ran these kernels; every number below is meaningless "
               "(correctness only).\n") if doc["simulated"] else ""
-    summary = "\n".join(filter(None, [banner + f"{doc['device']['name']}", table, roofs_summary(doc), sweeps_summary(doc)]))
+    parts = [banner + f"{doc['device']['name']}", table, roofs_summary(doc), sweeps_summary(doc)]
+    summary = "\n".join(filter(None, parts))
     if args.out == "-":
         sys.stdout.write(dumps(doc))
         print(summary, file=sys.stderr)

@@ -49,7 +49,8 @@ def numba_ratio(ceilings: Sequence[dict], name: str) -> float | None:
 
 def ceilings_table(doc: dict) -> str:
     """The summary table: best per ceiling, against clock-derived and datasheet peaks."""
-    header = ["ceiling", "SIMULATED (meaningless)" if doc["simulated"] else "measured", "by", "spread", "SM MHz", "clock-derived", "% clk", "datasheet", "% ds",
+    header = ["ceiling", "SIMULATED (meaningless)" if doc["simulated"] else "measured", "by", "spread", "SM MHz",
+              "clock-derived", "% clk", "datasheet", "% ds",
               "numba/cuda-c", "status"]
     rows = []
     for c in best_per_name(doc["ceilings"]):
@@ -101,8 +102,10 @@ def sweeps_summary(doc: dict) -> str:
     for s in doc["sweeps"]:
         parts = [f"{p['level']} {format_rate(p['value'], s['y']['unit'])}" for p in s["plateaus"]]
         if s.get("knee"):
-            parts.append(f"knee at {s['knee']['x']:.3g} {s['x']['unit']}, {format_rate(s['knee']['y'], s['y']['unit'])}")
-        lines.append(f"{s['name']} ({s['backend']}, {len(s['points'])} points): " + ("; ".join(parts) or "no plateau found"))
+            knee = s["knee"]
+            parts.append(f"knee at {knee['x']:.3g} {s['x']['unit']}, {format_rate(knee['y'], s['y']['unit'])}")
+        found = "; ".join(parts) or "no plateau found"
+        lines.append(f"{s['name']} ({s['backend']}, {len(s['points'])} points): {found}")
     return "\n".join(lines)
 
 

@@ -70,7 +70,10 @@ def test_limits_of_a_probed_device():
 
 def test_no_device_is_a_missing_dependency(monkeypatch):
     fake = fake_cupy()
-    fake.cuda.runtime.getDeviceCount = lambda: (_ for _ in ()).throw(RuntimeError("cudaErrorNoDevice: no CUDA-capable device"))
+    def no_device():
+        raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device")
+
+    fake.cuda.runtime.getDeviceCount = no_device
     monkeypatch.setitem(sys.modules, "cupy", fake)
     with pytest.raises(MissingDependency, match="no usable NVIDIA GPU.*cudaErrorNoDevice.*--simulate"):
         dev.require_gpu()

@@ -216,7 +216,8 @@ def test_ncu_rep_through_ncu_report_module(tmp_path, monkeypatch):
             return self.u
 
     class Action:
-        values: ClassVar[dict] = {"dram__bytes.sum": Metric(2.0, "Mbyte"), "gpu__time_duration.sum": Metric(5.0, "usecond"),
+        values: ClassVar[dict] = {"dram__bytes.sum": Metric(2.0, "Mbyte"),
+                                  "gpu__time_duration.sum": Metric(5.0, "usecond"),
                   "device__attribute_compute_capability_major": Metric(8, ""),
                   "device__attribute_compute_capability_minor": Metric(0, "")}
 

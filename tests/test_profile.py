@@ -33,9 +33,9 @@ def test_command_line():
     assert "--csv" in cmd and "--set" not in cmd
     metrics = metrics_of(cmd)
     assert set(SEED) <= set(metrics)
-    for m in ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
-              "sm__inst_executed_pipe_tensor.sum", "gpu__time_duration.sum", "sm__cycles_elapsed.avg",
-              "sm__cycles_elapsed.avg.per_second"):
+    for m in ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+              "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", "sm__inst_executed_pipe_tensor.sum",
+              "gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second"):
         assert m in metrics
     assert "lts__t_bytes.sum" not in metrics
 
