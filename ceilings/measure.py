@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
-        return list_benchmarks(args.only)
+        return list_benchmarks(args.only, args.simulate)
+    if args.simulate and args.device != "0":
+        raise CeilingsError(f"--device {args.device} with --simulate: the simulator is one fake device; "
+                            "drop --device")
     if args.simulate:
         enable_simulator()
         indices = [0]
@@ -98,11 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def list_benchmarks(pattern: str | None) -> int:
+def list_benchmarks(pattern: str | None, simulate: bool) -> int:
+    """The benchmarks a run would measure (with --simulate: those the simulator can run)."""
     from kernels.registry import select
 
     rows = [[b.name, b.backend, b.group, b.kind, b.level or b.precision or "-", b.kernel,
-             "yes" if b.simulable else "no", b.description] for b in select(pattern)]
+             "yes" if b.simulable else "no", b.description] for b in select(pattern, simulate=simulate)]
     print(markdown_table(["name", "backend", "group", "kind", "level/precision", "kernel", "simulator",
                           "what it does"], rows))
     return 0

@@ -101,3 +101,15 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
     assert measure.main(["--simulate", "--out", str(target)]) == 130
     doc = json.loads(target.read_text())
     assert doc["complete"] is False and len(doc["ceilings"]) == 1 and doc["simulated"] is True
+
+
+def test_list_with_simulate_shows_only_what_the_simulator_runs():
+    out = run("--list", "--simulate")
+    assert out.returncode == 0, out.stderr
+    backends = {line.split("|")[2].strip() for line in out.stdout.splitlines()[2:]}
+    assert backends == {"numba"}
+
+
+def test_device_with_simulate_is_refused():
+    out = run("--simulate", "--device", "1")
+    assert out.returncode == 2 and "--simulate" in out.stderr and out.stderr.count("\n") == 1
