@@ -130,10 +130,14 @@ if [ $DRY = 0 ]; then
     step inspect 60 "$PY" -m kernels.inspect --arch sm_90 --jobs 8 --json "$OUT/inspect.json"
     step selfcheck 120 "$PY" scripts/ncu_selfcheck.py "$OUT"
     step peers 60 "$PY" scripts/peers.py ${ROOFS:+--roofs "$ROOFS"} "$OUT"
-    # ~160 kernels per ResNet-50 training step at batch 64; 200 covers forward, backward and the update.
-    app resnet50 200 scripts/apps/resnet50_step.py --batch 64 --bf16 --channels-last
-    # 8 of the 32 layers (~14 kernels each) and the LM head: every layer launches the same kernels.
-    app decode 200 scripts/apps/decode_step.py --layers 8 --batch 4 --context 4096
+    # A ResNet-50 training step at batch 64 (bf16 autocast: casts, BN, ReLU and convolutions each launch
+    # their own kernels) launches several hundred kernels. 150 replayed launches (cuDNN/CUTLASS kernels, each
+    # new one instrumented for the SASS counters: ~0.3-0.5 s apiece) and the torch start-up under ncu keep
+    # the step inside its 110 s; they cover most of the forward pass.
+    app resnet50 150 scripts/apps/resnet50_step.py --batch 64 --bf16 --channels-last
+    # 4 of the 32 layers (eager PyTorch: ~45 kernels each, RMSNorm and rotary are several elementwise
+    # kernels apiece) and the LM head fit in 200 launches; every layer launches the same kernels.
+    app decode 200 scripts/apps/decode_step.py --layers 4 --batch 4 --context 4096
     step pytest-gpu 90 "$PY" -m pytest -m gpu -q -p no:cacheprovider
     step env-after 10 bash -c after
 else
@@ -144,10 +148,10 @@ else
     step inspect 240 "$PY" -m kernels.inspect --arch sm_90 --json "$OUT/inspect.json"
     step selfcheck 60 "$PY" scripts/ncu_selfcheck.py --dry-run "$OUT"
     step peers 60 "$PY" scripts/peers.py --dry-run ${ROOFS:+--roofs "$ROOFS"} "$OUT"
-    step resnet50-ncu 30 "$PY" -m analysis.profile --dry-run --range --out "$OUT/resnet50" --launch-count 200 \
+    step resnet50-ncu 30 "$PY" -m analysis.profile --dry-run --range --out "$OUT/resnet50" --launch-count 150 \
         -- "$PY" scripts/apps/resnet50_step.py --batch 64 --bf16 --channels-last
     step decode-ncu 30 "$PY" -m analysis.profile --dry-run --range --out "$OUT/decode" --launch-count 200 \
-        -- "$PY" scripts/apps/decode_step.py --layers 8 --batch 4 --context 4096
+        -- "$PY" scripts/apps/decode_step.py --layers 4 --batch 4 --context 4096
     if has_torch; then
         step resnet50-cpu 120 "$PY" scripts/apps/resnet50_step.py --device cpu --dry-run --bf16 --channels-last
         step decode-cpu 60 "$PY" scripts/apps/decode_step.py --device cpu --dry-run

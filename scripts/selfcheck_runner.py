@@ -166,7 +166,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream = cupy.cuda.Stream(non_blocking=True)
         by_key = {(b.name, b.backend): b for b in benches}
         plans = {key: list(b.plans(limits, True)) for key, b in by_key.items()}
-        run_entries(entries, by_key, plans, Runtime(simulate=False, cupy_stream=stream), stream)
+        runtime = Runtime(simulate=False, cupy_stream=stream)
+        # Every quick plan of a file in one NVRTC program, as `ceilings.measure --quick` compiles them: CuPy's
+        # disk cache (keyed by the program's name expressions) then already holds it, and a run without it
+        # compiles each file once, not each variant (inside ncu, which slows every compile).
+        runtime.precompile(b.source(p) for key, b in by_key.items() if b.backend == "cuda-c" for p in plans[key])
+        run_entries(entries, by_key, plans, runtime, stream)
     doc = {"dry_run": args.dry_run, "marker": MARKER, "device": device, "arch": limits.arch,
            "l2_bytes": limits.l2_bytes, "entries": entries}
     write_text(args.out, json.dumps(doc, indent=1) + "\n")
