@@ -20,6 +20,7 @@ VECTOR_BYTES = 16
 FMAS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 QUICK_FMAS = (0, 4, 16, 64, 256, 1024)
 L2_MULTIPLE = 16  # each array 16x L2 (two arrays: 32x): no reuse from L2 between trips
+QUICK_L2_MULTIPLE = 4  # --quick: still 8x L2 moved per launch, a quarter of the host-side check cost
 FREE_FRACTION = 0.25  # each array at most a quarter of free memory
 SIM_ELEMENTS_PER_THREAD = 2
 INPUT_PERIOD = 64  # inputs repeat 1 + k / 64, k = 0..63
@@ -45,7 +46,8 @@ def plans(p: Precision, limits: DeviceLimits, quick: bool) -> list[Plan]:
     if limits.simulate:
         trips = SIM_ELEMENTS_PER_THREAD
     else:
-        array_bytes = min(L2_MULTIPLE * limits.l2_bytes, int(limits.free_bytes * FREE_FRACTION))
+        multiple = QUICK_L2_MULTIPLE if quick else L2_MULTIPLE
+        array_bytes = min(multiple * limits.l2_bytes, int(limits.free_bytes * FREE_FRACTION))
         trips = max(1, array_bytes // (threads * VECTOR_BYTES))
     n_vec = threads * trips  # every thread runs exactly `trips` iterations of the grid-stride loop
     elements = n_vec * _elements_per_vector(p)
@@ -128,7 +130,7 @@ def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
 def _benchmark(p: Precision) -> Benchmark:
     return Benchmark(
         name=f"intensity.{p.name}", backend="cuda-c", kind="compute", kernel=f"intensity<{p.vector}, N>",
-        description=(f"{p.name} arithmetic-intensity sweep: 16-byte loads and stores over arrays of 16x L2, "
+        description=(f"{p.name} arithmetic-intensity sweep: 16-byte loads and stores over arrays of 16x L2 (4x with --quick), "
                      f"N = 0..1024 dependent FMAs per element"),
         plans=partial(plans, p), prepare=partial(prepare, p), source=partial(source, p),
         precision=p.name, pipe="cuda-core", peak_key=p.name, group="sweep",
