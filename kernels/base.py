@@ -130,7 +130,8 @@ class Runtime:
 
     simulate: bool
     cupy_stream: Any = None  # cupy.cuda.Stream; CuPy launches happen inside `with cupy_stream:`
-    _modules: dict = field(default_factory=dict, repr=False)  # (file, options, name) -> cupy.RawModule
+    # compiled code: (file, options, name) -> cupy.RawModule; (pyfunc, signature) -> Numba dispatcher
+    _modules: dict = field(default_factory=dict, repr=False)
 
     def precompile(self, sources: Iterable[CudaSource]) -> None:
         """One NVRTC program per (file, options) holding all its variants: a run compiles each file once
@@ -151,6 +152,16 @@ class Runtime:
         self.precompile([source])
         return self._modules[(source.file, source.options, source.name_expression)].get_function(
             source.name_expression)
+
+    def numba_kernel(self, source: NumbaSource):
+        """The Numba kernel compiled for its signature, once per runtime. (No on-disk cache: Numba refuses
+        cache=True for the generated kernels, whose source is not a file.)"""
+        key = (source.pyfunc, source.signature)
+        if key not in self._modules:
+            from numba import cuda
+
+            self._modules[key] = cuda.jit(source.signature)(source.pyfunc)
+        return self._modules[key]
 
     def numba_stream(self):
         from numba import cuda

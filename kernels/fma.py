@@ -225,7 +225,7 @@ def prepare_numba(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
     from numba import cuda
 
     source = numba_source(lane, plan)
-    kernel = cuda.jit(source.signature)(source.pyfunc)
+    kernel = runtime.numba_kernel(source)
     stream = runtime.numba_stream()
     size = plan.params["chains"] * plan.threads
     out = cuda.device_array(size, dtype=lane.bits, stream=stream)

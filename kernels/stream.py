@@ -210,8 +210,8 @@ class NumbaDevice:
 
         self.cuda = cuda
         self.stream = runtime.numba_stream()
-        self.kernel = cuda.jit(source.signature)(source.pyfunc)
-        self.fill_kernel = cuda.jit(fill_source.signature)(fill_source.pyfunc)
+        self.kernel = runtime.numba_kernel(source)
+        self.fill_kernel = runtime.numba_kernel(fill_source)
         self.plan = plan
 
     def to_device(self, host: np.ndarray):
