@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib
+import json
 import math
 import os
 import shutil
@@ -34,6 +35,7 @@ from . import ncu_csv, ncu_text
 from .metrics import EXTENSIVE, OUTPUT_COLUMNS, derive, with_rates
 from .units import unit_factor
 
+PROG = "python -m analysis.ncu"
 NCU_REP_MAGIC = b"NVR\0"
 BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
 LAUNCH_COLUMNS = ["grid", "block", "device", "cc"]
@@ -89,6 +91,8 @@ def _read_text_forms(data: bytes, path: str) -> pd.DataFrame:
         if profiler_seen:
             raise CeilingsError(f"{path}: profiler output without any kernel results (did the profiled run "
                                 f"fail or launch no kernel? see its ==ERROR== lines)")
+        if _is_roofs_file(data):
+            raise CeilingsError(f"{path} is a roofs file (ceilings.measure output); pass it with --roofs")
         raise CeilingsError(f"{path}: not Nsight Compute or Nsight Systems output (no kernel heading, ncu CSV "
                             f"header or nsys kernel summary found)")
     meta = pd.DataFrame.from_records(
@@ -96,6 +100,17 @@ def _read_text_forms(data: bytes, path: str) -> pd.DataFrame:
          for x in launches], columns=META_COLUMNS)
     metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)
     return pd.concat([meta, metrics], axis=1)
+
+
+def _is_roofs_file(data: bytes) -> bool:
+    """A roofs document (docs/roofs-schema.md): a JSON object with "schema_version" and "ceilings"."""
+    if not data.lstrip().startswith(b"{"):
+        return False
+    try:
+        doc = json.loads(data)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        return False
+    return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 
 
 def _finish(df: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -289,10 +304,10 @@ def format_table(table: pd.DataFrame, top: int = TOP_KERNELS) -> str:
     return "\n".join(lines)
 
 
-@cli_entry("analysis.ncu")
+@cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m analysis.ncu",
+        prog=PROG,
         description="Tabulate FLOPs, bytes and time per kernel from Nsight Compute (text, CSV, raw CSV, "
                     ".ncu-rep) and Nsight Systems outputs; formats are detected from content.",
         epilog="Several files (e.g. one ncu run per metric) are merged by kernel name and launch order. "
@@ -305,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-launch", action="store_true", help="one row per launch instead of per kernel")
     parser.add_argument("--top", type=int, default=TOP_KERNELS, help="rows of the printed table (default 20)")
     args = parser.parse_args(argv)
+    if args.top < 0:
+        raise CeilingsError(f"--top {args.top}: must be 0 or more")
     table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch)
     if args.csv:
         write_text(args.csv, table.to_csv(index=False))

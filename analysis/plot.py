@@ -1,7 +1,8 @@
 """Drawing the roofline: functions take data (analysis.roofline.Roofs and its table) and a matplotlib `ax`.
 
-Every artist carries a gid ("roof:dram", "roof:fp32", "ridge:fp32", "datasheet:fp32", "kernels:fp32",
-"hier:<kernel>", "sweep:<name>", "note:not-drawn") so that notebooks and tests can find it.
+Every artist carries a gid ("roof:dram", "roof:fp32", "roof-label:dram", "roof-label:fp32", "ridge:fp32",
+"ridge-label:fp32", "datasheet:fp32", "kernels:fp32", "kernel-label", "hier:<kernel>", "sweep:<name>",
+"note:not-drawn") so that notebooks and tests can find it.
 matplotlib is imported inside the functions: `analysis` works without it until something is drawn.
 """
 
@@ -25,8 +26,20 @@ FIGSIZE = (11.0, 6.5)
 # the axes extend this factor beyond the outermost ridge/kernel/sweep point
 AXIS_MARGIN = 4.0
 FONT_SIZE = 8.5
-# where a kernel's label may go (points from the marker), tried in order
-LABEL_OFFSETS = ((9, 9), (9, -9), (-9, 9), (-9, -9), (12, 22), (12, -22), (-12, 22), (-12, -22), (0, 32), (0, -32))
+# where a kernel's label may go: directions from the marker, tried in order at each gap (points beyond the
+# marker's edge), nearest gap first
+LABEL_DIRECTIONS = ((1, 0), (1, 1), (1, -1), (-1, 0), (-1, 1), (-1, -1), (0, 1), (0, -1))
+LABEL_GAPS = (4, 16, 30)
+# a roof label's left end, in points right of its ridge point: tried in order (nearer ones may cross the slope)
+ROOF_LABEL_DX = (7, 20, 35)
+# where along a slope (x / the axis' lower x limit) its label may go, tried in order
+SLOPE_LABEL_AT = (1.6, 4, 10)
+# labels drawn over a marker or line stay legible
+LABEL_BOX = {"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.7}
+# a label keeps this many pixels from other labels and markers; lines are sampled every LINE_STEP_PX
+LABEL_PAD_PX = 2.0
+LINE_STEP_PX = 3.0
+RIDGE_MARKER_SIZE = 5  # points
 WARNING_COLOR = "#b2182b"
 
 
@@ -58,11 +71,14 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
 
-    _draw_roofs(ax, roofs, primary, x_lo, x_hi, style={"linestyle": "-"}, prefix="roof", labels=True)
+    _draw_roofs(ax, roofs, primary, x_lo, x_hi, style={"linestyle": "-"}, prefix="roof")
     if datasheet is not None:
-        _draw_roofs(ax, datasheet, "dram", x_lo, x_hi, prefix="datasheet", labels=False,
+        _draw_roofs(ax, datasheet, "dram", x_lo, x_hi, prefix="datasheet",
                     style={"linestyle": (0, (5, 3)), "linewidth": 1.1, "alpha": 0.6})
-    _draw_ridges(ax, roofs, primary)
+    for flat in roofs.flats:
+        ax.plot([roofs.ridge(flat.key, primary)], [flat.value], marker="D", markersize=RIDGE_MARKER_SIZE,
+                color=PRECISION_COLORS[flat.key], markeredgecolor="white", linestyle="none", zorder=4,
+                gid=f"ridge:{flat.key}")
     if sweep:
         for s in roofs.sweeps:
             x, y = zip(*s.points) if s.points else ((), ())
@@ -87,7 +103,7 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
         ax.set_title(f"{roofs.device}: kernels against the roofs\n{_wrap('roofs: ' + roofs.provenance)}",
                      fontsize=10.5, color=color, loc="left")
     # last: label placement measures text where the layout (legend, title) has put the axes
-    _label_top(ax, drawn, top, "dram" if level == "all" else primary)
+    _place_labels(ax, roofs, primary, drawn, top, "dram" if level == "all" else primary, (x_lo, x_hi))
 
 
 def _wrap(text: str, width: int = 110) -> str:
@@ -127,8 +143,8 @@ def _limits(roofs, table, drawn, levels, primary, sweep):
     return (x_lo, x_hi), (y_lo, y_hi)
 
 
-def _draw_roofs(ax, roofs: Roofs, primary: str, x_lo: float, x_hi: float, *, prefix: str, labels: bool,
-                style: dict) -> None:
+def _draw_roofs(ax, roofs: Roofs, primary: str, x_lo: float, x_hi: float, *, prefix: str, style: dict) -> None:
+    """Bandwidth slopes and compute flats (labelled by _place_labels once the layout is done)."""
     top = max((r.value for r in roofs.flats), default=None)
     for bw in roofs.bandwidths:
         x_end = top / bw.value if top else x_hi
@@ -136,33 +152,12 @@ def _draw_roofs(ax, roofs: Roofs, primary: str, x_lo: float, x_hi: float, *, pre
         ax.plot([x_lo, x_end], [bw.value * x_lo, bw.value * x_end], color=LEVEL_COLORS[bw.key],
                 linewidth=style.get("linewidth", 2.2 if emphasis else 1.2), zorder=2, gid=f"{prefix}:{bw.key}",
                 **{k: v for k, v in style.items() if k != "linewidth"})
-        if labels:
-            x_t = x_lo * 1.6
-            ax.text(x_t, bw.value * x_t * 1.25, f"{bw.key.upper()} {si(bw.value, 'B/s')}", fontsize=FONT_SIZE,
-                    color=LEVEL_COLORS[bw.key], ha="left", va="bottom", gid=f"{prefix}-label:{bw.key}")
     slope = roofs.bandwidth(primary)
     for flat in roofs.flats:
         x_start = flat.value / slope.value
         ax.plot([x_start, x_hi], [flat.value, flat.value], color=PRECISION_COLORS[flat.key],
                 linewidth=style.get("linewidth", 2.0), zorder=2, gid=f"{prefix}:{flat.key}",
                 **{k: v for k, v in style.items() if k != "linewidth"})
-        if labels:
-            # below the line: datasheet roofs, when drawn, lie above the measured ones
-            ax.text(x_hi / 1.15, flat.value / 1.1, f"{flat.key} {si(flat.value, 'FLOP/s')} ({flat.ceiling})",
-                    fontsize=FONT_SIZE, color=PRECISION_COLORS[flat.key], ha="right", va="top",
-                    gid=f"{prefix}-label:{flat.key}")
-
-
-def _draw_ridges(ax, roofs: Roofs, primary: str) -> None:
-    for flat in roofs.flats:
-        ridge = roofs.ridge(flat.key, primary)
-        color = PRECISION_COLORS[flat.key]
-        ax.plot([ridge], [flat.value], marker="D", markersize=5, color=color, markeredgecolor="white",
-                linestyle="none", zorder=4, gid=f"ridge:{flat.key}")
-        ax.annotate(f"{flat.key} ridge {ridge:.3g} FLOP/B", (ridge, flat.value), xytext=(-6, 4),
-                    textcoords="offset points", ha="right", va="bottom", fontsize=FONT_SIZE - 0.5, color=color,
-                    zorder=6, gid=f"ridge-label:{flat.key}",
-                    bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
 
 
 def _area(share: pd.Series) -> np.ndarray:
@@ -189,34 +184,153 @@ def _draw_kernels(ax, drawn: pd.DataFrame, level: str, levels: list[str]) -> Non
                        gid=f"kernels:{prec}" + (f":{lv}" if level == "all" else ""))
 
 
-def _label_top(ax, drawn: pd.DataFrame, top: int, level: str) -> None:
-    """Label the `top` kernels by time; each label takes the first offset that overlaps no other text and
-    stays inside the axes (when the canvas can measure text; otherwise the first offset)."""
+class _Placer:
+    """Greedy label placement in display space: each label takes the first candidate position that stays
+    inside the axes and overlaps no earlier label, marker or roof line; when every candidate collides, the
+    one with the least overlap (text and markers first, then lines). Without a canvas that can measure text
+    the first candidate is taken."""
+
+    def __init__(self, ax):
+        canvas = ax.figure.canvas
+        self.renderer = canvas.get_renderer() if hasattr(canvas, "get_renderer") else None
+        self.boxes: list = []  # labels and markers
+        self.markers: list = []  # (x, y, box) of the kernel markers, display space
+        self.points = np.empty((0, 2))  # samples along the roof lines
+        if self.renderer is None:
+            return
+        ax.figure.draw_without_rendering()  # run the layout engine so that extents are final
+        self.inside = ax.get_window_extent(self.renderer)
+        self.boxes = [t.get_window_extent(self.renderer).padded(LABEL_PAD_PX) for t in ax.texts]
+        px_per_pt = ax.figure.dpi / 72
+        markers = [c for c in ax.collections if (c.get_gid() or "").startswith("kernels:")]
+        for c in markers:
+            centers = ax.transData.transform(c.get_offsets())
+            radii = np.sqrt(np.broadcast_to(c.get_sizes(), len(centers))) / 2 * px_per_pt
+            self.markers += [(x, y, _square(x, y, r + LABEL_PAD_PX)) for (x, y), r in zip(centers, radii)]
+        self.boxes += [box for _, _, box in self.markers]
+        lines = [ln for ln in ax.lines if (ln.get_gid() or "").split(":")[0] in ("roof", "datasheet", "ridge")]
+        samples = []
+        for ln in lines:
+            xy = ax.transData.transform(np.column_stack(ln.get_data()))
+            if ln.get_marker() not in (None, "None", "none", ""):  # a ridge point
+                r = ln.get_markersize() / 2 * px_per_pt
+                self.boxes += [_square(x, y, r + LABEL_PAD_PX) for x, y in xy]
+                continue
+            for a, b in zip(xy[:-1], xy[1:]):
+                n = max(2, int(np.hypot(*(b - a)) / LINE_STEP_PX) + 1)
+                samples.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
+        self.points = np.concatenate(samples) if samples else self.points
+
+    def place(self, make, candidates, avoid=()):
+        """`make(*candidate)` draws a label; keep the best candidate's label. `avoid`: boxes (e.g. the
+        label's own marker) not counted as collisions."""
+        best = None
+        for candidate in candidates:
+            label = make(*candidate)
+            if self.renderer is None:
+                return label
+            box = _text_box(label, self.renderer)
+            cost = self._cost(box, avoid)
+            if cost == (0, 0.0, 0):
+                self.boxes.append(box.padded(LABEL_PAD_PX))
+                return label
+            if best is None or cost < best[0]:
+                best = (cost, candidate)
+            label.remove()
+        label = make(*best[1])
+        self.boxes.append(_text_box(label, self.renderer).padded(LABEL_PAD_PX))
+        return label
+
+    def _cost(self, box, avoid) -> tuple[int, float, int]:
+        inside = self.inside
+        outside = int(not (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
+                           and box.y1 <= inside.y1))
+        overlap = 0.0
+        for other in self.boxes:
+            if any(other is a for a in avoid):
+                continue
+            w = min(box.x1, other.x1) - max(box.x0, other.x0)
+            h = min(box.y1, other.y1) - max(box.y0, other.y0)
+            if w > 0 and h > 0:
+                overlap += w * h
+        p = self.points
+        crossing = int(((p[:, 0] > box.x0) & (p[:, 0] < box.x1) & (p[:, 1] > box.y0) & (p[:, 1] < box.y1)).sum())
+        return outside, overlap, crossing
+
+
+def _square(x: float, y: float, r: float):
+    from matplotlib.transforms import Bbox
+
+    return Bbox.from_extents(x - r, y - r, x + r, y + r)
+
+
+def _text_box(label, renderer):
+    """The extent of a label's text (an Annotation's own extent also covers its leader line)."""
+    from matplotlib.text import Text
+
+    label.get_window_extent(renderer)  # positions an Annotation's text
+    return Text.get_window_extent(label, renderer)
+
+
+def _align(dx: float, dy: float) -> dict:
+    return {"ha": "left" if dx > 0 else "right" if dx < 0 else "center",
+            "va": "bottom" if dy > 0 else "top" if dy < 0 else "center"}
+
+
+def _place_labels(ax, roofs: Roofs, primary: str, drawn: pd.DataFrame, top: int, level: str,
+                  x_range: tuple[float, float]) -> None:
+    """Bandwidth labels (lower left, under their slope), roof labels (at the left end of each flat, just
+    above it, else at its right end), ridge labels, then the `top` kernels by time, each clear of the
+    labels, markers and roof lines placed before it."""
+    x_lo, x_hi = x_range
+    placer = _Placer(ax)
+    for bw in roofs.bandwidths:
+        def slope_label(x, dx, dy, bw=bw):
+            return ax.annotate(f"{bw.key.upper()} {si(bw.value, 'B/s')}", (x, bw.value * x), xytext=(dx, dy),
+                               textcoords="offset points", fontsize=FONT_SIZE, color=LEVEL_COLORS[bw.key],
+                               zorder=6, gid=f"roof-label:{bw.key}", **_align(dx, dy))
+
+        # under the slope to its right (empty at low intensity), else above it to its left
+        placer.place(slope_label, [(x_lo * f, dx, dy) for dx, dy in ((6, -4), (-6, 4)) for f in SLOPE_LABEL_AT])
+    for flat in roofs.flats:
+        ridge = roofs.ridge(flat.key, primary)
+        color = PRECISION_COLORS[flat.key]
+
+        def roof_label(x, dx, dy, flat=flat, color=color):
+            return ax.annotate(f"{flat.key} {si(flat.value, 'FLOP/s')} ({flat.ceiling})", (x, flat.value),
+                               xytext=(dx, dy), textcoords="offset points", fontsize=FONT_SIZE, color=color,
+                               zorder=6, gid=f"roof-label:{flat.key}", bbox=LABEL_BOX, **_align(dx, dy))
+
+        # left end, clear of the ridge marker and of the slope rising from it, or right end; above the line,
+        # else below it
+        placer.place(roof_label, (*((ridge, dx, 2) for dx in ROOF_LABEL_DX), (x_hi, -4, 2),
+                                  (ridge, ROOF_LABEL_DX[0], -3), (x_hi, -4, -3)))
+
+        def ridge_label(dx, dy, flat=flat, ridge=ridge, color=color):
+            return ax.annotate(f"{flat.key} ridge {ridge:.3g} FLOP/B", (ridge, flat.value), xytext=(dx, dy),
+                               textcoords="offset points", fontsize=FONT_SIZE - 0.5, color=color, zorder=6,
+                               gid=f"ridge-label:{flat.key}", bbox=LABEL_BOX, **_align(dx, dy))
+
+        placer.place(ridge_label, ((-6, 4), (-6, 12), (-8, 0), (6, -4)))
     if top <= 0:
         return
-    renderer = ax.figure.canvas.get_renderer() if hasattr(ax.figure.canvas, "get_renderer") else None
-    if renderer is not None:
-        ax.figure.draw_without_rendering()  # run the layout engine so that extents are final
-    taken = [t.get_window_extent(renderer) for t in ax.texts] if renderer else []
-    inside = ax.get_window_extent(renderer) if renderer else None
     for _, k in drawn.nlargest(top, "time_s").iterrows():
-        for dx, dy in LABEL_OFFSETS:
-            label = ax.annotate(f"{k['short_name']} ({k['share'] * 100:.0f}%)", (k[f"ai_{level}"], k["flop_per_s"]),
-                                xytext=(dx, dy), textcoords="offset points", fontsize=FONT_SIZE,
-                                ha="left" if dx > 0 else "right", va="center", zorder=6, gid="kernel-label",
-                                arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0,
-                                            "shrinkB": 4},
-                                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
-                                      "alpha": 0.7})
-            if renderer is None:
-                break
-            box = label.get_window_extent(renderer)
-            fits = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
-            if fits and not any(box.overlaps(other) for other in taken):
-                taken.append(box)
-                break
-            if (dx, dy) != LABEL_OFFSETS[-1]:
-                label.remove()
+        xy = (k[f"ai_{level}"], k["flop_per_s"])
+        radius = math.sqrt(_area(pd.Series([k["share"]]))[0]) / 2  # points
+        cx, cy = ax.transData.transform(xy)
+        own = [box for x, y, box in placer.markers if math.hypot(x - cx, y - cy) < 1]
+
+        def kernel_label(dx, dy, k=k, xy=xy, radius=radius):
+            return ax.annotate(f"{k['short_name']} ({k['share'] * 100:.0f}%)", xy, xytext=(dx, dy),
+                               textcoords="offset points", fontsize=FONT_SIZE, zorder=6, gid="kernel-label",
+                               arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0,
+                                           "shrinkB": radius},
+                               bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+                                     "alpha": 0.7}, **_align(dx, dy))
+
+        candidates = [((radius + gap) * ux / math.hypot(ux, uy), (radius + gap) * uy / math.hypot(ux, uy))
+                      for gap in LABEL_GAPS for ux, uy in LABEL_DIRECTIONS]
+        placer.place(kernel_label, candidates, avoid=own)
 
 
 def _note_not_drawn(ax, table: pd.DataFrame, drawn: pd.DataFrame) -> None:

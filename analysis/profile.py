@@ -92,6 +92,10 @@ def ncu_command(app: Sequence[str], *, log_file: str | os.PathLike, metric_set: 
     cmd += ["--metrics", ",".join(metrics), "--csv", "--page", "raw",
             "--log-file", str(log_file)]
     if kernel_regex:
+        try:  # ncu's regex flavour is close enough to Python's for a syntax check before a long run
+            re.compile(kernel_regex)
+        except re.error as exc:
+            raise CeilingsError(f"-k {kernel_regex!r}: not a valid regular expression ({exc})") from None
         cmd += ["-k", f"regex:{kernel_regex}"]
     if launch_skip is not None:
         cmd += ["--launch-skip", str(launch_skip)]
@@ -182,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         print(shlex.join(ncu_command(app, log_file=out, ncu=args.ncu or "ncu", **options)))
         return 0
-    ncu_command(app, log_file=out)  # argument errors before looking for ncu
+    ncu_command(app, log_file=out, **options)  # argument errors (-k REGEX included) before looking for ncu
     ncu = find_ncu(args.ncu)
     available = query_metrics(ncu)
     _, dropped = split_available(METRIC_SETS[args.metric_set], available)

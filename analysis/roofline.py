@@ -335,14 +335,13 @@ def clock_warning(roofs: Roofs, profile_clock_hz: float | None) -> str | None:
             f"--scale-clock to scale the compute roofs (bandwidth roofs are not scaled)")
 
 
-def si(value: float, unit: str, digits: int = 3) -> str:
-    """3.35e12, "B/s" -> "3.35 TB/s"."""
+def si(value: float | None, unit: str) -> str:
+    """3.35e12, "B/s" -> "3.35 TB/s" (ceilings.report.format_rate); missing or infinite -> "n/a B/s"."""
+    from ceilings.report import format_rate
+
     if value is None or not math.isfinite(value):
         return f"n/a {unit}"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
+    return format_rate(value, unit)
 
 
 def seconds(value: float) -> str:
@@ -365,6 +364,43 @@ def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
     clock = f"{roofs.sm_clock_hz / 1e9:.3f} GHz" if roofs.sm_clock_hz else "unknown"
     lines.append(f"SM clock of the roofs: {clock}")
     return lines
+
+
+KERNEL_HEADER = ("#", "kernel", "precision", "bound", "AI (FLOP/B)", "achieved", "roof", "% of roof", "time",
+                 "at roof", "saved", "share")
+KERNEL_CELL = KERNEL_HEADER.index("kernel")
+# left-aligned in the text table (the rest are numbers, right-aligned)
+TEXT_CELLS = ("kernel", "precision", "bound")
+
+
+def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> list[list[str]]:
+    """The cells (KERNEL_HEADER) of the first `limit` kernels, in readable units: the one formatting of the
+    Markdown report and of the table on stdout. A kernel without FLOPs (copy, memset) is shown as achieved
+    bandwidth (bytes / time) against the bandwidth roof of its level, since its FLOP/s are 0."""
+    rows = []
+    for i, r in enumerate((table if limit is None else table.head(limit)).itertuples(), 1):
+        judged = not pd.isna(r.time_at_roof_s)
+        if r.precision == NO_FLOPS:
+            achieved = si(r.bytes / r.time_s, "B/s") if judged else ""
+            roof = si(roofs.bandwidth(r.level).value, "B/s") if judged else ""
+        else:
+            achieved = si(r.flop_per_s, "FLOP/s")
+            roof = si(r.roof_flop_per_s, "FLOP/s") if judged else ""
+        rows.append([
+            str(i), str(r.short_name), r.precision if isinstance(r.precision, str) else "unknown",
+            r.bound if judged else "not judged", f"{r.ai:.3g}" if judged else "", achieved, roof,
+            f"{r.pct_of_roof:.1f}%" if judged else "", seconds(r.time_s),
+            seconds(r.time_at_roof_s) if judged else "", seconds(r.time_saved_s) if judged else "",
+            f"{r.share * 100:.1f}%" if not pd.isna(r.share) else ""])
+    return rows
+
+
+def render_kernels(roofs: Roofs, table: pd.DataFrame) -> str:
+    """Every kernel as a fixed-width text table (the report's columns and units), for a terminal."""
+    cells = [list(KERNEL_HEADER), *kernel_rows(roofs, table)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(KERNEL_HEADER))]
+    return "\n".join("  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
+                               for c, w, h in zip(row, widths, KERNEL_HEADER)).rstrip() for row in cells)
 
 
 def _md(text: str) -> str:
@@ -399,21 +435,14 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
         out += [(f"Kernels without floating-point work ({len(no_flops)}, "
                 f"{no_flops['time_s'].sum() / t['time_s'] * 100:.1f}% of time: copies, memsets, gathers) have "
                 f"arithmetic intensity 0: they are memory-bound, their time at the roof is bytes / bandwidth, "
-                f"and they are in the table but not on the log-log plot."), ""]
+                f"and they are in the table but not on the log-log plot; the table gives their achieved "
+                f"bandwidth against the bandwidth roof."), ""]
     out += ["## Kernels by potential saving", "",
-            ("| # | kernel | precision | bound | AI (FLOP/B) | achieved | roof | % of roof | time | at roof "
-            "| saved | share |"),
-            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for i, r in enumerate(table.head(REPORT_MAX_ROWS).itertuples(), 1):
-        judged = not pd.isna(r.time_at_roof_s)
-        out.append("| " + " | ".join([
-            str(i), f"`{_md(r.short_name)}`", r.precision if isinstance(r.precision, str) else "unknown",
-            r.bound if judged else "not judged",
-            f"{r.ai:.3g}" if judged else "", si(r.flop_per_s, "FLOP/s"),
-            si(r.roof_flop_per_s, "FLOP/s") if judged and r.flops else "",
-            f"{r.pct_of_roof:.1f}%" if judged else "", seconds(r.time_s),
-            seconds(r.time_at_roof_s) if judged else "", seconds(r.time_saved_s) if judged else "",
-            f"{r.share * 100:.1f}%"]) + " |")
+            "| " + " | ".join(KERNEL_HEADER) + " |",
+            "|" + "|".join("---" if h in TEXT_CELLS else "---:" for h in KERNEL_HEADER) + "|"]
+    for cells in kernel_rows(roofs, table, REPORT_MAX_ROWS):
+        cells[KERNEL_CELL] = f"`{_md(cells[KERNEL_CELL])}`"
+        out.append("| " + " | ".join(cells) + " |")
     if len(table) > REPORT_MAX_ROWS:
         out.append(f"\n{len(table) - REPORT_MAX_ROWS} more kernels are in the CSV table (--csv).")
     out += ["", "Full names of the kernels above:", ""]
@@ -483,6 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.append(mismatch)
     if roofs.simulated:
         warnings.append("the roofs file is SIMULATED (Numba CUDA simulator): its numbers mean nothing")
+    if args.sweep and not roofs.sweeps:
+        warnings.append(f"--sweep: {args.roofs} has no intensity sweeps (intensity.*, measured by the intensity "
+                        f"benchmarks of python -m ceilings.measure); nothing to overlay")
     table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
     warnings += table.attrs["warnings"]
     datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
@@ -511,9 +543,7 @@ def _write_outputs(args, roofs: Roofs, table: pd.DataFrame, warnings: list[str],
         save_figure(fig, args.output, dpi=150, bbox_inches="tight")
         print(f"wrote {args.output}", file=sys.stderr)
     if not (args.csv or args.report or args.output):
-        cols = ["short_name", "precision", "bound", "ai", "pct_of_roof", "time_s", "time_at_roof_s",
-                "time_saved_s"]
-        print(table[cols].to_string(index=False))
+        print(render_kernels(roofs, table))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,12 @@ WHATIF_COLUMNS = ("gpu", "kernel", "short_name", "precision", "bound", "time_s",
 
 def target_roofs(spec: str, like: Roofs | None = None) -> Roofs:
     """A roofs file (an existing path or a name ending .json), else the datasheet row matching `spec`."""
-    if spec.endswith(".json") or Path(spec).is_file():
+    path = Path(spec)
+    if path.exists() and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise CeilingsError(f"--on {spec}: {what}, not a roofs file; give a roofs JSON file (from python -m "
+                            f"ceilings.measure) or a datasheet name such as 'A100 SXM4 80GB'")
+    if spec.endswith(".json") or path.is_file():
         return load(spec)
     from ceilings.datasheet import find_datasheet
 

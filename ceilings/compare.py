@@ -92,7 +92,7 @@ def format_table(table: pd.DataFrame) -> str:
     return f"{legend}\n{shown.to_string()}"
 
 
-def plot_compare(table: pd.DataFrame, ax, unit: str) -> None:
+def plot_compare(ax, table: pd.DataFrame, unit: str) -> None:
     """Grouped bars on `ax` for the ceilings in `unit`: one bar group per ceiling, one bar per value column
     (runs, then datasheets), log y axis in GB/s or TFLOP/s. Missing values are NaN-height bars."""
     rows = table[table["unit"] == unit]
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     fig = Figure(figsize=(13, 7), layout="constrained")
     for ax, (unit, title) in zip(fig.subplots(1, 2), PANELS):
-        plot_compare(table, ax, unit)
+        plot_compare(ax, table, unit)
         ax.set_title(title)
     atomic.save_figure(fig, args.output, dpi=120, bbox_inches="tight")  # the legends sit under the axes
     print(f"wrote {args.output}", file=sys.stderr)

@@ -202,6 +202,7 @@ def find_datasheet(fragment: str, rows: tuple[Row, ...] | None = None) -> Row:
         listed = "; ".join(f"{r.key} ({r.display_name})" for r in partial)
         raise CeilingsError(f"datasheet name {fragment!r} is ambiguous: {listed}; give one of those keys")
     every = {_norm(n): r.key for r in rows for n in r.names()}
-    close = difflib.get_close_matches(wanted, list(every), n=CLOSE_NAMES, cutoff=0.5)
-    hint = ", ".join(dict.fromkeys(every[c] for c in close)) or ", ".join(r.key for r in rows)
+    # the few most similar names whatever their score: a long list of every row would hide the typo's fix
+    close = difflib.get_close_matches(wanted, list(every), n=len(every), cutoff=0)
+    hint = ", ".join(list(dict.fromkeys(every[c] for c in close))[:CLOSE_NAMES])
     raise CeilingsError(f"no datasheet row matches {fragment!r}; closest: {hint}")

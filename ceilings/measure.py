@@ -17,7 +17,7 @@ from .atomic import check_folder, check_target
 from .errors import EXIT_INTERRUPTED, CeilingsError, MissingDependency, cli_entry
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 
-PROG = "ceilings.measure"
+PROG = "python -m ceilings.measure"
 # Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
 SIMULATED_FREE_BYTES = 64 * 2**20
 

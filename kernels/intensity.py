@@ -130,8 +130,8 @@ def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
 def _benchmark(p: Precision) -> Benchmark:
     return Benchmark(
         name=f"intensity.{p.name}", backend="cuda-c", kind="compute", kernel=f"intensity<{p.vector}, N>",
-        description=(f"{p.name} arithmetic-intensity sweep: 16-byte loads and stores over arrays of 16x L2 (4x with --quick), "
-                     f"N = 0..1024 dependent FMAs per element"),
+        description=(f"{p.name} arithmetic-intensity sweep: 16-byte loads and stores over arrays of 16x L2 "
+                     f"(4x with --quick), N = 0..1024 dependent FMAs per element"),
         plans=partial(plans, p), prepare=partial(prepare, p), source=partial(source, p),
         precision=p.name, pipe="cuda-core", peak_key=p.name, group="sweep",
         sweep_x=Axis("arithmetic intensity", "FLOP/B"), sweep_x_of=intensity_of)

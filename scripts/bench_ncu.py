@@ -77,7 +77,8 @@ def best_of(repeat: int, fn) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=100.0, help="size of each synthetic file in MB")
-    parser.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3: shared machines are noisy)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="best of N timings (default 3: shared machines are noisy)")
     args = parser.parse_args()
     target = int(args.mb * 1e6)
     with tempfile.TemporaryDirectory() as tmp:

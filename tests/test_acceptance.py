@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import ncu, roofline, whatif
+from analysis import ncu, profile, roofline, whatif
 from ceilings import __main__ as console
 from ceilings import atomic, compare, measure
 from ceilings.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, cli_entry
@@ -151,6 +151,22 @@ def test_inspect_checks_its_options_before_compiling(args, needle, tmp_path, mon
     assert insp.main(argv) == 2
     one_line_error(capsys.readouterr().err, needle)
     assert (tmp_path / "file").read_text() == "not a folder"
+
+
+# --- every CLI names itself as it is run ------------------------------------------------------------------
+
+@pytest.mark.parametrize("module, cli, args", [
+    ("analysis.ncu", ncu.main, ["{tmp}/nope.csv"]),
+    ("analysis.roofline", roofline.main, ["--roofs", "{tmp}/nope.json", str(PROFILE)]),
+    ("analysis.whatif", whatif.main, [str(PROFILE), "--on", "{tmp}"]),
+    ("analysis.profile", profile.main, ["-k", "(", "--", "./app"]),
+    ("ceilings.measure", measure.main, ["--simulate", "--device", "1"]),
+    ("ceilings.compare", compare.main, ["{tmp}/nope.json", "-o", "{tmp}/c.png"]),
+    ("kernels.inspect", insp.main, ["--jobs", "0"]),
+])
+def test_error_prefix_is_the_module_as_run(module, cli, args, tmp_path, capsys):
+    assert cli([a.format(tmp=tmp_path) for a in args]) == EXIT_USER_ERROR
+    assert one_line_error(capsys.readouterr().err).startswith(f"python -m {module}: error: ")
 
 
 # --- Ctrl-C and the console script -------------------------------------------------------------------------

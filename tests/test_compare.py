@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from ceilings.compare import compare_table, format_table, main, plot_compare, value_columns
-from ceilings.datasheet import find_datasheet
+from ceilings.datasheet import CLOSE_NAMES, find_datasheet
 
 ROOFS = Path(__file__).parent / "data" / "roofs"
 H100, A100, SIM = "H100 run", "A100 run", "sim run"
@@ -51,7 +51,7 @@ def test_text_marks_simulated_and_scales_units():
 def test_chart_has_one_bar_per_series_and_ceiling():
     t = compare_table(_docs(), [find_datasheet("H100 SXM")])
     ax = Figure().subplots()
-    plot_compare(t, ax, "FLOP/s")
+    plot_compare(ax, t, "FLOP/s")
     assert len(ax.containers) == 4  # three runs + one datasheet
     assert [len(c.patches) for c in ax.containers] == [3, 3, 3, 3]  # fp32.fma, tensor.fp16, cublas.fp16
     h100_bars = [p.get_height() for p in ax.containers[0].patches]
@@ -60,7 +60,7 @@ def test_chart_has_one_bar_per_series_and_ceiling():
     assert ax.get_yscale() == "log" and ax.get_ylabel() == "TFLOP/s"
     assert [tick.get_text() for tick in ax.get_xticklabels()] == ["fp32.fma", "tensor.fp16", "cublas.fp16"]
     bw = Figure().subplots()
-    plot_compare(t, bw, "B/s")
+    plot_compare(bw, t, "B/s")
     assert bw.containers[1].patches[0].get_height() == pytest.approx(1500)  # A100 dram.read in GB/s
 
 
@@ -94,3 +94,11 @@ def test_cli_bad_json_exit_2_one_line(tmp_path, capsys):
 def test_cli_ambiguous_datasheet_exit_2(tmp_path, capsys):
     assert main([str(ROOFS / "h100.json"), "--datasheet", "A100", "-o", str(tmp_path / "c.png")]) == 2
     assert "ambiguous" in capsys.readouterr().err
+
+
+def test_cli_unknown_datasheet_lists_a_few_close_names(tmp_path, capsys):
+    assert main([str(ROOFS / "h100.json"), "--datasheet", "bogus", "-o", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m ceilings.compare: error: no datasheet row matches")
+    assert len(err.split("closest: ")[1].split(", ")) == CLOSE_NAMES
+    assert not (tmp_path / "c.png").exists()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ceilings.datasheet import DATASHEETS_CSV, find_datasheet, load_datasheets, match_device
+from ceilings.datasheet import CLOSE_NAMES, DATASHEETS_CSV, find_datasheet, load_datasheets, match_device
 from ceilings.errors import CeilingsError
 from ceilings.peaks import ARCHITECTURES
 
@@ -163,6 +163,15 @@ def test_find_datasheet_unknown_lists_close_names():
     with pytest.raises(CeilingsError, match="no datasheet row matches 'H1000 SMX'") as info:
         find_datasheet("H1000 SMX")
     assert "h100-sxm" in str(info.value)
+
+
+@pytest.mark.parametrize("fragment", ["bogus", "/tmp", "zzzz"])
+def test_find_datasheet_unknown_lists_only_a_few_names(fragment):
+    with pytest.raises(CeilingsError, match=f"no datasheet row matches '{fragment}'; closest: ") as info:
+        find_datasheet(fragment)
+    listed = str(info.value).split("closest: ")[1].split(", ")
+    assert 1 <= len(listed) == CLOSE_NAMES < len(load_datasheets())
+    assert set(listed) <= {r.key for r in load_datasheets()}
 
 
 def test_bad_csv_names_file_line_and_column(tmp_path):

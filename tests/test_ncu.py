@@ -183,6 +183,23 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, content, needle):
     assert str(f) in line and needle in line
 
 
+def test_negative_top_is_a_usage_error(capsys):
+    # pandas head(-1) would print all rows but the last and call it "top -1"
+    line = _error_line(capsys, [str(DATA / "summary.txt"), "--top", "-1"])
+    assert line.startswith("python -m analysis.ncu: error:") and "--top -1" in line
+    assert capsys.readouterr().out == ""
+
+
+def test_roofs_file_given_as_profile_says_to_pass_it_with_roofs(tmp_path, capsys):
+    roofs = tmp_path / "h100.json"
+    roofs.write_text(json.dumps({"schema_version": 1, "device": {"name": "X"}, "ceilings": [], "sweeps": []}))
+    line = _error_line(capsys, [str(roofs)])
+    assert f"{roofs} is a roofs file (ceilings.measure output); pass it with --roofs" in line
+    other = tmp_path / "other.json"  # JSON that is not a roofs document stays "not profiler output"
+    other.write_text(json.dumps({"ceilings": []}))
+    assert "not Nsight Compute" in _error_line(capsys, [str(other)])
+
+
 def test_truncated_mid_table_names_file_and_line(tmp_path, capsys):
     text = (DATA / "text_old_metrics.txt").read_text().splitlines()
     cut = next(i for i, x in enumerate(text) if "gpu__time_duration" in x)

@@ -72,6 +72,14 @@ def test_missing_ncu(tmp_path, monkeypatch, capsys):
     assert "ncu" in err and "CUDA toolkit" in err and "--ncu PATH" in err
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_invalid_kernel_regex_is_one_line_before_ncu(dry_run, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu: were it looked for first, that would be the error
+    rc, out, err = run_main([*dry_run, "-k", "(", "--", "./app"], monkeypatch, tmp_path, capsys)
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("python -m analysis.profile: error: -k '(': not a valid regular expression")
+
+
 def test_counters_not_permitted(tmp_path, monkeypatch, capsys):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -219,6 +219,71 @@ def test_hierarchical_plot_joins_levels(roofs, kernels):
     assert not by_gid(ax.texts, "kernel-label")
 
 
+def label_boxes(fig, ax):
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    out = {}
+    for t in ax.texts:
+        t.get_window_extent(renderer)  # positions an annotation
+        out[(t.get_gid(), t.get_text())] = Text.get_window_extent(t, renderer)
+    return out
+
+
+def marker_boxes(fig, ax):
+    from matplotlib.transforms import Bbox
+
+    boxes = []
+    for c in by_gid(ax.collections, "kernels:"):
+        centers = ax.transData.transform(c.get_offsets())
+        radii = (c.get_sizes() ** 0.5) / 2 * fig.dpi / 72
+        boxes += [Bbox.from_extents(x - r, y - r, x + r, y + r) for (x, y), r in zip(centers, radii)]
+    return boxes
+
+
+def overlap(a, b) -> float:
+    w, h = min(a.x1, b.x1) - max(a.x0, b.x0), min(a.y1, b.y1) - max(a.y0, b.y0)
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+@pytest.mark.parametrize("case", ["fixture", "published", "hierarchical"])
+def test_labels_do_not_overprint_each_other_and_stay_inside(case, roofs, kernels):
+    if case == "published":
+        roofs, kernels = roofline.load(EXAMPLES / "roofs.json"), roofline.read_kernels([EXAMPLES / "profile.csv"])
+    level = "all" if case == "hierarchical" else "dram"
+    fig, ax = draw(roofs, roofline_table(roofs, kernels, level=level), level=level, top=10,
+                   datasheet=roofline.datasheet_roofs(roofs))
+    boxes = label_boxes(fig, ax)
+    inside = ax.get_window_extent()
+    labels = {k: b for k, b in boxes.items() if k[0] != "note:not-drawn"}
+    flat_labels = [t for t in by_gid(ax.texts, "roof-label:") if t.get_gid().split(":")[1] in roofline.PRECISIONS]
+    assert len(by_gid(ax.texts, "ridge-label:")) == len(roofs.flats) == len(flat_labels)
+    keys = list(labels)
+    for i, a in enumerate(keys):
+        box = labels[a]
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, a
+        for b in keys[i + 1:]:
+            assert overlap(box, labels[b]) == 0, (a, b)
+    # ridge and roof labels do not sit on a kernel marker (beyond a sliver of its edge) and are drawn above them
+    markers = marker_boxes(fig, ax)
+    for key, box in labels.items():
+        if key[0].startswith(("ridge-label", "roof-label")):
+            assert sum(overlap(box, m) for m in markers) < 0.1 * box.width * box.height, key
+    assert min(t.get_zorder() for t in ax.texts if t.get_gid() != "note:not-drawn") > \
+        max(c.get_zorder() for c in ax.collections)
+
+
+def test_roof_label_sits_just_above_the_left_end_of_its_flat(roofs, kernels):
+    fig, ax = draw(roofs, roofline_table(roofs, kernels), top=0)
+    label = by_gid(ax.texts, "roof-label:fp16")[0]
+    assert label.get_text() == "fp16 20 TFLOP/s (fp16x2.fma)"
+    assert label.xy == (pytest.approx(20), 2e13)  # anchored at the flat's left end: its ridge (2e13 / 1e12)
+    box = label_boxes(fig, ax)[("roof-label:fp16", label.get_text())]
+    x, y = ax.transData.transform((20, 2e13))
+    assert box.x0 > x and 0 < box.y0 - y < 10  # right of the ridge point, just above the line
+
+
 def test_simulated_title(kernels):
     doc = json.loads(ROOFS.read_text())
     doc["simulated"] = True
@@ -269,6 +334,58 @@ def test_cli_level_without_its_roof(tmp_path, fixture_reader, capsys):
     path.write_text(json.dumps(doc_without("l2.read")))
     assert roofline.main(["--roofs", str(path), str(KERNELS), "--no-datasheet", "--level", "l2"]) == 2
     assert "no valid l2 bandwidth ceiling" in capsys.readouterr().err
+
+
+def test_cli_stdout_table_is_readable_and_csv_stays_in_base_units(tmp_path, fixture_reader, capsys):
+    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["#", "kernel", "precision", "bound", "AI", "(FLOP/B)", "achieved", "roof", "%", "of",
+                                "roof", "time", "at", "roof", "saved", "share"]
+    assert len({len(line) for line in lines[:6]}) == 1  # fixed width (rows with every column filled)
+    # gemm: 5e9 FLOP in 1 ms = 5 TFLOP/s; AI 50 > fp32 ridge 10: roof 1e13; at roof 5e9 / 1e13 = 0.5 ms;
+    # share 1 ms of 7.3 ms
+    gemm = next(line for line in lines if "gemm_kernel" in line).split()
+    assert gemm[1:] == ["gemm_kernel", "fp32", "compute", "50", "5", "TFLOP/s", "10", "TFLOP/s", "50.0%", "1", "ms",
+                        "500", "µs", "500", "µs", "13.7%"]
+    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--csv", str(tmp_path / "k.csv")]) == 0
+    csv = pd.read_csv(tmp_path / "k.csv").set_index("short_name")
+    assert csv.loc["gemm_kernel", "time_at_roof_s"] == pytest.approx(5e-4)
+    assert csv.loc["gemm_kernel", "flop_per_s"] == pytest.approx(5e12)
+
+
+def test_kernel_without_flops_is_shown_as_bandwidth(roofs, kernels, fixture_reader, capsys):
+    # copy_kernel: 4e8 DRAM bytes in 0.5 ms = 800 GB/s against the DRAM roof 1 TB/s (dram.read): 80 %
+    expected = ["copy_kernel", "none", "memory", "0", "800 GB/s", "1 TB/s", "80.0%", "500 µs", "400 µs", "100 µs",
+                "6.8%"]
+    report = roofline.render_report(roofs, roofline_table(roofs, kernels))
+    row_md = next(line for line in report.splitlines() if "`copy_kernel`" in line)
+    assert [c.strip().strip("`") for c in row_md.strip("|").split("|")][1:] == expected
+    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
+    row_text = next(line for line in capsys.readouterr().out.splitlines() if "copy_kernel" in line)
+    assert " ".join(row_text.split()[1:]) == " ".join(expected)
+    # against L2 (4e8 bytes / 4e12 B/s = 100 µs): 800 GB/s of 4 TB/s, 20 %
+    at_l2 = roofline.kernel_rows(roofs, roofline_table(roofs, kernels, level="l2"))
+    assert next(r for r in at_l2 if r[1] == "copy_kernel")[5:8] == ["800 GB/s", "4 TB/s", "20.0%"]
+
+
+def test_sweep_without_sweeps_is_warned_about(tmp_path, fixture_reader, capsys):
+    doc = json.loads(ROOFS.read_text())
+    doc["sweeps"] = []
+    path = tmp_path / "nosweep.json"
+    path.write_text(json.dumps(doc))
+    args = ["--roofs", str(path), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]
+    assert roofline.main([*args, "--report", str(tmp_path / "r.md")]) == 0
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "--sweep" in ln]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: --sweep: {path} has no intensity sweeps")
+    assert f"--sweep: {path} has no intensity sweeps" in (tmp_path / "r.md").read_text()
+    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]) == 0
+    assert "--sweep" not in capsys.readouterr().err  # the fixture has intensity.fp32
+
+
+def test_cli_roofs_file_as_profile(capsys):
+    assert roofline.main(["--roofs", str(ROOFS), str(ROOFS), "--no-datasheet"]) == 2
+    assert capsys.readouterr().err == (f"python -m analysis.roofline: error: {ROOFS} is a roofs file "
+                                       f"(ceilings.measure output); pass it with --roofs\n")
 
 
 # ---- with the real parser and datasheet (the example of examples/published) --------------------------------

@@ -97,3 +97,27 @@ def test_cli_bad_target_is_one_line(tmp_path, fixture_reader, capsys):
     assert whatif.main([str(KERNELS), "--on", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert "missing.json" in err and err.count("\n") == 1
+
+
+def test_cli_folder_target_is_one_line(tmp_path, fixture_reader, capsys):
+    assert whatif.main([str(KERNELS), "--on", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--on {tmp_path}: a folder, not a roofs file" in err
+    assert "closest" not in err
+
+
+def test_cli_unknown_datasheet_lists_a_few_close_names(fixture_reader, capsys):
+    from ceilings.datasheet import CLOSE_NAMES, load_datasheets
+
+    assert whatif.main([str(KERNELS), "--on", "H1000 SMX"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no datasheet row matches 'H1000 SMX'; closest: h100-sxm" in err
+    listed = err.split("closest: ")[1].strip().split(", ")
+    assert len(listed) == CLOSE_NAMES < len(load_datasheets())
+
+
+def test_cli_roofs_file_as_profile(capsys):
+    assert whatif.main([str(ROOFS), "--on", str(ROOFS)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"python -m analysis.whatif: error: {ROOFS} is a roofs file (ceilings.measure output); "
+                   f"pass it with --roofs\n")

@@ -43,7 +43,8 @@ def ffn_dim(d_model: int) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python scripts/apps/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layers", type=int, default=32, help="transformer layers (default 32)")
     p.add_argument("--d-model", type=int, default=4096, help=f"model width, a multiple of {HEAD_DIM} (default 4096)")
     p.add_argument("--batch", type=int, default=4, help="sequences decoded together (default 4)")

@@ -29,7 +29,8 @@ DRY_RUN = {"batch": 2, "image": 64}  # a tiny step: ResNet-50 accepts any image 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python scripts/apps/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=64, help="images per step (default 64)")
     p.add_argument("--image", type=int, default=224, help="image side in pixels (default 224)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for forward and loss")
