@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ceilings.errors import CeilingsError
+from ceilings.errors import CeilingsError, describe
 
 from .metrics import EXTENSIVE, canonical_metric
 from .ncu_text import metric_key
@@ -137,7 +137,7 @@ def _ncu_frame(source: io.BytesIO, header: list[str], path: str, usecols: set[st
             source.seek(at)
             df = pd.read_csv(source, usecols=cols, dtype=dtypes, encoding_errors="replace", **options)
     except (pd.errors.ParserError, ValueError) as exc:
-        raise CeilingsError(f"{path}: unreadable ncu CSV ({_one_line(exc)}); truncated or edited file?") from None
+        raise CeilingsError(f"{path}: unreadable ncu CSV ({describe(exc)}); truncated or edited file?") from None
     for col in dtypes:  # short rows: the missing cells are empty text, as in the fields ncu leaves empty
         missing = df[col].isna()
         if missing.any():
@@ -151,10 +151,6 @@ def _ncu_frame(source: io.BytesIO, header: list[str], path: str, usecols: set[st
         raise CeilingsError(f"{path}: ncu CSV header without any kernel rows; truncated output or no kernel profiled?")
     df.insert(0, "_id", ids.astype("int64").to_numpy())
     return df
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:200]
 
 
 def _runs(df: pd.DataFrame) -> np.ndarray:
@@ -289,7 +285,7 @@ def read_own(data: bytes, start: int, path: str) -> pd.DataFrame:
     try:
         df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str}, encoding_errors="replace")
     except (pd.errors.ParserError, ValueError) as exc:
-        raise CeilingsError(f"{path}: unreadable kernel table CSV ({_one_line(exc)})") from None
+        raise CeilingsError(f"{path}: unreadable kernel table CSV ({describe(exc)})") from None
     launches = pd.to_numeric(df["launches"], errors="coerce")
     if df["kernel"].isna().any() or launches.isna().any() or (launches <= 0).any():
         raise CeilingsError(f"{path}: kernel table CSV with a row lacking kernel or launches; truncated file?")

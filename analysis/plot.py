@@ -65,7 +65,7 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     primary = "dram" if level == "all" else level
     kernel_levels = list(LEVELS) if level == "all" else [primary]
     drawn = _drawable(table, kernel_levels)
-    (x_lo, x_hi), (y_lo, y_hi) = _limits(roofs, table, drawn, kernel_levels, primary, sweep)
+    (x_lo, x_hi), (y_lo, y_hi) = _limits(roofs, drawn, kernel_levels, primary, sweep)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
@@ -122,7 +122,7 @@ def _drawable(table: pd.DataFrame, levels: list[str]) -> pd.DataFrame:
     return table[ok & has_ai]
 
 
-def _limits(roofs, table, drawn, levels, primary, sweep):
+def _limits(roofs, drawn, levels, primary, sweep):
     xs = [roofs.ridge(r.key, primary) for r in roofs.flats]
     ys = [r.value for r in roofs.flats]
     for lv in levels:

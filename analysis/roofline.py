@@ -525,11 +525,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _write_outputs(args, roofs: Roofs, table: pd.DataFrame, warnings: list[str], datasheet: Roofs | None):
-    from ceilings.atomic import atomic_path, save_figure, write_text
+    from ceilings.atomic import save_figure, write_text
 
     if args.csv:
-        with atomic_path(args.csv) as tmp:
-            table.to_csv(tmp, index=False)
+        write_text(args.csv, table.to_csv(index=False))
         print(f"wrote {args.csv}", file=sys.stderr)
     if args.report:
         write_text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,

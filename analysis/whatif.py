@@ -130,10 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not gpu.measured:
             print(f"warning: {gpu.device}: {gpu.provenance}", file=sys.stderr)
     if args.csv:
-        from ceilings.atomic import atomic_path
+        from ceilings.atomic import write_text
 
-        with atomic_path(args.csv) as tmp:
-            table.to_csv(tmp, index=False)
+        write_text(args.csv, table.to_csv(index=False))
         print(f"wrote {args.csv}", file=sys.stderr)
     print(render_totals(whatif_totals(table), ([home] if home else []) + targets))
     return 0

@@ -16,6 +16,7 @@ import pandas as pd
 from . import atomic
 from .datasheet import Row, find_datasheet
 from .errors import CeilingsError, cli_entry
+from .report import best_per_name
 
 PROG = "python -m ceilings.compare"
 SIMULATED_MARK = " (SIMULATED)"
@@ -26,14 +27,8 @@ PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
 
 
 def _best_valid(doc: dict) -> dict[str, dict]:
-    """name -> the valid ceiling with the highest value (several may share a name: other params)."""
-    best: dict[str, dict] = {}
-    for c in doc["ceilings"]:
-        if not c.get("valid") or c.get("value") is None:
-            continue
-        if c["name"] not in best or c["value"] > best[c["name"]]["value"]:
-            best[c["name"]] = c
-    return best
+    """name -> the valid ceiling with the highest value (several may share a name: other backends)."""
+    return {c["name"]: c for c in best_per_name(doc["ceilings"]) if c["valid"] and c["value"] is not None}
 
 
 def run_label(doc: dict, stem: str) -> str:

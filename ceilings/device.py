@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from kernels.base import DeviceLimits
 
-from .errors import MissingDependency
+from .errors import MissingDependency, describe
 from .nvml import Nvml
 
 SIMULATE_HINT = "run `python -m ceilings.measure --simulate` to exercise the pipeline on Numba's simulator"
@@ -22,7 +22,7 @@ def require_gpu() -> int:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError: no driver, insufficient driver, no device
-        raise MissingDependency(f"no usable NVIDIA GPU: the CUDA runtime says {_short(exc)}; {SIMULATE_HINT}"
+        raise MissingDependency(f"no usable NVIDIA GPU: the CUDA runtime says {describe(exc)}; {SIMULATE_HINT}"
                                 ) from None
     if count == 0:
         raise MissingDependency(f"no NVIDIA GPU found by the CUDA runtime; {SIMULATE_HINT}")
@@ -42,9 +42,8 @@ def probe_device(index: int) -> dict:
             device[name] = fn()
         except Exception as exc:  # record why, keep going
             device[name] = None
-            errors[name] = _short(exc)
+            errors[name] = describe(exc)
 
-    props: dict = {}
     probe("_props", lambda: rt.getDeviceProperties(index))
     props = device.pop("_props") or {}
     if "_props" in errors:
@@ -111,7 +110,3 @@ def _uuid(raw: Any) -> str:
 
 def _text(value: Any) -> str:
     return value.decode(errors="replace").rstrip("\0") if isinstance(value, bytes) else str(value)
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

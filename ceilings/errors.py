@@ -8,6 +8,8 @@ from typing import Callable, Sequence
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+# An exception's text quoted in a message is cut here: a compiler or driver error can run to pages.
+QUOTED_ERROR_CHARS = 300
 
 
 class CeilingsError(Exception):
@@ -27,7 +29,7 @@ def cli_entry(prog: str) -> Callable[[Callable[[Sequence[str] | None], int]], Ca
             try:
                 return main(argv)
             except CeilingsError as exc:
-                print(f"{prog}: error: {_one_line(str(exc))}", file=sys.stderr)
+                print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
                 return EXIT_USER_ERROR
             except BrokenPipeError:  # `... | head` closed the pipe: not an error
                 return 0
@@ -40,5 +42,11 @@ def cli_entry(prog: str) -> Callable[[Callable[[Sequence[str] | None], int]], Ca
     return decorate
 
 
-def _one_line(message: str) -> str:
+def one_line(message: str) -> str:
+    """`message` with every run of whitespace, newlines included, made one space."""
     return " ".join(message.split())
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a short one-line phrase to quote in a message: its text, else its type."""
+    return one_line(str(exc))[:QUOTED_ERROR_CHARS] or type(exc).__name__

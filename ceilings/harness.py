@@ -9,6 +9,7 @@ from typing import Callable, Protocol, Sequence
 
 from kernels.base import Benchmark, Plan, Runtime
 
+from .errors import describe
 from .nvml import ClockSampler, Nvml
 from .stats import SampleStats, summarize
 
@@ -98,7 +99,7 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
     try:
         prepared = bench.prepare(plan, runtime)
     except Exception as exc:  # compile or allocation failure: this ceiling is invalid, the run goes on
-        return Measurement(plan, None, problem=f"could not prepare: {_short(exc)}")
+        return Measurement(plan, None, problem=f"could not prepare: {describe(exc)}")
     try:
         prepared.poison()
         # the faster of two probes: a first call may include module load or library set-up (cuBLAS)
@@ -114,7 +115,7 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
             problem = f"output check failed: {problem}"
         return Measurement(plan, summarize(samples), sampler.summary(), problem)
     except Exception as exc:  # a launch error: record it, keep measuring the rest
-        return Measurement(plan, None, problem=f"launch failed: {_short(exc)}")
+        return Measurement(plan, None, problem=f"launch failed: {describe(exc)}")
     finally:
         prepared.release()
 
@@ -154,7 +155,3 @@ def sweep_points(bench: Benchmark, measurements: Sequence[Measurement]) -> list[
     """[x, rate] of every valid point of a sweep."""
     return [[float(bench.sweep_x_of(m.plan)), bench.rate(m.plan.work, m.stats.median_s)]
             for m in measurements if m.problem is None and m.stats and m.stats.median_s > 0]
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__

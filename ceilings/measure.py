@@ -40,7 +40,7 @@ exit codes: 0 done, 1 some ceiling invalid, 2 usage error / no GPU / missing pac
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ceilings.measure", description=DESCRIPTION, epilog=EPILOG,
+    p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list", action="store_true", help="list the benchmarks (backend, kind, level/precision) and exit")
     p.add_argument("--device", default="0", metavar="N|all", help="CUDA device index, or 'all' (default 0)")
@@ -81,11 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         what = f"--only {args.only!r} matches" if args.only else "there is"
         where = " runnable on the simulator" if args.simulate else ""
         raise CeilingsError(f"{what} no benchmark{where}; see `python -m ceilings.measure --list`")
-    started = _now()
-    stamp = started.strftime("%Y%m%d-%H%M")
     status = 0
     for index in indices:
-        out = output_path(args, index, len(indices) > 1, stamp)
+        out = output_path(args, index, len(indices) > 1)
         # before measuring: a run must not end in a write that fails and loses what it measured
         if out is not None:
             check_target(out, force=args.force)
@@ -133,7 +131,7 @@ def device_indices(spec: str, count: int) -> list[int]:
     return [int(spec)]
 
 
-def output_path(args, index: int, several: bool, stamp: str) -> Path | None:
+def output_path(args, index: int, several: bool) -> Path | None:
     if args.out == "-":
         return None
     if args.out:
@@ -300,7 +298,7 @@ def _git_sha() -> str | None:
 
 
 class _Lines:
-    """Progress as plain lines when tqdm is absent (or stderr is not a terminal and tqdm is unwanted)."""
+    """Progress as plain lines on stderr when tqdm is not installed."""
 
     def __init__(self, total: int, label: str):
         self.total, self.done, self.label, self.desc = total, 0, label, ""

@@ -20,8 +20,6 @@ from types import MappingProxyType
 
 DDR_FACTOR = 2  # transfers per reported memory clock (see module docstring)
 
-COMPUTE_KEYS = ("fp64", "fp32", "fp16", "bf16", "int32",
-                "tensor.fp64", "tensor.tf32", "tensor.fp16", "tensor.bf16", "tensor.fp8", "tensor.int8")
 # Tensor modes that GeForce parts run at half rate with FP32 accumulation (the rate our peak keys use).
 GEFORCE_HALF_RATE_KEYS = frozenset({"tensor.tf32", "tensor.fp16", "tensor.bf16", "tensor.fp8"})
 GEFORCE_MARKER = "geforce"

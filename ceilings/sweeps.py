@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import save_figure
+from .peaks import dram_peak
 from .roofs import best_ceiling
 
 # --- plateau detection (all in log y: a threshold is a ratio, whatever the level) ----------------------
@@ -37,12 +38,6 @@ KNEE_SLOPE_FRACTION = 0.5  # points below half the top are on the bandwidth slop
 MIN_KNEE_POINTS = 2  # on each side
 
 # --- plausibility --------------------------------------------------------------------------------------
-# DDR: two transfers per reported memory clock. This holds for the clock that CUDA
-# (cudaDevAttrMemoryClockRate) and NVML report for HBM2/HBM2e/HBM3 and GDDR6: A100-40GB 1215 MHz x 5120 bit
-# -> 1555 GB/s, H100 SXM 2619 MHz x 5120 bit -> 3352 GB/s, H200 3201 MHz x 6144 bit -> 4916 GB/s, RTX 3090
-# 9751 MHz x 384 bit -> 936 GB/s, each the datasheet figure. (HBM's per-pin data rate is twice the
-# reported clock; tools that report the data rate instead would double the result.)
-TRANSFERS_PER_CLOCK = 2
 PLAUSIBILITY_MARGIN = 0.02  # rounding of the reported clock; a real DRAM measurement is never above
 
 
@@ -177,12 +172,9 @@ def find_knee(ai: Sequence[float], flops: Sequence[float], peak: float | None = 
 # --- plausibility --------------------------------------------------------------------------------------
 
 def dram_theoretical(device: dict) -> float | None:
-    """Theoretical DRAM bandwidth in B/s: 2 x memory clock x bus width / 8 (see TRANSFERS_PER_CLOCK);
+    """Theoretical DRAM bandwidth in B/s at the device's max memory clock (`ceilings.peaks.dram_peak`);
     None when the clock or the bus width is unknown."""
-    clock, bus = device.get("memory_clock_hz"), device.get("memory_bus_width_bits")
-    if not clock or not bus:
-        return None
-    return TRANSFERS_PER_CLOCK * clock * bus / 8
+    return dram_peak(device.get("memory_clock_hz"), device.get("memory_bus_width_bits"))
 
 
 def plausibility_note(ceiling: dict, device: dict) -> str | None:

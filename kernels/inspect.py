@@ -142,10 +142,6 @@ def _cupy_options() -> tuple[str, ...]:
 # --- compiling ----------------------------------------------------------------------------------------------
 
 
-class CompileError(Exception):
-    pass
-
-
 @dataclass
 class Compiled:
     """One cubin and the SASS functions in it."""

@@ -67,8 +67,6 @@ SPILLS = frozenset({"LDL", "STL"})
 OPAQUE_CONTROL = frozenset({"BRX", "JMX", "JMP"})
 TERMINATORS = frozenset({"EXIT", "BPT", "KILL"})
 
-INSTRUCTION_BYTES = 16  # every instruction since Volta
-
 
 @dataclass(frozen=True)
 class Instruction:

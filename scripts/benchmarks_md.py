@@ -76,8 +76,7 @@ def load_roofs(outdir: Path) -> tuple[str | None, dict | None]:
 
 
 # ------------------------------------------------------------------------------------------------ sections
-def header(outdir: Path, roofs_name: str | None, roofs: dict | None, comments: list[str],
-           versions: dict | None) -> list[str]:
+def header(roofs_name: str | None, roofs: dict | None, comments: list[str], versions: dict | None) -> list[str]:
     lines = []
     device = (roofs or {}).get("device", {})
     title = device.get("name") or "unknown device"
@@ -216,7 +215,7 @@ def render(outdir: Path) -> str:
     roofs_name, roofs = load_roofs(outdir)
     quick = read_json(outdir / "roofs-quick.json") if roofs_name != "roofs-quick.json" else roofs
     comments, steps = read_summary(outdir / "summary.txt")
-    sections = [header(outdir, roofs_name, roofs, comments, read_json(outdir / "versions.json")),
+    sections = [header(roofs_name, roofs, comments, read_json(outdir / "versions.json")),
                 ceilings_section(roofs, quick), sweeps_section(roofs), timings_section(steps),
                 peers_section(read_json(outdir / "peers.json")), selfcheck_section(outdir / "selfcheck.csv"),
                 apps_section(outdir)]

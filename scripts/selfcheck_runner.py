@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ceilings.atomic import write_text
-from ceilings.errors import CeilingsError, cli_entry
+from ceilings.errors import CeilingsError, cli_entry, describe
 
 PROG = "selfcheck_runner"
 MARKER = "ceilings_selfcheck_marker"
@@ -104,7 +104,7 @@ def run_entries(entries: list[dict], benches_by_key: dict, plans_by_key: dict, r
         try:
             prepared = bench.prepare(plan, runtime)
         except Exception as exc:  # noqa: BLE001 - recorded: the comparison reports it as not run
-            e["status"] = f"failed to prepare: {_short(exc)}"
+            e["status"] = f"failed to prepare: {describe(exc)}"
             continue
         try:
             prepared.poison()
@@ -123,7 +123,7 @@ def run_entries(entries: list[dict], benches_by_key: dict, plans_by_key: dict, r
             e["check"] = prepared.check()
             e["status"] = "launched"
         except Exception as exc:  # noqa: BLE001 - a launch error: recorded, the other entries still run
-            e["status"] = f"launch failed: {_short(exc)}"
+            e["status"] = f"launch failed: {describe(exc)}"
         finally:
             prepared.release()
 
@@ -189,10 +189,6 @@ def _real_limits(index: int):
     device = probe_device(index)
     keep = ("name", "compute_capability", "sm_count", "l2_bytes", "driver_version", "max_sm_clock_hz")
     return limits_of(device, cupy.cuda.runtime.memGetInfo()[0]), {k: device.get(k) for k in keep}
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def log(message: str) -> None:
