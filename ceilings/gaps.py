@@ -87,7 +87,20 @@ def annotate(ceiling: dict, device: dict) -> dict:
 
     if value is not None and cd_max and value > cd_max * (1 + SUSPECT_ABOVE_PEAK_FRACTION):
         out["valid"] = False
-        notes.append(f"suspect: measured {value:.4g} {out.get('unit', '')} is {(value / cd_max - 1) * 100:.0f}% "
-                     f"above the clock-derived peak {cd_max:.4g} at max boost; check the declared work "
-                     f"and the timing" + (" (or a working set that fits in L2)" if key == "dram" else ""))
+        notes.insert(0, _above_peak_note(out, device, value, cd_max, key))  # first: it is why it is invalid
     return out
+
+
+def _above_peak_note(ceiling: dict, device: dict, value: float, peak: float, key: str) -> str:
+    """Why a value above the clock-derived peak is invalid, with its likely cause."""
+    if key == "dram":
+        from .sweeps import format_bytes
+
+        sizes, l2 = ceiling.get("params", {}).get("array_bytes"), device.get("l2_bytes")
+        where = f"arrays of {format_bytes(sizes)} against an L2 of {format_bytes(l2)}" if sizes and l2 else \
+            "the buffer sizes"
+        return (f"invalid: {value / 1e12:.3g} TB/s is above the theoretical DRAM bandwidth {peak / 1e12:.3g} TB/s "
+                f"(2 x memory clock x bus width); the data most likely fit in a cache ({where}): make the "
+                f"buffers larger than 8x L2")
+    return (f"suspect: measured {value:.4g} {ceiling.get('unit', '')} is {(value / peak - 1) * 100:.0f}% above the "
+            f"clock-derived peak {peak:.4g} at max boost; check the declared work and the timing")

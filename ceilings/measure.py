@@ -215,14 +215,8 @@ def annotate(ceiling: dict, device: dict, simulated: bool) -> dict:
     if simulated:
         return ceiling
     from .gaps import annotate as add_peaks
-    from .sweeps import plausibility_note
 
-    ceiling = add_peaks(ceiling, device)
-    note = plausibility_note(ceiling, device)
-    if note:
-        ceiling["valid"] = False
-        ceiling["notes"].insert(0, note)
-    return ceiling
+    return add_peaks(ceiling, device)
 
 
 def sweep_record(bench, measured, device: dict) -> dict:

@@ -1,5 +1,5 @@
-"""Sweeps: plateaus of bandwidth against working set, the knee of FLOP/s against intensity, their
-figures, and the plausibility of a DRAM bandwidth against the memory's theoretical peak.
+"""Sweeps: plateaus of bandwidth against working set, the knee of FLOP/s against intensity, and their
+figures (with the memory's theoretical DRAM bandwidth marked).
 
 Computation returns data (frozen dataclasses, tuples); plotting takes a matplotlib `ax` and a sweep
 dict as in docs/roofs-schema.md `sweeps[]` (`points` is a list of [x, y]). matplotlib is imported only
@@ -36,10 +36,6 @@ NAMES_BY_COUNT = {1: ["dram"], 2: ["l2", "dram"], 3: ["l1", "l2", "dram"],
 KNEE_FLAT_TOLERANCE = 0.10  # points within 10% of the top are on the flat
 KNEE_SLOPE_FRACTION = 0.5  # points below half the top are on the bandwidth slope
 MIN_KNEE_POINTS = 2  # on each side
-
-# --- plausibility --------------------------------------------------------------------------------------
-PLAUSIBILITY_MARGIN = 0.02  # rounding of the reported clock; a real DRAM measurement is never above
-
 
 @dataclass(frozen=True)
 class Plateau:
@@ -169,30 +165,10 @@ def find_knee(ai: Sequence[float], flops: Sequence[float], peak: float | None = 
     return level / bandwidth, level
 
 
-# --- plausibility --------------------------------------------------------------------------------------
-
 def dram_theoretical(device: dict) -> float | None:
     """Theoretical DRAM bandwidth in B/s at the device's max memory clock (`ceilings.peaks.dram_peak`);
     None when the clock or the bus width is unknown."""
     return dram_peak(device.get("memory_clock_hz"), device.get("memory_bus_width_bits"))
-
-
-def plausibility_note(ceiling: dict, device: dict) -> str | None:
-    """A note when a DRAM-level bandwidth exceeds the theoretical DRAM bandwidth (then it is invalid);
-    None when plausible or when nothing can be said."""
-    theoretical = dram_theoretical(device)
-    value = ceiling.get("value")
-    if (ceiling.get("kind") != "bandwidth" or ceiling.get("level") != "dram" or theoretical is None
-            or value is None or value <= theoretical * (1 + PLAUSIBILITY_MARGIN)):
-        return None
-    sizes = ceiling.get("params", {}).get("array_bytes")
-    l2 = device.get("l2_bytes")
-    where = (f"arrays of {format_bytes(sizes)} against an L2 of {format_bytes(l2)}" if sizes and l2 else
-             "the buffer sizes")
-    return (f"{ceiling.get('name')}: {value / 1e12:.3g} TB/s is above the theoretical DRAM bandwidth "
-            f"{theoretical / 1e12:.3g} TB/s (2 x {device['memory_clock_hz'] / 1e6:.0f} MHz x "
-            f"{device['memory_bus_width_bits']} bit / 8), so it is invalid: the data most likely fit in a "
-            f"cache ({where}); make the buffers larger than 8x L2")
 
 
 # --- plotting ------------------------------------------------------------------------------------------

@@ -184,3 +184,22 @@ def test_cache_levels_have_no_peak_and_no_misleading_note():
               "max_sm_clock_hz": 1.98e9, "memory_clock_hz": 3.2e9, "memory_bus_width_bits": 6144}
     out = annotate(c, device)
     assert out["peaks"]["clock_derived_max"] is None and out["notes"] == [] and out["valid"]
+
+
+def test_dram_above_the_theoretical_peak_is_invalid_and_says_why():
+    from ceilings.gaps import annotate
+
+    # H100 SXM: 2 x 2619 MHz x 5120 bit / 8 = 3.352 TB/s; 4.1 TB/s from 64 MiB arrays cannot be DRAM
+    device = {"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * 2**30, "compute_capability": "9.0",
+              "sm_count": 132, "max_sm_clock_hz": 1.98e9, "memory_clock_hz": 2619e6,
+              "memory_bus_width_bits": 5120, "l2_bytes": 50 * 2**20}
+    c = {"name": "dram.copy", "kind": "bandwidth", "level": "dram", "precision": None, "pipe": "memory",
+         "peak_key": "dram", "value": 4.1e12, "unit": "B/s", "backend": "cuda-c", "kernel": "k", "work": {},
+         "params": {"array_bytes": 64 * 2**20}, "stats": {}, "clocks": {}, "peaks": {}, "valid": True,
+         "notes": ["a benchmark note"]}
+    out = annotate(c, device)
+    assert not out["valid"]
+    first = out["notes"][0]
+    for words in ("4.1 TB/s", "3.35 TB/s", "cache", "64 MiB", "50 MiB", "8x L2"):
+        assert words in first
+    assert annotate({**c, "value": 3.2e12}, device)["valid"]

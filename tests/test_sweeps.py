@@ -1,5 +1,5 @@
 """ceilings.sweeps: plateaus on synthetic bandwidth curves, the knee of a compute sweep, the theoretical
-DRAM bandwidth and its plausibility note, and the figures."""
+DRAM bandwidth, and the figures."""
 
 import numpy as np
 import pytest
@@ -104,16 +104,6 @@ def test_dram_theoretical():
     a100 = {"memory_clock_hz": 1215e6, "memory_bus_width_bits": 5120}
     assert sweeps.dram_theoretical(a100) == pytest.approx(1.555e12, rel=1e-3)
     assert sweeps.dram_theoretical({"memory_clock_hz": None, "memory_bus_width_bits": 5120}) is None
-
-
-def test_plausibility_note():
-    ceiling = {"name": "dram.copy", "kind": "bandwidth", "level": "dram", "value": 4.1e12,
-               "params": {"array_bytes": 64 * MiB}}
-    note = sweeps.plausibility_note(ceiling, H100_DEVICE)
-    assert "4.1 TB/s" in note and "3.35 TB/s" in note and "cache" in note and "64 MiB" in note
-    assert sweeps.plausibility_note({**ceiling, "value": 3.0e12}, H100_DEVICE) is None
-    assert sweeps.plausibility_note({**ceiling, "level": "l2", "value": 9e12}, H100_DEVICE) is None
-    assert sweeps.plausibility_note(ceiling, {"memory_clock_hz": None}) is None
 
 
 def bandwidth_sweep():
