@@ -34,3 +34,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def gpu_limits():
+    """Planning limits of device 0, through the same probe the measure command uses (GPU tests only)."""
+    import cupy
+
+    from ceilings.device import limits_of, probe_device
+
+    return limits_of(probe_device(0), cupy.cuda.runtime.memGetInfo()[0])

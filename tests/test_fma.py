@@ -174,7 +174,7 @@ def test_cuda_c_loop_body_has_k_times_n_fmas(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["cuda-c", "numba"])
 @pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
-def test_on_the_gpu(name, backend):
+def test_on_the_gpu(name, backend, gpu_limits):
     cupy = pytest.importorskip("cupy")
     if not cupy.cuda.is_available():
         pytest.skip("no CUDA device")
@@ -183,13 +183,8 @@ def test_on_the_gpu(name, backend):
 
         if config.ENABLE_CUDASIM:
             pytest.skip("Numba is on its simulator in this session (NUMBA_ENABLE_CUDASIM=1)")
-    from kernels.base import DeviceLimits as Limits
-
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    limits = Limits(sm_count=props["multiProcessorCount"], compute_capability=(props["major"], props["minor"]),
-                    l2_bytes=props["l2CacheSize"], free_bytes=cupy.cuda.runtime.memGetInfo()[0])
     bench = _by_name(backend)[name]
-    (plan,) = bench.plans(limits, True)
+    (plan,) = bench.plans(gpu_limits, True)
     stream = cupy.cuda.Stream(non_blocking=True)
     prepared = bench.prepare(plan, Runtime(simulate=False, cupy_stream=stream))
     prepared.poison()

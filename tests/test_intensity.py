@@ -65,15 +65,12 @@ def test_loop_body_has_n_fmas_per_element(name, fmas, opcode, lanes):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["intensity.fp32", "intensity.fp64"])
-def test_on_the_gpu(name):
+def test_on_the_gpu(name, gpu_limits):
     cupy = pytest.importorskip("cupy")
     if not cupy.cuda.is_available():
         pytest.skip("no CUDA device")
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    limits = DeviceLimits(sm_count=props["multiProcessorCount"], compute_capability=(props["major"], props["minor"]),
-                          l2_bytes=props["l2CacheSize"], free_bytes=cupy.cuda.runtime.memGetInfo()[0])
     stream = cupy.cuda.Stream(non_blocking=True)
-    for plan in _bench(name).plans(limits, True)[:3]:
+    for plan in _bench(name).plans(gpu_limits, True)[:3]:
         prepared = _bench(name).prepare(plan, Runtime(simulate=False, cupy_stream=stream))
         prepared.poison()
         assert prepared.check() is not None  # a poisoned output is reported

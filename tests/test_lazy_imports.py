@@ -1,0 +1,20 @@
+"""Optional heavy imports stay lazy: `--help`, `--list` and all of analysis/ work without CUDA packages."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ["kernels.registry", "kernels.stream", "kernels.cache", "kernels.fma", "kernels.intensity",
+           "kernels.tensor", "kernels.library", "ceilings.measure", "ceilings.compare", "ceilings.roofs",
+           "analysis.ncu", "analysis.roofline", "analysis.whatif", "analysis.profile"]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_importing_does_not_import_cuda_packages(module):
+    code = (f"import sys, {module}, kernels.registry; kernels.registry.all_benchmarks(); "
+            "print(sorted(m for m in ('cupy', 'numba', 'numba.cuda', 'pynvml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
