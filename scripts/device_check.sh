@@ -116,6 +116,16 @@ app() {
 export OUT PY DRY
 export -f versions environment after
 
+# The .ncu-rep reader (NVIDIA's ncu_report module, found through the ncu install) on a real report of a
+# small CuPy kernel: until now it was tested only against a stand-in module.
+ncu_rep() {
+    ncu --clock-control none --launch-count 2 -f -o "$OUT/ncu-rep-check" \
+        --metrics dram__bytes_read.sum,gpu__time_duration.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum \
+        "$PY" -c 'import cupy; x = cupy.ones(1 << 24, cupy.float32); float((x * 2 + 1).sum())' \
+    && "$PY" -m analysis.ncu "$OUT/ncu-rep-check.ncu-rep" --csv "$OUT/ncu-rep-check.csv"
+}
+export -f ncu_rep
+
 roofs_file() {
     local f
     for f in "$@"; do [ -s "$f" ] && { echo "$f"; return; }; done
@@ -130,6 +140,7 @@ if [ $DRY = 0 ]; then
     step inspect 60 "$PY" -m kernels.inspect --arch sm_90 --jobs 8 --json "$OUT/inspect.json"
     step selfcheck 120 "$PY" scripts/ncu_selfcheck.py "$OUT"
     step peers 60 "$PY" scripts/peers.py ${ROOFS:+--roofs "$ROOFS"} "$OUT"
+    step ncu-rep 40 bash -c ncu_rep
     # A ResNet-50 training step at batch 64 (bf16 autocast: casts, BN, ReLU and convolutions each launch
     # their own kernels) launches several hundred kernels. 150 replayed launches (cuDNN/CUTLASS kernels, each
     # new one instrumented for the SASS counters: ~0.3-0.5 s apiece) and the torch start-up under ncu keep
