@@ -44,3 +44,13 @@ def gpu_limits():
     from ceilings.device import limits_of, probe_device
 
     return limits_of(probe_device(0), cupy.cuda.runtime.memGetInfo()[0])
+
+
+@pytest.fixture
+def gpu_runtime():
+    """A runtime on a non-blocking CuPy stream of device 0, as the measure command uses (GPU tests only)."""
+    import cupy
+
+    from kernels.base import Runtime
+
+    return Runtime(simulate=False, cupy_stream=cupy.cuda.Stream(non_blocking=True))

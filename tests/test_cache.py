@@ -8,7 +8,8 @@ import pytest
 
 from kernels import cache
 from kernels.base import REFERENCE_LIMITS, DeviceLimits
-from tests.test_stream import gpu_limits, loop_counts, memory_ops, run_on_gpu, sass_of
+from tests.gpu import run_checked
+from tests.test_stream import loop_counts, memory_ops, sass_of
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * MiB, free_bytes=79 * GiB)
@@ -119,7 +120,7 @@ def test_cache_read_sass(name, load):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["l1.read", "l2.read", "bandwidth.working_set"])
-def test_cache_benchmark_on_gpu(name):
-    plans = BY_NAME[name].plans(gpu_limits(), True)
+def test_cache_benchmark_on_gpu(name, gpu_limits, gpu_runtime):
+    plans = BY_NAME[name].plans(gpu_limits, True)
     for plan in {id(p): p for p in (plans[0], plans[len(plans) // 2], plans[-1])}.values():
-        run_on_gpu(BY_NAME[name], plan)
+        run_checked(BY_NAME[name], plan, gpu_runtime)

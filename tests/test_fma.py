@@ -14,6 +14,7 @@ import pytest
 
 from kernels import fma
 from kernels.base import REFERENCE_LIMITS, DeviceLimits, Runtime
+from tests.gpu import run_checked, skip_if_numba_simulated
 
 H100_LIKE = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
 SIM_LIMITS = DeviceLimits(sm_count=2, compute_capability=(9, 0), l2_bytes=2**20, free_bytes=2**30, simulate=True)
@@ -174,21 +175,8 @@ def test_cuda_c_loop_body_has_k_times_n_fmas(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["cuda-c", "numba"])
 @pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
-def test_on_the_gpu(name, backend, gpu_limits):
-    cupy = pytest.importorskip("cupy")
-    if not cupy.cuda.is_available():
-        pytest.skip("no CUDA device")
-    if backend == "numba":
-        from numba import config
-
-        if config.ENABLE_CUDASIM:
-            pytest.skip("Numba is on its simulator in this session (NUMBA_ENABLE_CUDASIM=1)")
+def test_on_the_gpu(name, backend, gpu_limits, gpu_runtime):
+    skip_if_numba_simulated(backend)
     bench = _by_name(backend)[name]
     (plan,) = bench.plans(gpu_limits, True)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    prepared = bench.prepare(plan, Runtime(simulate=False, cupy_stream=stream))
-    prepared.poison()
-    prepared.launch()
-    stream.synchronize()
-    assert prepared.check() is None
-    prepared.release()
+    run_checked(bench, plan, gpu_runtime)

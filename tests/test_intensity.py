@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from kernels import intensity
-from kernels.base import REFERENCE_LIMITS, DeviceLimits, Runtime
+from kernels.base import REFERENCE_LIMITS, DeviceLimits
+from tests.gpu import run_checked
 from tests.test_fma import CUOBJDUMP, _loop_opcodes, _sass_of
 
 H100_LIKE = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
@@ -65,15 +66,6 @@ def test_loop_body_has_n_fmas_per_element(name, fmas, opcode, lanes):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["intensity.fp32", "intensity.fp64"])
-def test_on_the_gpu(name, gpu_limits):
-    cupy = pytest.importorskip("cupy")
-    if not cupy.cuda.is_available():
-        pytest.skip("no CUDA device")
-    stream = cupy.cuda.Stream(non_blocking=True)
+def test_on_the_gpu(name, gpu_limits, gpu_runtime):
     for plan in _bench(name).plans(gpu_limits, True)[:3]:
-        prepared = _bench(name).prepare(plan, Runtime(simulate=False, cupy_stream=stream))
-        prepared.poison()
-        assert prepared.check() is not None  # a poisoned output is reported
-        prepared.launch()
-        assert prepared.check() is None
-        prepared.release()
+        run_checked(_bench(name), plan, gpu_runtime, poison_is_caught=True)

@@ -22,6 +22,7 @@ import pytest
 
 from kernels import cache, fma, intensity, stream, tensor
 from kernels.base import CUDA_DIR, DeviceLimits, Runtime
+from tests.gpu import skip_if_numba_simulated
 
 # C parameter type -> the numpy dtype CuPy must be given for it
 C_SCALARS = {"int": "int32", "unsigned": "uint32", "unsigned int": "uint32", "long long": "int64",
@@ -299,28 +300,20 @@ def test_unsynchronised_host_read_is_a_race(fake_cupy):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,backend", [("fp32.fma", "cuda-c"), ("fp32.fma", "numba"), ("dram.triad", "numba"),
                                           ("tensor.fp16", "cuda-c"), ("l2.read", "cuda-c")])
-def test_measure_plan_on_the_gpu(name, backend):
+def test_measure_plan_on_the_gpu(name, backend, gpu_limits, gpu_runtime):
     """What `ceilings.measure` does per plan: probe, plan, poison, probe launch, warm-up, timed launches
     with CUDA events on a non-blocking stream, check."""
-    cupy = pytest.importorskip("cupy")
-    if backend == "numba":
-        from numba import config
-
-        if config.ENABLE_CUDASIM:
-            pytest.skip("Numba is on its simulator in this session (NUMBA_ENABLE_CUDASIM=1)")
-    from ceilings.device import limits_of, probe_device
+    skip_if_numba_simulated(backend)
+    from ceilings.device import probe_device
     from ceilings.harness import QUICK_BUDGET, EventTimer, measure_plan
     from kernels.registry import all_benchmarks
 
     device = probe_device(0)
     for key in ("compute_capability", "sm_count", "l2_bytes", "max_threads_per_sm"):
         assert device[key], (key, device["probe_errors"])
-    limits = limits_of(device, cupy.cuda.runtime.memGetInfo()[0])
     (bench,) = [b for b in all_benchmarks() if b.name == name and b.backend == backend]
-    plan = bench.plans(limits, True)[0]
-    gpu_stream = cupy.cuda.Stream(non_blocking=True)
-    m = measure_plan(bench, plan, Runtime(simulate=False, cupy_stream=gpu_stream), EventTimer(gpu_stream),
-                     QUICK_BUDGET)
+    plan = bench.plans(gpu_limits, True)[0]
+    m = measure_plan(bench, plan, gpu_runtime, EventTimer(gpu_runtime.cupy_stream), QUICK_BUDGET)
     assert m.problem is None
     assert m.stats.n >= QUICK_BUDGET.min_reps and 0 < m.stats.min_s <= m.stats.median_s
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from kernels import library
-from kernels.base import DeviceLimits, Runtime
+from kernels.base import DeviceLimits
+from tests.gpu import run_checked
 
 GiB = 2**30
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=79 * GiB)
@@ -105,26 +106,13 @@ def test_check_accepts_half_outputs_and_rejects_wrong_entries():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
-def test_runs_and_checks_on_gpu(name, gpu_limits):
-    cupy = pytest.importorskip("cupy")
-    if not cupy.cuda.is_available():
-        pytest.skip("no CUDA GPU/driver (cupy.cuda.is_available() is False)")
-    limits = gpu_limits
-    bench = BY_NAME[name]
-    plans = bench.plans(limits, True)
-    if not plans:
-        pytest.skip(f"{name} has no plan on CC {limits.compute_capability}")
+def test_runs_and_checks_on_gpu(name, gpu_limits, gpu_runtime):
     from cupy._core import _routines_linalg as linalg
 
+    bench = BY_NAME[name]
+    plans = bench.plans(gpu_limits, True)
+    if not plans:
+        pytest.skip(f"{name} has no plan on CC {gpu_limits.compute_capability}")
     before = linalg.get_compute_type(np.float32)
-    runtime = Runtime(simulate=False, cupy_stream=cupy.cuda.Stream(non_blocking=True))
-    prepared = bench.prepare(plans[0], runtime)
-    try:
-        prepared.poison()
-        assert prepared.check() is not None  # the poison is caught
-        prepared.launch()
-        runtime.cupy_stream.synchronize()
-        assert prepared.check() is None
-    finally:
-        prepared.release()
+    run_checked(bench, plans[0], gpu_runtime, poison_is_caught=True)
     assert linalg.get_compute_type(np.float32) == before  # the TF32 pin is undone

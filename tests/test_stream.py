@@ -15,6 +15,7 @@ import pytest
 
 from kernels import stream
 from kernels.base import REFERENCE_LIMITS, CudaSource, DeviceLimits, Runtime
+from tests.gpu import run_checked, skip_if_numba_simulated
 
 GiB, MiB = 2**30, 2**20
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * MiB, free_bytes=79 * GiB)
@@ -254,41 +255,9 @@ def test_numba_sass_has_one_trip_loop():
 
 # --------------------------------------------------------------------------------------------- GPU
 
-def gpu_limits() -> DeviceLimits:
-    cupy = pytest.importorskip("cupy")
-    if not cupy.cuda.is_available():
-        pytest.skip("no CUDA GPU here (cupy.cuda.is_available() is False)")
-    device = cupy.cuda.Device()
-    attrs = device.attributes
-    cc = device.compute_capability
-    return DeviceLimits(sm_count=attrs["MultiProcessorCount"], compute_capability=(int(cc[:-1]), int(cc[-1])),
-                        l2_bytes=attrs["L2CacheSize"], free_bytes=cupy.cuda.runtime.memGetInfo()[0],
-                        max_threads_per_sm=attrs["MaxThreadsPerMultiProcessor"],
-                        max_threads_per_block=attrs["MaxThreadsPerBlock"])
-
-
-def run_on_gpu(bench, plan) -> None:
-    import cupy
-
-    runtime = Runtime(simulate=False, cupy_stream=cupy.cuda.Stream(non_blocking=True))
-    prepared = bench.prepare(plan, runtime)
-    try:
-        prepared.poison()
-        prepared.launch()
-        prepared.launch()
-        assert prepared.check() is None
-    finally:
-        prepared.release()
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("bench", stream.BENCHMARKS, ids=lambda b: f"{b.name}:{b.backend}")
-def test_benchmark_on_gpu(bench):
-    limits = gpu_limits()
-    if bench.backend == "numba":
-        from numba import config
-
-        if config.ENABLE_CUDASIM:
-            pytest.skip("Numba is on its simulator in this session (NUMBA_ENABLE_CUDASIM=1)")
-    (plan,) = bench.plans(limits, True)
-    run_on_gpu(bench, plan)
+def test_benchmark_on_gpu(bench, gpu_limits, gpu_runtime):
+    skip_if_numba_simulated(bench.backend)
+    (plan,) = bench.plans(gpu_limits, True)
+    run_checked(bench, plan, gpu_runtime)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from kernels import tensor
-from kernels.base import REFERENCE_LIMITS, DeviceLimits, Runtime
+from kernels.base import REFERENCE_LIMITS, DeviceLimits
+from tests.gpu import run_checked
 
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
 L40S = DeviceLimits(sm_count=142, compute_capability=(8, 9), l2_bytes=96 * 2**20, free_bytes=46 * 2**30,
@@ -232,21 +233,9 @@ def test_fp8_sm90_is_emulated(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_runs_and_checks_on_gpu(name, gpu_limits):
-    cupy = pytest.importorskip("cupy")
-    if not cupy.cuda.is_available():
-        pytest.skip("no CUDA GPU/driver (cupy.cuda.is_available() is False)")
-    limits = gpu_limits
+def test_runs_and_checks_on_gpu(name, gpu_limits, gpu_runtime):
     bench = BY_NAME[name]
-    plans = bench.plans(limits, True)
+    plans = bench.plans(gpu_limits, True)
     if not plans:
-        pytest.skip(f"{name} has no plan on CC {limits.compute_capability}")
-    runtime = Runtime(simulate=False, cupy_stream=cupy.cuda.Stream(non_blocking=True))
-    prepared = bench.prepare(plans[0], runtime)
-    try:
-        prepared.poison()
-        prepared.launch()
-        runtime.cupy_stream.synchronize()
-        assert prepared.check() is None
-    finally:
-        prepared.release()
+        pytest.skip(f"{name} has no plan on CC {gpu_limits.compute_capability}")
+    run_checked(bench, plans[0], gpu_runtime)
