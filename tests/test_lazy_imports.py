@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["kernels.registry", "kernels.stream", "kernels.cache", "kernels.fma", "kernels.intensity",
-           "kernels.tensor", "kernels.library", "ceilings.measure", "ceilings.compare", "ceilings.roofs", "ceilings.sweeps",
+           "kernels.tensor", "kernels.library", "ceilings.measure", "ceilings.compare", "ceilings.roofs",
+           "ceilings.sweeps",
            "analysis.ncu", "analysis.roofline", "analysis.whatif", "analysis.profile"]
 
 
