@@ -1,11 +1,13 @@
 """Peak multiply-add throughput of the CUDA cores: fp64, fp32, packed fp16x2 / bf16x2 and int32, in CUDA C and
 Numba (docs/compute.md explains the design and what the SASS shows).
 
-Each thread runs K independent chains x <- x * a + c (a = -1, c = 3 at run time, so the value alternates
-between its start and 3 - start, exact in every precision), N FMAs per chain written out at compile time,
-inside one runtime loop of `trips` iterations. The timed launches store nothing (a run-time flag guards the
-store); `check()` runs one more launch with the flag set and compares every chain of every thread, bit for
-bit, with a numpy reference.
+Each thread runs K independent chains x <- x * a + c, N FMAs per chain written out at compile time, inside
+one runtime loop of `trips` iterations; a, c and `trips` are kernel arguments. The timed launches use
+a = -1, c = 3 (the value alternates between its start and 3 - start: bounded for any trip count) and store
+nothing (a run-time flag guards the store). `check()` runs the same binary once more with a = 1, c = 1/64
+(int32: 1), CHECK_TRIPS trips and the store on: every chain must end at start + steps x c, bit for bit (exact
+in every precision), so a dropped loop, a shortened chain or a wrong trip count is caught, not only a wrong
+FMA.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ MAX_CHAINS = 16  # the start values vary in 6 mantissa bits: (4k + lane) < 64
 TARGET_LAUNCH_S = 2e-3  # long enough to time with CUDA events, short enough to repeat
 NOMINAL_CLOCK_HZ = 1.7e9  # only sizes the launch; the harness measures the real time
 SIM_TRIPS = 3
-SIM_UNROLL = 3  # trips x N odd: the reference must take the odd branch of the alternation
+SIM_UNROLL = 3
+CHECK_TRIPS = 2  # the check launch: 2 x N FMAs per chain (N <= 64: start + 128/64 stays exact in bf16)
 SIM_CHAINS = 4
 
 # Chains per thread (K) and FMAs per chain per loop trip (N), per architecture. K: an SM sub-partition
@@ -54,8 +57,10 @@ class Lane:
     cuda_type: str  # fma.cu Lane<T>
     flops_per_instr: int  # per thread-instruction: FMA 2, packed pair 4, IMAD 2
     bits: type  # numpy raw-bits dtype
-    a: int  # bits of the multiplier (-1)
-    c: int  # bits of the addend
+    a: int  # bits of the multiplier of the timed launches (-1)
+    c: int  # bits of their addend (x -> c - x alternates)
+    one: int  # bits of 1: the check launch's multiplier
+    delta: int  # bits of the check launch's addend: start + steps x delta is exact
     seed: int  # bits of the first start value
     shift: int  # where the 6 varying bits go: just below the top of the (low lane's) mantissa
     sass: str  # the SASS opcode family counted by the tests
@@ -74,25 +79,27 @@ class Lane:
             return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).view(self.bits)
         return np.ascontiguousarray(values).view(self.bits)
 
+    def value(self, raw: int) -> np.ndarray:
+        """The lane values of one raw word (one element; two for packed pairs)."""
+        return self.decode(np.array([raw], self.bits))
+
     def step(self, values: np.ndarray) -> np.ndarray:
-        """One x * a + c in the lane's precision (numpy; exact for the values used)."""
-        a, c = (self.decode(np.array([v], self.bits)) for v in (self.a, self.c))
-        return (values * a[0] + c[0]).astype(values.dtype)
+        """One x * a + c of the timed launches, in the lane's precision (numpy; exact for the values used)."""
+        return (values * self.value(self.a)[0] + self.value(self.c)[0]).astype(values.dtype)
 
 
-LANES = {
-    "fp64": Lane("fp64", "fp64.fma", "fp64", "double", 2, np.uint64,
-                 0xBFF0000000000000, 0x4008000000000000, 0x3FF0000000000000, 52 - 6, "DFMA"),
+LANES = {  # check addend: 2^-6 (int32: 1)
+    "fp64": Lane("fp64", "fp64.fma", "fp64", "double", 2, np.uint64, 0xBFF0000000000000, 0x4008000000000000,
+                 0x3FF0000000000000, 0x3F90000000000000, 0x3FF0000000000000, 52 - 6, "DFMA"),
     "fp32": Lane("fp32", "fp32.fma", "fp32", "float", 2, np.uint32,
-                 0xBF800000, 0x40400000, 0x3F800000, 23 - 6, "FFMA"),
+                 0xBF800000, 0x40400000, 0x3F800000, 0x3C800000, 0x3F800000, 23 - 6, "FFMA"),
     # fp16x2: lanes (1.0, 1.5); a = (-1, -1), c = (3, 3)
     "fp16x2": Lane("fp16x2", "fp16x2.fma", "fp16", "F16x2", 4, np.uint32,
-                   0xBC00BC00, 0x42004200, 0x3E003C00, 10 - 6, "HFMA2"),
+                   0xBC00BC00, 0x42004200, 0x3C003C00, 0x24002400, 0x3E003C00, 10 - 6, "HFMA2"),
     "bf16x2": Lane("bf16x2", "bf16x2.fma", "bf16", "BF16x2", 4, np.uint32,
-                   0xBF80BF80, 0x40404040, 0x3FC03F80, 7 - 6, "HFMA2"),
+                   0xBF80BF80, 0x40404040, 0x3F803F80, 0x3C803C80, 0x3FC03F80, 7 - 6, "HFMA2"),
     # int32: c = 1000 keeps 1000 - x positive (start values 1..64)
-    "int32": Lane("int32", "int32.mad", "int32", "int", 2, np.uint32,
-                  0xFFFFFFFF, 1000, 1, 0, "IMAD"),
+    "int32": Lane("int32", "int32.mad", "int32", "int", 2, np.uint32, 0xFFFFFFFF, 1000, 1, 1, 1, 0, "IMAD"),
 }
 
 
@@ -103,12 +110,13 @@ def start_bits(lane: Lane, chains: int, threads: int) -> np.ndarray:
 
 
 def reference(lane: Lane, chains: int, threads: int, steps: int) -> np.ndarray:
-    """Every chain after `steps` FMAs. x -> c - x is an involution (the tests check it exactly), so
-    `steps` FMAs equal `steps % 2` of them."""
+    """Every chain after `steps` FMAs of the check launch (x -> x * 1 + delta): start + steps x delta.
+    Exact: starts are 1 + k/64 (k < 64) or 1.5, deltas 2^-6, so every partial sum below 4 is a multiple of
+    2^-6 that bf16 (spacing 2^-6 in [2, 4)) and wider types hold; the tests check this against stepping."""
     values = lane.decode(start_bits(lane, chains, threads))
-    for _ in range(steps % 2):
-        values = lane.step(values)
-    return lane.encode(values).reshape(chains, threads)
+    delta = lane.value(lane.delta)[0]  # the same in both halves of a packed pair
+    total = (values + delta * values.dtype.type(steps)).astype(values.dtype)
+    return lane.encode(total).reshape(chains, threads)
 
 
 def _arch(limits: DeviceLimits) -> str:
@@ -168,7 +176,7 @@ def _poison_value(lane: Lane):
 
 def _compare(lane: Lane, plan: Plan, got: np.ndarray) -> str | None:
     p = plan.params
-    want = reference(lane, p["chains"], plan.threads, p["trips"] * p["unroll"])
+    want = reference(lane, p["chains"], plan.threads, CHECK_TRIPS * p["unroll"])
     got = got.reshape(want.shape)
     bad = np.argwhere(got != want)
     if bad.size == 0:
@@ -178,10 +186,11 @@ def _compare(lane: Lane, plan: Plan, got: np.ndarray) -> str | None:
             f"0x{int(got[k, g]):x}, expected 0x{int(want[k, g]):x}")
 
 
-def _scalar_args(lane: Lane, plan: Plan, value_type) -> tuple:
-    """Kernel arguments after `out`: a, c (as `value_type`), seed, shift, trips."""
-    return (value_type(lane.a), value_type(lane.c), lane.bits(lane.seed), np.int32(lane.shift),
-            np.int32(plan.params["trips"]))
+def _scalar_args(lane: Lane, plan: Plan, value_type, check: bool) -> tuple:
+    """Kernel arguments after `out`: a, c (as `value_type`), seed, shift, trips, store flag."""
+    a, c, trips = (lane.one, lane.delta, CHECK_TRIPS) if check else (lane.a, lane.c, plan.params["trips"])
+    return (value_type(a), value_type(c), lane.bits(lane.seed), np.int32(lane.shift), np.int32(trips),
+            np.int32(check))
 
 
 def prepare_cuda(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
@@ -190,11 +199,10 @@ def prepare_cuda(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
     source = cuda_source(lane, plan)
     kernel = runtime.cuda_function(source)
     out = cupy.empty(plan.params["chains"] * plan.threads, dtype=lane.bits)
-    args = (out, *_scalar_args(lane, plan, lane.bits))
 
-    def run(store_all: int) -> None:
+    def run(check: bool) -> None:
         with runtime.cupy_stream:
-            kernel((plan.grid,), (plan.block,), (*args, np.int32(store_all)))
+            kernel((plan.grid,), (plan.block,), (out, *_scalar_args(lane, plan, lane.bits, check)))
 
     def poison() -> None:
         with runtime.cupy_stream:
@@ -202,7 +210,7 @@ def prepare_cuda(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
 
     def check() -> str | None:
         poison()
-        run(1)
+        run(True)
         runtime.cupy_stream.synchronize()
         return _compare(lane, plan, cupy.asnumpy(out))
 
@@ -210,7 +218,7 @@ def prepare_cuda(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
         nonlocal out
         del out
 
-    return Prepared(launch=partial(run, 0), poison=poison, check=check, release=release)
+    return Prepared(launch=partial(run, False), poison=poison, check=check, release=release)
 
 
 def _numba_value_type(lane: Lane):
@@ -229,22 +237,22 @@ def prepare_numba(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
     stream = runtime.numba_stream()
     size = plan.params["chains"] * plan.threads
     out = cuda.device_array(size, dtype=lane.bits, stream=stream)
-    args = _scalar_args(lane, plan, _numba_value_type(lane))
+    value_type = _numba_value_type(lane)
 
-    def run(store_all: int) -> None:
-        kernel[plan.grid, plan.block, stream](out, *args, np.int32(store_all))
+    def run(check: bool) -> None:
+        kernel[plan.grid, plan.block, stream](out, *_scalar_args(lane, plan, value_type, check))
 
     def poison() -> None:
         out.copy_to_device(np.full(size, _poison_value(lane), dtype=lane.bits), stream=stream)
 
     def check() -> str | None:
         poison()
-        run(1)
+        run(True)
         got = out.copy_to_host(stream=stream)
         stream.synchronize()
         return _compare(lane, plan, got)
 
-    return Prepared(launch=partial(run, 0), poison=poison, check=check)
+    return Prepared(launch=partial(run, False), poison=poison, check=check)
 
 
 def _benchmark(lane: Lane, backend: str) -> Benchmark:

@@ -2,7 +2,9 @@
 
 Every element of a DRAM-sized array is read (16-byte vectors), given N dependent FMAs (N a template
 constant, 0..1024) and written back: intensity = 2N FLOP / (2 x element size) B. `ceilings.sweeps` finds the
-knee. a = -1, c = 3 at run time: an element ends as x (N even) or 3 - x (N odd), exact, checked bit for bit.
+knee. a and c are kernel arguments: the timed launches use a = -1, c = 3 (x alternates with 3 - x, bounded);
+`check()` launches once more with a = 1, c = 1/64, so every element must end at x + N/64, exact and checked
+bit for bit: an element that skipped any FMA is caught.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ QUICK_L2_MULTIPLE = 4  # --quick: still 8x L2 moved per launch, a quarter of the
 FREE_FRACTION = 0.25  # each array at most a quarter of free memory
 SIM_ELEMENTS_PER_THREAD = 2
 INPUT_PERIOD = 64  # inputs repeat 1 + k / 64, k = 0..63
+CHECK_ADDEND = 2.0**-6  # x + 1024/64 < 18 in steps of 1/64: exact in fp32 and fp64
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ def source(p: Precision, plan: Plan) -> CudaSource:
 
 @lru_cache(maxsize=1)
 def inputs(p: Precision, n_elements: int) -> np.ndarray:
-    """1 + (i mod 64) / 64: exact, and so is 3 - x. One period repeated: the arrays are ~0.8 GiB, and
+    """1 + (i mod 64) / 64: exact, and so are 3 - x and x + N/64. One period repeated: the arrays are ~0.8 GiB, and
     building them from a 64-bit arange took ~8 s per plan (a timeout risk for the quick run). Every plan
     of a sweep has the same size: the last array is kept (read-only), not rebuilt for each of 6-12 plans
     (~1 s each at H200 sizes)."""
@@ -79,8 +82,8 @@ def inputs(p: Precision, n_elements: int) -> np.ndarray:
 
 
 def expected(p: Precision, fmas: int, x: np.ndarray) -> np.ndarray:
-    """N steps of x * -1 + 3: x -> 3 - x is an involution, so only the parity of N matters."""
-    return x if fmas % 2 == 0 else (x * p.dtype(-1) + p.dtype(3)).astype(p.dtype)
+    """The check launch's output: N steps of x * 1 + 1/64."""
+    return (x + p.dtype(fmas * CHECK_ADDEND)).astype(p.dtype)
 
 
 def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
@@ -93,17 +96,20 @@ def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
     with runtime.cupy_stream:
         x = cupy.asarray(host_in)
         y = cupy.empty_like(x)
-    args = (x, y, np.uint64(plan.params["vectors"]), p.dtype(-1), p.dtype(3))
+    n_vec = np.uint64(plan.params["vectors"])
 
-    def launch() -> None:
+    def run(check: bool) -> None:
+        a, c = (1, CHECK_ADDEND) if check else (-1, 3)
         with runtime.cupy_stream:
-            kernel((plan.grid,), (plan.block,), args)
+            kernel((plan.grid,), (plan.block,), (x, y, n_vec, p.dtype(a), p.dtype(c)))
 
     def poison() -> None:
         with runtime.cupy_stream:
             y.fill(np.nan)
 
     def check() -> str | None:
+        poison()
+        run(True)
         got = cupy.asnumpy(y, stream=runtime.cupy_stream)
         runtime.cupy_stream.synchronize()
         raw = f"u{np.dtype(p.dtype).itemsize}"  # bit for bit: a NaN poison never compares equal
@@ -124,7 +130,7 @@ def prepare(p: Precision, plan: Plan, runtime: Runtime) -> Prepared:
         nonlocal x, y
         del x, y
 
-    return Prepared(launch=launch, poison=poison, check=check, release=release)
+    return Prepared(launch=partial(run, False), poison=poison, check=check, release=release)
 
 
 def _benchmark(p: Precision) -> Benchmark:

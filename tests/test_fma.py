@@ -64,16 +64,33 @@ def test_the_chain_is_an_exact_involution(lane):
 
 
 def test_reference_values_by_hand():
-    # fp32, chain 1 of thread 2: 1 + (4*1 + 2)/64 = 1.09375; after an odd count: 3 - 1.09375 = 1.90625
+    # the check launch adds 1/64 per FMA (int32: 1)
+    # fp32, chain 1 of thread 2: 1 + (4*1 + 2)/64 = 1.09375; after 3 FMAs: 1.09375 + 3/64 = 1.140625
     got = fma.reference(fma.LANES["fp32"], 2, 4, 3).view(np.float32)
-    assert got[1, 2] == np.float32(1.90625)
-    # fp16x2 low lane of chain 0, thread 1: 1 + 1/64, high lane 1.5; after one step: 1.984375 and 1.5
+    assert got[1, 2] == np.float32(1.140625)
+    # fp16x2 chain 0, thread 1: low lane 1 + 1/64, high lane 1.5; after 1 FMA: 1 + 2/64 and 1.5 + 1/64
     pair = fma.reference(fma.LANES["fp16x2"], 1, 2, 1).view(np.float16).reshape(1, 2, 2)
-    assert pair[0, 1].tolist() == [1.984375, 1.5]
-    # bf16x2 chain 0 thread 3, even count: low lane 1 + 3/64, high lane 1.5 (raw 0x3FC0 << 16 | 0x3F86)
-    assert int(fma.reference(fma.LANES["bf16x2"], 1, 4, 2)[0, 3]) == (0x3FC0 << 16) | 0x3F86
-    # int32 chain 2 thread 1: 1 + 9 = 10 -> 1000 - 10 = 990
-    assert int(fma.reference(fma.LANES["int32"], 3, 2, 5)[2, 1]) == 990
+    assert pair[0, 1].tolist() == [1.03125, 1.515625]
+    # bf16x2 chain 0 thread 3 after 128 FMAs: low 1 + 3/64 + 2 = 3.046875 (0x4043), high 1.5 + 2 = 3.5 (0x4060)
+    assert int(fma.reference(fma.LANES["bf16x2"], 1, 4, 128)[0, 3]) == (0x4060 << 16) | 0x4043
+    # int32 chain 2 thread 1: 1 + (4*2 + 1) = 10, after 5 FMAs: 15
+    assert int(fma.reference(fma.LANES["int32"], 3, 2, 5)[2, 1]) == 15
+
+
+@pytest.mark.parametrize("lane", sorted(fma.LANES))
+def test_check_reference_is_exact_step_by_step(lane):
+    """start + steps x delta (closed form) equals adding delta one FMA at a time in the lane's precision, for
+    every count the check launch runs, and every count differs from the one before (nothing is lost)."""
+    spec = fma.LANES[lane]
+    values = spec.decode(fma.start_bits(spec, fma.MAX_CHAINS, 64))
+    one, delta = spec.value(spec.one)[0], spec.value(spec.delta)[0]
+    previous = None
+    for steps in range(1, fma.CHECK_TRIPS * max(fma.UNROLL.values()) + 1):
+        values = (values * one + delta).astype(values.dtype)
+        want = fma.reference(spec, fma.MAX_CHAINS, 64, steps).ravel()
+        assert np.array_equal(spec.encode(values).ravel(), want), steps
+        assert previous is None or not np.array_equal(want, previous)
+        previous = want
 
 
 def _sim_runtime():
@@ -119,6 +136,24 @@ def test_check_reports_a_wrong_result(simulator, monkeypatch):
     monkeypatch.setattr(fma, "reference", one_bit_off)
     message = prepared.check()
     assert message is not None and "1 of" in message and "chain 1 of thread 5" in message
+
+
+@pytest.mark.sim
+def test_check_catches_a_launch_one_trip_short(simulator, monkeypatch):
+    """A kernel that runs fewer FMAs than declared fails the check (the alternation a = -1, c = 3 alone would
+    pass any even shortfall)."""
+    bench = _by_name("numba")["fp32.fma"]
+    (plan,) = bench.plans(SIM_LIMITS, True)
+    prepared = bench.prepare(plan, _sim_runtime())
+    args = fma._scalar_args
+
+    def one_trip_short(lane, plan, value_type, check):
+        *head, trips, store = args(lane, plan, value_type, check)
+        return (*head, np.int32(trips - 1), store)
+
+    monkeypatch.setattr(fma, "_scalar_args", one_trip_short)
+    message = prepared.check()
+    assert message is not None and f"{plan.threads * plan.params['chains']} of" in message
 
 
 CUOBJDUMP = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \

@@ -2,9 +2,10 @@
 // all in registers. One runtime loop of `trips` iterations whose body is fully unrolled (K x N FMAs);
 // nothing else runs per iteration but the loop counter (IADD3 + ISETP + BRA).
 //
-// Every chain is x <- x * a + c with run-time a = -1, c = 3 (the compiler cannot fold them): the value
-// alternates between x0 and 3 - x0, exact in every precision for the seeds used, so the host reference is
-// exact. Values are passed and stored as raw bits (Bits) so one kernel serves every type.
+// Every chain is x <- x * a + c with run-time a, c and trips (the compiler cannot fold them). Timed launches:
+// a = -1, c = 3, the value alternates between x0 and 3 - x0 (bounded for any trip count). The check launch:
+// a = 1, c = 1/64 (int: 1) and a few trips, so x ends at x0 + steps x c, exact in every precision for the
+// seeds used: the host reference counts every FMA. Values are passed and stored as raw bits (Bits) so one kernel serves every type.
 // No CUDA headers (NVRTC finds none without an include path): the packed 16-bit FMAs are one PTX
 // instruction each, on their raw 32-bit register, exactly what __hfma2 compiles to.
 
@@ -58,7 +59,7 @@ template <> struct Lane<int> {
 // out: K x threads raw values (chain-major, coalesced), written only when store_all != 0 (the timed
 // launches pass 0: no memory traffic, but the compiler cannot know, so no chain is dead code).
 // Chain k of thread t starts from the bits seed + ((4k + (t & 3)) << shift); the host picks seed/shift so
-// that every start value is exact and 3 - start is exact too. Indexing uses only shifts, ORs and adds
+// that every start value, 3 - start and start + steps/64 are exact. Indexing uses only shifts, ORs and adds
 // (BLOCK is a power of two): no plain IMAD outside the loop (ptxas still forms 64-bit addresses with
 // IMAD.WIDE.U32 and may move registers with IMAD.MOV; neither is multiply-add work).
 template <typename T, int K, int N, int LOG2_BLOCK>
