@@ -1,4 +1,6 @@
-"""Device discovery: what the GPU is, from the CUDA runtime (through CuPy) and NVML. Never aborts a run."""
+"""Device discovery: what the GPU is, from the CUDA runtime (through CuPy) and NVML. A failed probe is
+recorded with its reason and never aborts a run; only planning refuses a device whose SM count, compute
+capability or L2 size is unknown (kernels sized from a guess would give wrong numbers)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from typing import Any, Callable
 
 from kernels.base import DeviceLimits
 
-from .errors import MissingDependency, describe
+from .errors import CeilingsError, MissingDependency, describe
 from .nvml import Nvml
 
 SIMULATE_HINT = "run `python -m ceilings.measure --simulate` to exercise the pipeline on Numba's simulator"
@@ -45,9 +47,10 @@ def probe_device(index: int) -> dict:
             errors[name] = describe(exc)
 
     probe("_props", lambda: rt.getDeviceProperties(index))
-    props = device.pop("_props") or {}
-    if "_props" in errors:
+    props = device.pop("_props")
+    if props is None:  # every field read from the properties fails for the same reason
         errors["properties"] = errors.pop("_props")
+        props = _Unavailable(errors["properties"])
     probe("name", lambda: _text(props["name"]))
     probe("compute_capability", lambda: f"{props['major']}.{props['minor']}")
     probe("sm_count", lambda: int(props["multiProcessorCount"]))
@@ -82,16 +85,37 @@ def simulated_device() -> dict:
             "probe_errors": {"all": "simulated run: no device was probed"}}
 
 
+class _Unavailable(dict):
+    """Device properties that could not be read: any field raises with the original reason."""
+
+    def __init__(self, reason: str):
+        super().__init__()
+        self.reason = reason
+
+    def __missing__(self, key: str):
+        raise RuntimeError(f"device properties unavailable ({self.reason})")
+
+
+PLANNING_FACTS = ("sm_count", "compute_capability", "l2_bytes")  # grids and working sets are sized from them
+
+
 def limits_of(device: dict, free_bytes: int, *, simulate: bool = False) -> DeviceLimits:
-    """What kernel planning needs, from a probed (or simulated) device record."""
+    """What kernel planning needs, from a probed (or simulated) device record. CeilingsError (one line) when
+    a fact that sizes grids or working sets is unknown."""
     if simulate:
         return DeviceLimits(sm_count=1, compute_capability=(9, 0), l2_bytes=64 * 1024, free_bytes=free_bytes,
                             simulate=True)
-    major, minor = (int(p) for p in (device.get("compute_capability") or "0.0").split("."))
+    missing = [f for f in PLANNING_FACTS if not device.get(f)]
+    if missing:
+        errors = device.get("probe_errors", {})
+        why = "; ".join(f"{f}: {errors.get(f, 'not reported')}" for f in missing)
+        raise CeilingsError(f"device {device.get('index')}: cannot size the benchmarks without {why}; check the "
+                            f"driver with nvidia-smi, or measure another --device")
+    major, minor = (int(p) for p in device["compute_capability"].split("."))
     return DeviceLimits(
-        sm_count=device.get("sm_count") or 1,
+        sm_count=device["sm_count"],
         compute_capability=(major, minor),
-        l2_bytes=device.get("l2_bytes") or 0,
+        l2_bytes=device["l2_bytes"],
         free_bytes=free_bytes,
         max_threads_per_sm=device.get("max_threads_per_sm") or 2048,
         shared_bytes_per_sm=device.get("shared_bytes_per_sm") or 100 * 1024,

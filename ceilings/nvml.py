@@ -36,8 +36,8 @@ def decode_reasons(mask: int) -> list[str]:
 class Nvml:
     """A thin, failure-tolerant handle on one device. `error` says why NVML is unusable, if it is."""
 
-    def __init__(self, index: int):
-        self.index = index
+    def __init__(self, cuda_index: int):
+        self.index = cuda_index
         self.error: str | None = None
         self._nv: Any = None
         self._handle: Any = None
@@ -45,7 +45,7 @@ class Nvml:
             import pynvml
 
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(_pci_bus_id(cuda_index))
             self._nv = pynvml
         except ImportError:
             self.error = "nvidia-ml-py is not installed (pip install 'ceilings[nvml]')"
@@ -153,6 +153,14 @@ def summarize_samples(samples: list[dict], error: str | None = None) -> dict:
     if error:
         out["error"] = error
     return out
+
+
+def _pci_bus_id(cuda_index: int) -> str:
+    """The PCI bus id of CUDA device `cuda_index`. NVML numbers GPUs in PCI order and ignores
+    CUDA_VISIBLE_DEVICES, so its index can name another GPU than CUDA's; the bus id names the same one."""
+    import cupy
+
+    return cupy.cuda.runtime.deviceGetPCIBusId(cuda_index)
 
 
 def _text(value: Any) -> str:

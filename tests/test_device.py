@@ -6,7 +6,7 @@ import types
 import pytest
 
 from ceilings import device as dev
-from ceilings.errors import MissingDependency
+from ceilings.errors import CeilingsError, MissingDependency
 
 
 def fake_cupy(props=None, attrs=None, broken=()):
@@ -58,8 +58,25 @@ def test_missing_properties_leave_named_gaps(monkeypatch, no_nvml):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(props={"name": "X"}))
     d = dev.probe_device(0)
     assert d["name"] == "X" and d["sm_count"] is None and "sm_count" in d["probe_errors"]
-    limits = dev.limits_of(d, 2**30)
-    assert limits.sm_count == 1  # planning still works on a half-probed device
+    # kernels sized for a guessed SM count or L2 would give wrong numbers: planning refuses, in one line
+    with pytest.raises(CeilingsError, match=r"device 0: cannot size the benchmarks without sm_count: .*"
+                                            r"multiProcessorCount.*; compute_capability: .*l2_bytes: .*nvidia-smi"):
+        dev.limits_of(d, 2**30)
+
+
+def test_unreadable_properties_record_the_runtime_error_for_every_field(monkeypatch, no_nvml):
+    fake = fake_cupy()
+
+    def fails(index):
+        raise RuntimeError("cudaErrorDevicesUnavailable: all CUDA-capable devices are busy")
+
+    fake.cuda.runtime.getDeviceProperties = fails
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    d = dev.probe_device(0)
+    assert d["sm_count"] is None and d["l2_bytes"] is None
+    assert "cudaErrorDevicesUnavailable" in d["probe_errors"]["properties"]
+    assert "cudaErrorDevicesUnavailable" in d["probe_errors"]["sm_count"]
+    assert d["max_sm_clock_hz"] == 1.98e9  # attributes do not need the properties
 
 
 def test_limits_of_a_probed_device():

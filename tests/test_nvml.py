@@ -45,3 +45,26 @@ def test_sampler_keeps_samples_and_reports_a_failure():
         time.sleep(0.05)
     s = sampler.summary()
     assert s["samples"] == 2 and s["error"] == "NVML_ERROR_GPU_IS_LOST"
+
+
+def test_nvml_opens_the_cuda_device_by_pci_bus_id(monkeypatch):
+    """NVML's index order is not CUDA's (CUDA_VISIBLE_DEVICES, PCI order): CUDA device 1 here sits at bus
+    0000:3B:00.0, which NVML would call device 0; the handle must be the one for that bus id."""
+    import sys
+    import types
+
+    from ceilings.nvml import Nvml
+
+    handles = {"0000:3B:00.0": "bus-3b", "0000:18:00.0": "bus-18"}
+    fake_nvml = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByPciBusId=handles.__getitem__,
+        nvmlDeviceGetHandleByIndex=lambda i: ["bus-3b", "bus-18"][i],
+    )
+    cuda_order = ["0000:18:00.0", "0000:3B:00.0"]  # CUDA device 1 is the one at 3B
+    fake_runtime = types.SimpleNamespace(deviceGetPCIBusId=cuda_order.__getitem__)
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=fake_runtime))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    nvml = Nvml(1)
+    assert nvml.ok and nvml._handle == "bus-3b"
