@@ -495,6 +495,7 @@ def analyse(function: str, instructions: list[Instruction]) -> Analysis:
         if idle:
             notes.append("loops without work ignored: " + ", ".join(lp.span(by_index) for lp in idle))
         problems.extend(_loop_problems(loop, blocks, by_index))
+        problems.extend(_bypass_problems(loop, blocks, by_index, instructions))
         anchor = loop.header
     else:
         if loops:
@@ -580,6 +581,104 @@ def _loop_problems(loop: Loop, blocks: list[Block], by_index: dict[int, Block]) 
                 last_pass.add("none")
     if len(last_pass) > 1:
         problems.append("the loop is left mid-body: work before the exit runs once more than work after it")
+    return problems
+
+
+# Launch constants: kernel parameters, grid and block sizes (constant bank 0), the same for every thread.
+_LAUNCH_CONSTANT = re.compile(r"c\[0x0\]\s*\[(0x[0-9a-f]+)\]")
+_REGISTER = re.compile(r"^[-|!~]*(U?R)(\d+)\b")
+_CONSTANT_LOADS = frozenset({"LDC", "ULDC"})
+_SPECIAL_REGISTER_READS = frozenset({"S2R", "S2UR", "CS2R"})  # thread/block index, lane id, clock
+THREAD = -1  # in a dependency set: the value depends on which thread (or block) computes it
+
+
+def _constants(operand: str, before: list[Instruction], end: int) -> set[int]:
+    """What the value of `operand` is computed from: offsets of launch constants, and THREAD for thread or
+    block indices (S2R), following the last definition of each register among before[:end] back to its
+    sources (`LDC R9, c[0x0][0x258]`, then `SEL R5, R9, RZ, P0`, `IADD3 R6, R6, R5, RZ`: R6 derives from
+    0x258). A .64 load fills the next register from offset + 4. Immediates derive from nothing."""
+    found = {int(o, 16) for o in _LAUNCH_CONSTANT.findall(operand)}
+    reg = _REGISTER.match(operand)
+    if found or not reg:
+        return found
+    kind, number = reg.group(1), int(reg.group(2))
+    for n in range(end - 1, -1, -1):
+        ins = before[n]
+        dest = _REGISTER.match(ins.operands[0]) if ins.operands else None
+        if not dest or dest.group(1) != kind:
+            continue
+        first, width = int(dest.group(2)), 2 if "64" in ins.modifiers else 1
+        if not first <= number < first + width:
+            continue
+        if ins.base in _CONSTANT_LOADS:
+            return {int(o, 16) + 4 * (number - first) for src in ins.operands[1:]
+                    for o in _LAUNCH_CONSTANT.findall(src)}
+        if ins.base in _SPECIAL_REGISTER_READS:
+            return {THREAD}
+        return set().union(*(_constants(src, before, n) for src in ins.operands[1:]))
+    return set()
+
+
+_PREDICATE = re.compile(r"^!?(U?P\d)$")  # P0..P6, UP0..UP6 (PT/UPT: constant true)
+
+
+def _compared_constants(branch: Instruction, instructions: list[Instruction], start: int) -> set[int] | None:
+    """What the predicate of `branch` is computed from (see _constants), registers resolved to their values
+    at address `start` (None: the predicate does not come from comparisons)."""
+    before = [i for i in instructions if i.address < branch.address]
+    at_start = sum(1 for i in before if i.address < start)
+
+    def predicate(name: str, end: int) -> set[int] | None:
+        for n in range(end - 1, -1, -1):
+            ins = before[n]
+            if name not in ins.operands[:2]:
+                continue
+            if ins.base not in ("PLOP3", "UPLOP3") and not ins.base.endswith("SETP"):
+                return None
+            found = set().union(*(_constants(o, before, min(n, at_start)) for o in ins.operands[2:]))
+            for source in ins.operands[2:]:  # chained or copied predicates (ISETP ..., P1; PLOP3 P2, ..., UP0)
+                m = _PREDICATE.match(source.strip())
+                if m:
+                    more = predicate(m.group(1), n)
+                    if more is None:
+                        return None
+                    found |= more
+            return found
+        return None
+
+    m = _PREDICATE.match(branch.predicate or "")
+    return predicate(m.group(1), len(before)) if m else None
+
+
+def _bypass_problems(loop: Loop, blocks: list[Block], by_index: dict[int, Block],
+                     instructions: list[Instruction]) -> list[str]:
+    """Every thread must run the loop (the model counts the body loop_trips times for each). A branch before
+    the loop that can lead to an exit without it is accepted only as the loop's zero-trip guard: computed
+    from launch constants (and the thread index) that all also bound the loop (`t < trips`, `i < n` of a
+    grid-stride loop); a flag or a threadIdx test around the loop is not."""
+    preds: dict[int, set[int]] = {EXIT_NODE: set(), **{b.index: set() for b in blocks}}
+    for b in blocks:
+        for succ in b.successors:
+            preds[succ].add(b.index)
+    reaches_loop = _reach(loop.header, preds)
+    # A path that skips the loop leaves, at some branch, the blocks from which the loop can still be reached.
+    decisions = [b.instructions[-1] for b in blocks if b.index in reaches_loop and b.index not in loop.blocks
+                 and any(s not in reaches_loop for s in b.successors)]
+    if not decisions:
+        return []
+    exits = [by_index[i].instructions[-1] for i in loop.blocks
+             if any(s not in loop.blocks for s in by_index[i].successors) or i in loop.latches]
+    # what the loop's exit tests derive from at loop entry (a count-down counter starts from `trips`)
+    loop_start = min(by_index[i].start for i in loop.blocks)
+    bounds = set().union(*(_compared_constants(e, instructions, loop_start) or set()
+                           for e in exits if e.predicate))
+    problems = []
+    for last in decisions:
+        guard = _compared_constants(last, instructions, last.address) if last.predicate else None
+        if not guard or not guard <= bounds:
+            problems.append(f"threads may skip the loop at {last}: its condition depends on more than the "
+                            "loop's own bound (not a zero-trip guard), e.g. a threadIdx test or a flag around "
+                            "the loop; the model needs every thread to run the loop loop_trips times")
     return problems
 
 

@@ -2,7 +2,8 @@
 
 Expected counts were taken from the fixtures independently of the code under test, e.g.
   awk '/Function : fma4x64$/{on=1;next} /Function :/{on=0} on' tiny.sm_90.sass | grep -c 'FFMA'
-(tiny.sm_90.sass: NVRTC 13.0 -arch=sm_90 of tiny.cu; mma.sm_90.sass: mma.sync f16/bf16/tf32/e4m3, f64, s8).
+(tiny.sm_90.sass, bypass.sm_90.sass: NVRTC 13.0 -arch=sm_90 of tiny.cu, bypass.cu;
+mma.sm_90.sass: mma.sync f16/bf16/tf32/e4m3, f64, s8).
 """
 
 from __future__ import annotations
@@ -34,6 +35,24 @@ def _ins(text: str) -> sass.Instruction:
 
 
 # --- parsing and counting (no tools needed) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function, skipped_at", [("behind_flag", 0x30), ("half_warp", 0xa0)])
+def test_a_loop_some_threads_skip_is_unprovable(function, skipped_at):
+    """bypass.cu: the loop behind a flag (SASS: `@!P0 EXIT` on flag == 0) and behind threadIdx.x < 16
+    (`ISETP.GT.U32.OR P0, PT, R0, 0xf, !P0`, folded into the zero-trip test). Counting the body for every
+    thread would claim work the timed launch does not do."""
+    a = sass.analyse(function, _functions("bypass.sm_90.sass")[function])
+    assert a.body.flops == {"fp32": 16 * 4 * 2}  # the loop itself is found: 64 FFMA per trip
+    assert len(a.problems) == 1
+    assert a.problems[0].startswith(f"threads may skip the loop at /*{skipped_at:04x}*/")
+
+
+def test_the_zero_trip_guard_alone_is_accepted():
+    """bypass.cu `guarded`: the only way around the loop is `ISETP.GE.AND P0, PT, R5, 0x1` on trips, the
+    launch constant the back branch (`ISETP.LE.AND P0, PT, R5, UR4`) compares with."""
+    a = sass.analyse("guarded", _functions("bypass.sm_90.sass")["guarded"])
+    assert a.problems == () and a.body.flops == {"fp32": 16 * 4 * 2}
 
 
 def test_fma_chain_loop_and_once_counts():
