@@ -82,18 +82,19 @@ def write_text(path: str | os.PathLike, text: str, *, force: bool = True) -> Pat
     return Path(path)
 
 
-def check_figure_path(path: str | os.PathLike, option: str = "-o") -> Path:
-    """Raise CeilingsError unless `path` names a picture format we write; call it before any work."""
+def check_figure_path(path: str | os.PathLike, option: str = "-o", *, force: bool = True) -> Path:
+    """Raise CeilingsError unless `path` names a picture format we write in a folder we can write (and, with
+    force=False, no file there yet); call it before any work."""
     target = Path(path)
     if target.suffix.lower() not in FIGURE_SUFFIXES:
         raise CeilingsError(f"{option} {target}: the picture must end in {', '.join(FIGURE_SUFFIXES)}")
-    return target
+    return check_target(target, force=force)
 
 
-def save_figure(fig, path: str | os.PathLike, **savefig_kwargs) -> Path:
+def save_figure(fig, path: str | os.PathLike, *, force: bool = True, **savefig_kwargs) -> Path:
     """fig.savefig through a temporary file; the format comes from the target's suffix."""
-    target = check_figure_path(path)
+    target = check_figure_path(path, force=force)
     fmt = target.suffix.lstrip(".").lower()
-    with atomic_path(target) as tmp:
+    with atomic_path(target, force=force) as tmp:
         fig.savefig(tmp, format=fmt, **savefig_kwargs)
     return target

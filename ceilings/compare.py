@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,9 +32,26 @@ def _best_valid(doc: dict) -> dict[str, dict]:
     return {c["name"]: c for c in best_per_name(doc["ceilings"]) if c["valid"] and c["value"] is not None}
 
 
-def run_label(doc: dict, stem: str) -> str:
+def run_label(doc: dict, file_label: str) -> str:
     name = (doc.get("device") or {}).get("name") or "unknown device"
-    return f"{name} [{stem}]" + (SIMULATED_MARK if doc.get("simulated") else "")
+    return f"{name} [{file_label}]" + (SIMULATED_MARK if doc.get("simulated") else "")
+
+
+def path_labels(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """Each file's stem, or where stems collide the shortest end of its path that tells it apart
+    (run1/roofs.json, run2/roofs.json -> run1/roofs, run2/roofs). The same file given twice is an error."""
+    full = [Path(os.path.abspath(p)) for p in paths]  # abspath: ./a.json and a.json are one file
+    for i, path in enumerate(full):
+        if path in full[:i]:
+            raise CeilingsError(f"{paths[i]}: given twice")
+    keys = [(*p.parent.parts, p.stem) for p in full]
+    labels = []
+    for i, key in enumerate(keys):
+        others = keys[:i] + keys[i + 1:]
+        k = next((k for k in range(1, len(key) + 1) if all(o[-k:] != key[-k:] for o in others)), None)
+        # no k when only the extension differs (a/roofs.json, a/roofs.js): the whole path then
+        labels.append(str(Path(*key[-k:])) if k else str(full[i]))
+    return labels
 
 
 def compare_table(docs: Mapping[str, dict], datasheets: Sequence[Row] = ()) -> pd.DataFrame:
@@ -129,15 +147,14 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     atomic.check_figure_path(args.output)
+    if args.csv:
+        atomic.check_target(args.csv)
     from .roofs import load_roofs
 
     docs: dict[str, dict] = {}
-    for path in map(Path, args.roofs):
-        doc = load_roofs(path)
-        label = run_label(doc, path.stem)
-        if label in docs:
-            raise CeilingsError(f"{path}: given twice (or two files share name and device); rename one")
-        docs[label] = doc
+    for path, name in zip(args.roofs, path_labels(args.roofs)):
+        doc = load_roofs(Path(path))
+        docs[run_label(doc, name)] = doc
     rows = [find_datasheet(name) for name in args.datasheet]
     table = compare_table(docs, rows)
     if any(doc.get("simulated") for doc in docs.values()):

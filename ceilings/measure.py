@@ -48,9 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated globs on ceiling name, group, backend or kernel, e.g. 'dram.*,fp32.fma'")
     p.add_argument("--quick", action="store_true", help="short time budgets and smaller sweeps")
     p.add_argument("--out", metavar="PATH",
-                   help="roofs file to write ('-' for stdout); default roofs-<gpu>-<yyyymmdd-hhmm>.json here")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--no-plots", action="store_true", help="do not draw bandwidth-sweep.png / compute-sweep.png")
+                   help="roofs file to write ('-' for stdout: one device, no figures); default "
+                        "roofs-<gpu>-<yyyymmdd-hhmm>.json here; the sweep figures go beside it as "
+                        "<stem>-bandwidth-sweep.png and <stem>-compute-sweep.png")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file and its figures")
+    p.add_argument("--no-plots", action="store_true", help="do not draw the sweep figures")
     p.add_argument("--simulate", action="store_true",
                    help="run the Numba kernels on Numba's CUDA simulator at tiny sizes (no GPU needed; "
                         "checks correctness, the numbers mean nothing)")
@@ -62,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
         return list_benchmarks(args.only, args.simulate)
+    if args.out == "-" and args.device == "all":
+        raise CeilingsError("--out - with --device all: stdout holds one JSON document; give --out PATH "
+                            "(one file per device) or one --device")
     if args.simulate and args.device != "0":
         raise CeilingsError(f"--device {args.device} with --simulate: the simulator is one fake device; "
                             "drop --device")
@@ -86,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = output_path(args, index, len(indices) > 1)
         # before measuring: a run must not end in a write that fails and loses what it measured
         if out is not None:
-            check_target(out, force=args.force)
+            for target in outputs(out, args):
+                check_target(target, force=args.force)
         elif args.out != "-":
             check_folder(".")
         doc, interrupted = run_device(index, benches, args, argv)
@@ -145,6 +151,13 @@ def default_name(device: dict, stamp: str, simulated: bool) -> Path:
     return Path(f"roofs-{gpu}-{stamp}.json")
 
 
+def outputs(roofs_path: Path, args) -> list[Path]:
+    """The files a run writes: the roofs file and, unless --no-plots, the sweep figures named after it."""
+    from .sweeps import sweep_figure_paths
+
+    return [roofs_path, *([] if args.no_plots else sweep_figure_paths(roofs_path).values())]
+
+
 def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
     """Measure every benchmark on one device; Ctrl-C stops early and keeps what was measured."""
     from kernels.base import Runtime
@@ -192,15 +205,20 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
         for bench, plans in work:
             progress.set_description(f"{bench.name} ({bench.backend})")
             measured = []
-            for plan in plans:
-                measured.append(measure_plan(bench, plan, runtime, timer, budget_for(bench, budget), nvml))
-                progress.update(1)
-            if bench.is_sweep:
-                doc["sweeps"].append(sweep_record(bench, measured, device))
-            else:
+            try:
+                for plan in plans:
+                    measured.append(measure_plan(bench, plan, runtime, timer, budget_for(bench, budget), nvml))
+                    progress.update(1)
+            except KeyboardInterrupt:  # keep the points of a sweep cut short
+                interrupted = True
+            if bench.is_sweep and measured:
+                doc["sweeps"].append(sweep_record(bench, measured, device, planned=len(plans)))
+            elif measured:
                 doc["ceilings"].append(annotate(ceiling_record(bench, measured[0], simulated=args.simulate),
                                                 device, args.simulate))
-    except KeyboardInterrupt:
+            if interrupted:
+                break
+    except KeyboardInterrupt:  # between two benchmarks, or while a record was being made
         interrupted = True
     finally:
         progress.close()
@@ -219,7 +237,8 @@ def annotate(ceiling: dict, device: dict, simulated: bool) -> dict:
     return add_peaks(ceiling, device)
 
 
-def sweep_record(bench, measured, device: dict) -> dict:
+def sweep_record(bench, measured, device: dict, planned: int) -> dict:
+    """The sweep's points; `planned` > len(measured) when Ctrl-C cut it short (said first in its notes)."""
     from .harness import sweep_points
     from .sweeps import find_knee, find_plateaus
 
@@ -231,6 +250,7 @@ def sweep_record(bench, measured, device: dict) -> dict:
         if is_bandwidth and points else []
     knee = find_knee(x, y) if not is_bandwidth and points else None
     failed = [m.problem for m in measured if m.problem]
+    partial = [f"partial: interrupted after {len(measured)} of {planned} points"] if len(measured) < planned else []
     return {
         "name": bench.name,
         "x": {"name": bench.sweep_x.name, "unit": bench.sweep_x.unit},
@@ -240,12 +260,12 @@ def sweep_record(bench, measured, device: dict) -> dict:
         "knee": None if knee is None else {"x": knee[0], "y": knee[1]},
         "backend": bench.backend,
         "kernel": bench.kernel,
-        "notes": failed[:3],
+        "notes": partial + failed[:3],
     }
 
 
 def emit(doc: dict, out: Path | None, args) -> None:
-    """Write the roofs file (atomically), the sweep figures beside it, and the table."""
+    """Write the roofs file (atomically), the sweep figures beside it (not with --out -), and the table."""
     from .roofs import dumps, save_roofs
 
     table = ceilings_table(doc)
@@ -257,21 +277,22 @@ def emit(doc: dict, out: Path | None, args) -> None:
         sys.stdout.write(dumps(doc))
         print(summary, file=sys.stderr)
         return
-    path = out or _free_name(Path(doc["meta"]["output_name"]), args.force)
+    path = out or _free_name(Path(doc["meta"]["output_name"]), args)
     save_roofs(doc, path, force=args.force)
     print(summary)
     log(f"wrote {path}")
     if doc["sweeps"] and not args.no_plots:
         from .sweeps import save_sweep_figures
 
-        for figure in save_sweep_figures(doc, path.parent):
+        for figure in save_sweep_figures(doc, path, force=args.force):
             log(f"wrote {figure}")
 
 
-def _free_name(path: Path, force: bool) -> Path:
-    """The default name, made unique so that a second run in the same minute keeps the first's file."""
+def _free_name(path: Path, args) -> Path:
+    """The default name, made unique so that a second run in the same minute (or the next device of
+    --device all) keeps the first's file and figures."""
     candidate, n = path, 2
-    while candidate.exists() and not force:
+    while not args.force and any(p.exists() for p in outputs(candidate, args)):
         candidate, n = path.with_name(f"{path.stem}-{n}{path.suffix}"), n + 1
     return candidate
 

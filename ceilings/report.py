@@ -47,6 +47,13 @@ def numba_ratio(ceilings: Sequence[dict], name: str) -> float | None:
     return None
 
 
+def ceiling_status(ceiling: dict) -> str:
+    """'ok' or 'INVALID', then every note: a later note can be the one that matters (gaps.annotate puts the
+    mma.sync-is-not-the-tensor-peak note after a clock note)."""
+    status = "ok" if ceiling["valid"] else "INVALID"
+    return f"{status}: {'; '.join(ceiling['notes'])}" if ceiling["notes"] else status
+
+
 def ceilings_table(doc: dict) -> str:
     """The summary table: best per ceiling, against clock-derived and datasheet peaks."""
     header = ["ceiling", "SIMULATED (meaningless)" if doc["simulated"] else "measured", "by", "spread", "SM MHz",
@@ -58,9 +65,6 @@ def ceilings_table(doc: dict) -> str:
         clock = peaks.get("clock_derived_run") or peaks.get("clock_derived_max")
         sm = (c.get("clocks") or {}).get("sm_hz_median")
         ratio = numba_ratio(doc["ceilings"], c["name"])
-        status = "ok" if c["valid"] else "INVALID"
-        if c["notes"]:
-            status += ": " + c["notes"][0]
         rows.append([
             c["name"],
             format_rate(c["value"], c["unit"]),
@@ -72,7 +76,7 @@ def ceilings_table(doc: dict) -> str:
             format_rate(peaks.get("datasheet"), c["unit"]),
             _pct(peaks.get("of_datasheet")),
             "-" if ratio is None else f"{ratio:.2f}",
-            status,
+            ceiling_status(c),
         ])
     return markdown_table(header, rows)
 

@@ -256,26 +256,35 @@ def figure_title(doc: dict) -> str:
     return f"SIMULATED (Numba simulator: numbers are meaningless) - {title}" if doc["simulated"] else title
 
 
-def save_sweep_figures(doc: dict, folder: str | Path) -> list[Path]:
-    """Write bandwidth-sweep.png and/or compute-sweep.png (one panel per sweep) for the sweeps in a
-    validated roofs document; returns the files written."""
+# the figures a roofs file gets beside it: <roofs stem>-<suffix>, for the sweeps in that unit
+FIGURE_SUFFIXES = {"B/s": "bandwidth-sweep.png", "FLOP/s": "compute-sweep.png"}
+
+
+def sweep_figure_paths(roofs_path: str | Path) -> dict[str, Path]:
+    """unit -> the figure beside `roofs_path` named after it: run.json -> run-bandwidth-sweep.png, ..."""
+    roofs_path = Path(roofs_path)
+    return {unit: roofs_path.with_name(f"{roofs_path.stem}-{suffix}") for unit, suffix in FIGURE_SUFFIXES.items()}
+
+
+def save_sweep_figures(doc: dict, roofs_path: str | Path, *, force: bool = True) -> list[Path]:
+    """Write `sweep_figure_paths(roofs_path)` (one panel per sweep) for the sweeps in a validated roofs
+    document, each only when it has sweeps; force=False refuses to overwrite. Returns the files written."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
     device, title = doc["device"], figure_title(doc)
-    kinds = {"bandwidth-sweep.png": [s for s in doc["sweeps"] if s["y"]["unit"] == "B/s"],
-             "compute-sweep.png": [s for s in doc["sweeps"] if s["y"]["unit"] == "FLOP/s"]}
     written = []
-    for filename, sweeps in kinds.items():
+    for unit, path in sweep_figure_paths(roofs_path).items():
+        sweeps = [s for s in doc["sweeps"] if s["y"]["unit"] == unit]
         if not sweeps:
             continue
         fig = Figure(figsize=(9, 4.5 * len(sweeps)), layout="constrained")
         for ax, sweep in zip(np.atleast_1d(fig.subplots(len(sweeps), 1)), sweeps):
-            if filename.startswith("bandwidth"):
+            if unit == "B/s":
                 plot_bandwidth_sweep(ax, sweep, dram_theoretical(device), device.get("l2_bytes"))
             else:
                 precision = sweep["name"].rsplit(".", 1)[-1]
                 plot_compute_sweep(ax, sweep, _best_value(doc, kind="bandwidth", level="dram"),
                                    _best_value(doc, kind="compute", precision=precision, pipe="cuda-core"))
         fig.suptitle(title)
-        written.append(save_figure(fig, Path(folder) / filename, dpi=120))
+        written.append(save_figure(fig, path, force=force, dpi=120))
     return written

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One prepared run on a GPU machine: environment, tests, roofs (quick and default), the offline proof, the
-# ncu self-check, peers, two profiled applications drawn against the measured roofs, and a BENCHMARKS.md
-# fragment. Every step runs under `timeout`, logs to OUTDIR/logs/STEP.log and never stops the others;
-# OUTDIR/summary.txt lists step, status, seconds. See docs/device-check.md.
+# One prepared run on a GPU machine: environment, the GPU tests, roofs (quick and default), then the
+# offline proof, the ncu self-check, peers, two profiled applications drawn against the measured roofs,
+# and a BENCHMARKS.md fragment. Every step runs under `timeout`, logs to OUTDIR/logs/STEP.log and never
+# stops the others; OUTDIR/summary.txt lists step, status, seconds. See docs/device-check.md.
 #
 #   scripts/device_check.sh OUTDIR             # on the GPU machine, from anywhere (about 8 minutes)
 #   scripts/device_check.sh --dry-run OUTDIR   # no GPU: simulator, offline proof, plans and commands only
@@ -134,6 +134,9 @@ roofs_file() {
 
 if [ $DRY = 0 ]; then
     step env 20 bash -c environment
+    # The GPU tests and both measurements first: the steps' limits add up to about twice the budget, so
+    # the steps at the end are the ones skipped when the earlier ones run long.
+    step pytest-gpu 90 "$PY" -m pytest -m gpu -q -p no:cacheprovider
     step measure-quick 60 "$PY" -m ceilings.measure --quick --force --out "$OUT/roofs-quick.json"
     step measure 150 "$PY" -m ceilings.measure --force --out "$OUT/roofs.json"
     ROOFS=$(roofs_file "$OUT/roofs.json" "$OUT/roofs-quick.json")
@@ -149,7 +152,6 @@ if [ $DRY = 0 ]; then
     # 4 of the 32 layers (eager PyTorch: ~45 kernels each, RMSNorm and rotary are several elementwise
     # kernels apiece) and the LM head fit in 200 launches; every layer launches the same kernels.
     app decode 200 scripts/apps/decode_step.py --layers 4 --batch 4 --context 4096
-    step pytest-gpu 90 "$PY" -m pytest -m gpu -q -p no:cacheprovider
     step env-after 10 bash -c after
 else
     step env 20 bash -c environment

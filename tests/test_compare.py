@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.figure import Figure
 
-from ceilings.compare import compare_table, format_table, main, plot_compare, value_columns
+from ceilings.compare import compare_table, format_table, main, path_labels, plot_compare, value_columns
 from ceilings.datasheet import CLOSE_NAMES, find_datasheet
 
 ROOFS = Path(__file__).parent / "data" / "roofs"
@@ -102,3 +102,38 @@ def test_cli_unknown_datasheet_lists_a_few_close_names(tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("python -m ceilings.compare: error: no datasheet row matches")
     assert len(err.split("closest: ")[1].split(", ")) == CLOSE_NAMES
     assert not (tmp_path / "c.png").exists()
+
+
+def test_two_runs_of_one_gpu_with_the_same_file_name_are_told_apart_by_folder(tmp_path, capsys):
+    for run in ("run1", "run2"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "roofs.json").write_text((ROOFS / "h100.json").read_text())
+    rc = main([str(tmp_path / "run1" / "roofs.json"), str(tmp_path / "run2" / "roofs.json"),
+               "-o", str(tmp_path / "c.png")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "[1] NVIDIA H100 80GB HBM3 [run1/roofs]" in out and "[2] NVIDIA H100 80GB HBM3 [run2/roofs]" in out
+
+
+def test_path_labels_use_the_shortest_distinguishing_end_of_each_path():
+    assert path_labels(["/r/a/x/roofs.json", "/r/b/x/roofs.json", "/r/c/roofs.json", "/r/h100.json"]) == \
+        ["a/x/roofs", "b/x/roofs", "c/roofs", "h100"]
+    assert path_labels(["/r/roofs.json", "/r/roofs.js"]) == ["/r/roofs.json", "/r/roofs.js"]
+
+
+def test_the_same_file_twice_is_one_line_exit_2(tmp_path, capsys):
+    h100 = str(ROOFS / "h100.json")
+    assert main([h100, str(ROOFS / "." / "h100.json"), "-o", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "given twice" in err
+
+
+@pytest.mark.parametrize("option", ["-o", "--csv"])
+def test_an_output_folder_that_does_not_exist_is_refused_before_any_work(tmp_path, capsys, option):
+    outputs = {"-o": tmp_path / "c.png", "--csv": tmp_path / "c.csv"}
+    outputs[option] = tmp_path / "no-such-folder" / outputs[option].name
+    assert main([str(ROOFS / "h100.json"), *(x for o, path in outputs.items() for x in (o, str(path)))]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert f"folder {tmp_path / 'no-such-folder'} does not exist" in captured.err
+    assert list(tmp_path.iterdir()) == []

@@ -110,6 +110,13 @@ def test_list_with_simulate_shows_only_what_the_simulator_runs():
     assert backends == {"numba"}
 
 
+def test_stdout_with_device_all_is_refused_before_anything_runs(tmp_path):
+    # several JSON documents on one stdout would not be JSON; no GPU is needed to say so
+    out = run("--out", "-", "--device", "all", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and list(tmp_path.iterdir()) == []
+    assert out.stderr.count("\n") == 1 and "--out - with --device all" in out.stderr
+
+
 def test_device_with_simulate_is_refused():
     out = run("--simulate", "--device", "1")
     assert out.returncode == 2 and "--simulate" in out.stderr and out.stderr.count("\n") == 1

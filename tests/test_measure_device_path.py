@@ -95,7 +95,9 @@ def test_a_device_run_writes_annotated_roofs_sweeps_and_figures(fake_gpu, tmp_pa
     assert len(sweep["points"]) == 20 and sweep["x"]["unit"] == "B"
     values = sorted(round(p["value"] / 1e12, 1) for p in sweep["plateaus"])
     assert values == [4.3, 8.0, 20.0]
-    assert (tmp_path / "bandwidth-sweep.png").stat().st_size > 10_000
+    # named after the roofs file; no compute sweep ran, so no compute figure
+    assert (tmp_path / "h200-bandwidth-sweep.png").stat().st_size > 10_000
+    assert not (tmp_path / "h200-compute-sweep.png").exists()
 
     table = capsys.readouterr().out
     assert "| dram.copy" in table and "DRAM roof: 4.29 TB/s from dram.copy" in table
@@ -118,3 +120,60 @@ def test_default_name_comes_from_the_device_and_never_overwrites(fake_gpu, tmp_p
     assert measure.main(["--no-plots"]) == 0
     names = sorted(p.name for p in tmp_path.glob("roofs-*.json"))
     assert names == ["roofs-nvidia-h200-20261129-1005-2.json", "roofs-nvidia-h200-20261129-1005.json"]
+
+
+def test_every_device_of_device_all_keeps_its_own_roofs_and_figures(fake_gpu, tmp_path, monkeypatch):
+    """Two identical GPUs in the same minute, and a figure left from an earlier run under the first default
+    name: that name is skipped (its figure kept), device 0 and 1 get the next two."""
+    import datetime as dt
+
+    fake_gpu.cuda.runtime.getDeviceCount = lambda: 2
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(measure, "_now", lambda: dt.datetime(2026, 11, 29, 10, 5, tzinfo=dt.timezone.utc))
+    stale = tmp_path / "roofs-nvidia-h200-20261129-1005-bandwidth-sweep.png"
+    stale.write_text("an earlier run's figure")
+    assert measure.main(["--device", "all"]) == 0
+    assert stale.read_text() == "an earlier run's figure"
+    for index, stem in enumerate(["roofs-nvidia-h200-20261129-1005-2", "roofs-nvidia-h200-20261129-1005-3"]):
+        assert load_roofs(tmp_path / f"{stem}.json")["device"]["index"] == index
+        assert (tmp_path / f"{stem}-bandwidth-sweep.png").stat().st_size > 10_000
+
+
+def test_device_all_with_out_writes_one_roofs_file_and_figure_per_device(fake_gpu, tmp_path):
+    fake_gpu.cuda.runtime.getDeviceCount = lambda: 2
+    assert measure.main(["--device", "all", "--out", str(tmp_path / "h200.json")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "h200-d0-bandwidth-sweep.png", "h200-d0.json", "h200-d1-bandwidth-sweep.png", "h200-d1.json"]
+
+
+def test_an_existing_figure_is_refused_before_measuring_unless_force(fake_gpu, tmp_path, monkeypatch, capsys):
+    figure = tmp_path / "h200-bandwidth-sweep.png"
+    figure.write_text("keep me")
+    calls = []
+    real = harness.measure_plan
+    monkeypatch.setattr(harness, "measure_plan", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    assert measure.main(["--out", str(tmp_path / "h200.json")]) == 2
+    assert f"{figure} exists; pass --force" in capsys.readouterr().err
+    assert calls == [] and figure.read_text() == "keep me" and not (tmp_path / "h200.json").exists()
+    assert measure.main(["--out", str(tmp_path / "h200.json"), "--force"]) == 0
+    assert figure.stat().st_size > 10_000
+
+
+def test_ctrl_c_in_a_sweep_keeps_its_measured_points_marked_partial(fake_gpu, tmp_path, monkeypatch):
+    real = harness.measure_plan
+    calls = []
+
+    def interrupt_in_the_sweep(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2 + 5 + 1:  # dram.copy and fp32.fma (one plan each), 5 sweep points, then Ctrl-C
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "measure_plan", interrupt_in_the_sweep)
+    out = tmp_path / "h200.json"
+    assert measure.main(["--out", str(out)]) == 130
+    doc = load_roofs(out)
+    assert doc["complete"] is False and [c["name"] for c in doc["ceilings"]] == ["dram.copy", "fp32.fma"]
+    (sweep,) = doc["sweeps"]
+    assert [x for x, _ in sweep["points"]] == [2**k for k in range(12, 17)]  # the first 5 of the 20 sizes
+    assert sweep["notes"] == ["partial: interrupted after 5 of 20 points"]

@@ -1,3 +1,4 @@
+from ceilings.gaps import annotate
 from ceilings.report import best_per_name, ceilings_table, format_rate, numba_ratio, roofs_summary
 from tests.test_roofs import ceiling, doc
 
@@ -30,6 +31,18 @@ def test_table_shows_peaks_ratios_and_invalid_reasons():
         assert cell in copy_row
     read_row = next(line for line in lines if line.startswith("| dram.read"))
     assert "INVALID: above the theoretical DRAM peak" in read_row
+
+
+def test_status_shows_every_note_so_the_instruction_path_note_is_not_hidden():
+    # An H200 mma.sync ceiling run at 1.5 GHz of a 1.98 GHz max boost: annotate adds a clock note, then the
+    # Hopper note that mma.sync cannot reach the tensor peak.
+    hopper = {"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "max_sm_clock_hz": 1.98e9}
+    tensor = annotate(ceiling("tensor.fp16", 5e14, kind="compute", level=None, precision="fp16", pipe="tensor",
+                              peak_key="tensor.fp16", unit="FLOP/s", clocks={"sm_hz_median": 1.5e9}), hopper)
+    row = next(line for line in ceilings_table(doc(ceilings=[tensor])).splitlines()
+               if line.startswith("| tensor.fp16"))
+    assert "| ok: SM clock during the run (median 1.50 GHz)" in row
+    assert "; mma.sync is not the Hopper tensor peak (wgmma is)" in row
 
 
 def test_roofs_summary_names_the_kernel_that_gave_each_roof():

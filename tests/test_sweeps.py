@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ceilings import sweeps
+from ceilings.errors import CeilingsError
 
 KiB, MiB = 2**10, 2**20
 L2 = 50 * MiB
@@ -152,11 +153,20 @@ def test_save_sweep_figures(tmp_path, simulated):
            "ceilings": [{"kind": "bandwidth", "level": "dram", "value": 3e12, "valid": True},
                         {"kind": "compute", "precision": "fp32", "pipe": "cuda-core", "value": 60e12,
                          "valid": True, "level": None}]}
-    written = sweeps.save_sweep_figures(doc, tmp_path)
-    assert sorted(p.name for p in written) == ["bandwidth-sweep.png", "compute-sweep.png"]
+    written = sweeps.save_sweep_figures(doc, tmp_path / "h100.json")
+    assert sorted(p.name for p in written) == ["h100-bandwidth-sweep.png", "h100-compute-sweep.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
     assert sweeps.figure_title(doc).startswith("SIMULATED") == simulated
-    only = tmp_path / "only-compute"
-    only.mkdir()
-    assert [p.name for p in sweeps.save_sweep_figures({**doc, "sweeps": [compute_sweep()]}, only)] == \
-        ["compute-sweep.png"]
+    only = sweeps.save_sweep_figures({**doc, "sweeps": [compute_sweep()]}, tmp_path / "only.json")
+    assert [p.name for p in only] == ["only-compute-sweep.png"]
+
+
+def test_save_sweep_figures_without_force_keeps_an_existing_figure(tmp_path):
+    doc = {"simulated": False, "device": H100_DEVICE, "sweeps": [bandwidth_sweep()], "ceilings": []}
+    earlier = tmp_path / "run-bandwidth-sweep.png"
+    earlier.write_text("an earlier run's figure")
+    with pytest.raises(CeilingsError, match="exists; pass --force"):
+        sweeps.save_sweep_figures(doc, tmp_path / "run.json", force=False)
+    assert earlier.read_text() == "an earlier run's figure"
+    sweeps.save_sweep_figures(doc, tmp_path / "run.json", force=True)
+    assert earlier.read_bytes()[:4] == b"\x89PNG"
