@@ -40,11 +40,7 @@ CHAINS = {"sm_80": 8, "sm_90": 8}
 UNROLL = {"sm_80": 64, "sm_90": 64}
 DEFAULT_ARCH = "sm_90"
 
-# Multiply-add thread-instructions per clock per SM (CUDA C Programming Guide, arithmetic instruction
-# throughput), only to size `trips`. Parts with a minor version (8.6, 8.9, 12.x) have slow fp64.
-RATE_PER_SM = {8: {"fp64": 32, "fp32": 64, "fp16x2": 128, "bf16x2": 64, "int32": 64},
-               9: {"fp64": 64, "fp32": 128, "fp16x2": 128, "bf16x2": 128, "int32": 64}}
-CONSUMER_FP64_RATE = 2
+SIZING_ARCH = "9.0"  # whose unit table sizes launches on an architecture ceilings.peaks does not know
 
 
 @dataclass(frozen=True)
@@ -123,11 +119,20 @@ def _arch(limits: DeviceLimits) -> str:
     return limits.arch if limits.arch in CHAINS else DEFAULT_ARCH
 
 
-def _trips(lane: Lane, limits: DeviceLimits, threads: int, chains: int, unroll: int) -> int:
+def instructions_per_clock(lane: Lane, limits: DeviceLimits) -> float:
+    """Multiply-add thread-instructions per clock per SM, from the per-architecture unit table (only sizes
+    the launch; the harness measures the real time)."""
+    from ceilings.peaks import arch_units
+
     major, minor = limits.compute_capability
-    rate = RATE_PER_SM.get(major, RATE_PER_SM[9])[lane.lane]
-    if lane.lane == "fp64" and minor != 0:
-        rate = CONSUMER_FP64_RATE
+    units = arch_units(f"{major}.{minor}") or arch_units(SIZING_ARCH)
+    packed = units.bf16_flop_per_clk if lane.lane == "bf16x2" else units.fp16_flop_per_clk
+    return {"fp64": units.fp64_lanes, "fp32": units.fp32_lanes, "int32": units.int32_mad_lanes,
+            "fp16x2": units.fp16_flop_per_clk / 4, "bf16x2": (packed or units.fp16_flop_per_clk) / 4}[lane.lane]
+
+
+def _trips(lane: Lane, limits: DeviceLimits, threads: int, chains: int, unroll: int) -> int:
+    rate = instructions_per_clock(lane, limits)
     instructions = TARGET_LAUNCH_S * NOMINAL_CLOCK_HZ * rate * limits.sm_count
     return max(1, round(instructions / (threads * chains * unroll)))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -208,3 +209,14 @@ def test_on_the_gpu(name, backend, gpu_limits, gpu_runtime):
     bench = _by_name(backend)[name]
     (plan,) = bench.plans(gpu_limits, True)
     run_checked(bench, plan, gpu_runtime)
+
+
+@pytest.mark.parametrize("cc, expected", [
+    # multiply-add thread-instructions per clock per SM, CUDA C Programming Guide throughput table:
+    # GA10x/AD10x run FP32 at 128 lanes, half2 at the FP32 FLOP rate (64 HFMA2), fp64 at 2 lanes
+    ((8, 6), {"fp64": 2, "fp32": 128, "fp16x2": 64, "bf16x2": 64, "int32": 64}),
+    ((9, 0), {"fp64": 64, "fp32": 128, "fp16x2": 128, "bf16x2": 128, "int32": 64}),
+])
+def test_launches_are_sized_from_the_architecture_rates(cc, expected):
+    limits = dataclasses.replace(H100_LIKE, compute_capability=cc)
+    assert {name: fma.instructions_per_clock(lane, limits) for name, lane in fma.LANES.items()} == expected
