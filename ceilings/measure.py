@@ -195,7 +195,7 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
     work = [(b, list(b.plans(limits, args.quick))) for b in benches]
     skipped = [b for b, plans in work if not plans]
     for b in skipped:
-        log(f"skipped {b.name} ({b.backend}): not supported on {limits.arch}")
+        log(f"skipped {b.name} ({b.backend}) on {limits.arch}: {b.notes[0] if b.notes else 'not supported'}")
     work = [(b, plans) for b, plans in work if plans]
     if not args.simulate:
         runtime.precompile(b.source(p) for b, plans in work if b.backend == "cuda-c" for p in plans)

@@ -2,6 +2,7 @@
 device probe -> planning -> timing -> peaks from the datasheet -> sweeps with plateaus -> roofs file and
 figures. On a GPU this path runs for real; here it proves the orchestration without one."""
 
+import dataclasses
 import json
 import sys
 import types
@@ -177,3 +178,12 @@ def test_ctrl_c_in_a_sweep_keeps_its_measured_points_marked_partial(fake_gpu, tm
     (sweep,) = doc["sweeps"]
     assert [x for x, _ in sweep["points"]] == [2**k for k in range(12, 17)]  # the first 5 of the 20 sizes
     assert sweep["notes"] == ["partial: interrupted after 5 of 20 points"]
+
+
+def test_a_benchmark_without_plans_is_skipped_with_its_reason(fake_gpu, tmp_path, monkeypatch, capsys):
+    unplanned = dataclasses.replace(benchmarks()[1], name="tensor.fp8", plans=lambda limits, quick: [],
+                                    notes=("emulated with fp16 HMMA on this architecture",))
+    monkeypatch.setattr("kernels.registry.select", lambda pattern, simulate: [unplanned])
+    assert measure.main(["--out", str(tmp_path / "x.json")]) == 0
+    assert "skipped tensor.fp8 (numba) on sm_90: emulated with fp16 HMMA on this architecture" in \
+        capsys.readouterr().err
