@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", metavar="PATTERN",
                    help="comma-separated globs on ceiling name, group, backend or kernel, e.g. 'dram.*,fp32.fma'")
     p.add_argument("--quick", action="store_true", help="short time budgets and smaller sweeps")
+    p.add_argument("--fma-chains", type=int, metavar="K",
+                   help="independent FMA chains per thread in the *.fma / int32.mad kernels (1-16; default "
+                        "per architecture, 8 on sm_80/sm_90): try 4, 8, 16 to find the peak on a new GPU")
     p.add_argument("--out", metavar="PATH",
                    help="roofs file to write ('-' for stdout: one device, no figures); default "
                         "roofs-<gpu>-<yyyymmdd-hhmm>.json here; the sweep figures go beside it as "
@@ -82,6 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kernels.registry import select
 
     benches = select(args.only, simulate=args.simulate)
+    if args.fma_chains is not None:
+        from kernels.fma import with_chains
+
+        try:
+            benches = [with_chains(b, args.fma_chains) for b in benches]
+        except ValueError as exc:
+            raise CeilingsError(f"--fma-chains: {exc}") from None
     if not benches:
         what = f"--only {args.only!r} matches" if args.only else "there is"
         where = " runnable on the simulator" if args.simulate else ""

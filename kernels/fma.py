@@ -137,8 +137,9 @@ def _trips(lane: Lane, limits: DeviceLimits, threads: int, chains: int, unroll: 
     return max(1, round(instructions / (threads * chains * unroll)))
 
 
-def plans(lane: Lane, limits: DeviceLimits, quick: bool) -> list[Plan]:
-    """One plan: a grid that fills every SM; the same in quick mode (one launch is ~2 ms)."""
+def plans(lane: Lane, limits: DeviceLimits, quick: bool, chains: int | None = None) -> list[Plan]:
+    """One plan: a grid that fills every SM; the same in quick mode (one launch is ~2 ms). `chains`: K, else
+    the architecture's default."""
     del quick
     block = SIM_BLOCK if limits.simulate else BLOCK
     grid = launch_dims(limits, block)
@@ -146,7 +147,7 @@ def plans(lane: Lane, limits: DeviceLimits, quick: bool) -> list[Plan]:
     if limits.simulate:
         chains, unroll, trips = SIM_CHAINS, SIM_UNROLL, SIM_TRIPS
     else:
-        chains, unroll = CHAINS[_arch(limits)], UNROLL[_arch(limits)]
+        chains, unroll = chains or CHAINS[_arch(limits)], UNROLL[_arch(limits)]
         trips = _trips(lane, limits, threads, chains, unroll)
     flops = threads * trips * chains * unroll * lane.flops_per_instr  # no work outside the loop
     return [Plan(grid=grid, block=block, loop_trips=trips,
@@ -260,7 +261,7 @@ def prepare_numba(lane: Lane, plan: Plan, runtime: Runtime) -> Prepared:
     return Prepared(launch=partial(run, False), poison=poison, check=check)
 
 
-def _benchmark(lane: Lane, backend: str) -> Benchmark:
+def _benchmark(lane: Lane, backend: str, chains: int | None = None) -> Benchmark:
     packed = lane.flops_per_instr == 4
     notes = ("packed pair: 4 FLOPs per HFMA2 (2 lanes x FMA)",) if packed else ()
     if backend == "numba" and packed:
@@ -275,7 +276,7 @@ def _benchmark(lane: Lane, backend: str) -> Benchmark:
         kernel=f"fma_peak<{lane.cuda_type}>" if cuda_c else f"numba_fma_peak_{lane.lane}",
         description=(f"{lane.ceiling}: K independent chains of {lane.sass} per thread in registers, one "
                      f"runtime loop with K x N unrolled FMAs, no memory traffic while timed"),
-        plans=partial(plans, lane),
+        plans=partial(plans, lane, chains=chains),
         prepare=partial(prepare_cuda if cuda_c else prepare_numba, lane),
         source=partial(cuda_source if cuda_c else numba_source, lane),
         precision=lane.precision, pipe="cuda-core", peak_key=lane.precision, group="compute",
@@ -283,3 +284,15 @@ def _benchmark(lane: Lane, backend: str) -> Benchmark:
 
 
 BENCHMARKS = [_benchmark(lane, backend) for backend in ("cuda-c", "numba") for lane in LANES.values()]
+
+
+def with_chains(bench: Benchmark, chains: int) -> Benchmark:
+    """`bench` with K = `chains` independent chains per thread if it is one of these FMA benchmarks (to find
+    the K that reaches the peak on a new architecture); any other benchmark unchanged."""
+    if not 1 <= chains <= MAX_CHAINS:
+        raise ValueError(f"{chains} chains per thread: choose 1 to {MAX_CHAINS} (the start values of the exact "
+                         "check have room for 16 chains)")
+    lane = next((lane for lane in LANES.values() if lane.ceiling == bench.name), None)
+    if bench not in BENCHMARKS or lane is None:
+        return bench
+    return _benchmark(lane, bench.backend, chains)

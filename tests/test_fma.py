@@ -220,3 +220,16 @@ def test_on_the_gpu(name, backend, gpu_limits, gpu_runtime):
 def test_launches_are_sized_from_the_architecture_rates(cc, expected):
     limits = dataclasses.replace(H100_LIKE, compute_capability=cc)
     assert {name: fma.instructions_per_clock(lane, limits) for name, lane in fma.LANES.items()} == expected
+
+
+def test_the_number_of_chains_is_tunable():
+    bench = _by_name("cuda-c")["fp32.fma"]
+    (plan,) = fma.with_chains(bench, 4).plans(H100_LIKE, False)
+    assert plan.params["chains"] == 4
+    assert plan.work.flops["fp32"] == plan.threads * plan.loop_trips * 4 * 64 * 2
+    assert fma.cuda_source(fma.LANES["fp32"], plan).name_expression == "fma_peak<float, 4, 64, 8>"
+    from kernels import stream
+
+    assert fma.with_chains(stream.BENCHMARKS[0], 4) is stream.BENCHMARKS[0]  # not an FMA benchmark
+    with pytest.raises(ValueError, match="17 chains per thread: choose 1 to 16"):
+        fma.with_chains(bench, 17)

@@ -62,6 +62,12 @@ def test_bad_only_and_bad_device_are_one_line_errors():
     assert out.returncode == 2 and "matches no benchmark" in out.stderr and out.stderr.count("\n") == 1
 
 
+def test_fma_chains_out_of_range_is_a_one_line_error():
+    out = run("--simulate", "--only", "fp32.fma", "--fma-chains", "0")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "--fma-chains: 0 chains per thread: choose 1 to 16" in out.stderr
+
+
 @pytest.mark.sim
 def test_simulate_quick_writes_a_valid_simulated_roofs_file(tmp_path):
     out = run("--simulate", "--quick", "--only", "dram.copy,fp32.fma", "--out", str(tmp_path / "x.json"))
