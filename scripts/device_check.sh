@@ -126,6 +126,16 @@ ncu_rep() {
 }
 export -f ncu_rep
 
+# The FMA peaks with 4 and 16 chains per thread beside the default 8 (roofs.json): the data to choose K.
+fma_chains() {
+    local k
+    for k in 4 16; do
+        "$PY" -m ceilings.measure --quick --force --no-plots --only 'fp32.fma:cuda-c,fp64.fma:cuda-c' \
+            --fma-chains "$k" --out "$OUT/roofs-chains-$k.json" || return
+    done
+}
+export -f fma_chains
+
 roofs_file() {
     local f
     for f in "$@"; do [ -s "$f" ] && { echo "$f"; return; }; done
@@ -140,6 +150,7 @@ if [ $DRY = 0 ]; then
     step measure-quick 60 "$PY" -m ceilings.measure --quick --force --out "$OUT/roofs-quick.json"
     step measure 150 "$PY" -m ceilings.measure --force --out "$OUT/roofs.json"
     ROOFS=$(roofs_file "$OUT/roofs.json" "$OUT/roofs-quick.json")
+    step fma-chains 40 bash -c fma_chains
     step inspect 60 "$PY" -m kernels.inspect --arch sm_90 --jobs 8 --json "$OUT/inspect.json"
     step selfcheck 120 "$PY" scripts/ncu_selfcheck.py "$OUT"
     step peers 60 "$PY" scripts/peers.py ${ROOFS:+--roofs "$ROOFS"} "$OUT"

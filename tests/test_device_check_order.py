@@ -23,8 +23,8 @@ def test_gpu_tests_then_quick_then_default_measure_come_first(tmp_path):
     rows = [line.split("\t") for line in (out / "summary.txt").read_text().splitlines()
             if not line.startswith("#")]
     steps = [row[0] for row in rows]
-    assert steps == ["env", "pytest-gpu", "measure-quick", "measure", "inspect", "selfcheck", "peers", "ncu-rep",
-                     "resnet50", "resnet50-roofline", "decode", "decode-roofline", "env-after"]
+    assert steps == ["env", "pytest-gpu", "measure-quick", "measure", "fma-chains", "inspect", "selfcheck", "peers",
+                     "ncu-rep", "resnet50", "resnet50-roofline", "decode", "decode-roofline", "env-after"]
     commands = {row[0]: row[4] for row in rows}
     assert commands["pytest-gpu"].startswith("true -m pytest -m gpu")
     assert commands["measure-quick"].startswith("true -m ceilings.measure --quick")
