@@ -52,6 +52,9 @@ DMMA_FLOPS_PER_INST = {"8.0": 32, "9.0": 64, "10.0": 32}
 FMA_FLOPS = 2
 
 PRECISIONS = {"fp64": ("dfma", "dadd", "dmul"), "fp32": ("ffma", "fadd", "fmul"), "fp16": ("hfma", "hadd", "hmul")}
+# the tensor-pipe instruction total, then its hmma, imma and dmma parts
+TENSOR_METRICS = ("sm__inst_executed_pipe_tensor.sum",
+                  *(f"sm__inst_executed_pipe_tensor_op_{op}.sum" for op in ("hmma", "imma", "dmma")))
 
 OUTPUT_COLUMNS = ["kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
@@ -99,8 +102,7 @@ def _tensor_flops(df: pd.DataFrame) -> pd.Series:
     cc = df["cc"] if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
     per_inst = cc.map(TENSOR_FLOPS_PER_INST).astype("float64")
     per_dmma = cc.map(DMMA_FLOPS_PER_INST).astype("float64")
-    total = _col(df, "sm__inst_executed_pipe_tensor.sum")
-    ops = [_col(df, f"sm__inst_executed_pipe_tensor_op_{op}.sum") for op in ("hmma", "imma", "dmma")]
+    total, *ops = (_col(df, name) for name in TENSOR_METRICS)
     has_ops = ops[0].notna() | ops[1].notna() | ops[2].notna()
     by_op = (_times(ops[0].fillna(0), per_inst) + _times(ops[1].fillna(0), per_inst)
              + _times(ops[2].fillna(0), per_dmma))
@@ -114,12 +116,17 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
     as they are.
     """
     out = pd.DataFrame(index=raw.index)
+    inputs = {"flops_tensor": ["flops_tensor", *TENSOR_METRICS]}  # output column -> the raw columns it uses
     for prec, (fma, add, mul) in PRECISIONS.items():
-        ops = [_col(raw, f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum") for op in (fma, add, mul)]
+        names = [f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in (fma, add, mul)]
+        ops = [_col(raw, name) for name in names]
         out[f"flops_{prec}"] = _first(_col(raw, f"flops_{prec}"), FMA_FLOPS * ops[0] + ops[1] + ops[2])
+        inputs[f"flops_{prec}"] = [f"flops_{prec}", *names]
     out["flops_tensor"] = _first(_col(raw, "flops_tensor"), _tensor_flops(raw))
-    out["flops"] = _first(_col(raw, "flops"),
-                          out[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1, min_count=1))
+    # a precision the input counts but this row lacks (n/a) makes the total unknown, not smaller
+    counted = [col for col, names in inputs.items() if raw.columns.isin(names).any()]
+    total = out[counted].sum(axis=1, skipna=False) if counted else np.nan
+    out["flops"] = _first(_col(raw, "flops"), pd.Series(total, index=raw.index, dtype="float64"))
     out["dram_bytes"] = _first(
         _col(raw, "dram_bytes"), _col(raw, "dram__bytes.sum"),
         _col(raw, "dram__bytes_read.sum") + _col(raw, "dram__bytes_write.sum"),

@@ -64,12 +64,12 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     if data.startswith(NCU_REP_MAGIC):
-        return _finish(_read_ncu_rep(p), p)
+        return _finish(_read_ncu_rep(p), p, data)
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    return _finish(_read_text_forms(data, str(p)), p)
+    return _finish(_read_text_forms(data, str(p)), p, data)
 
 
 def _read_text_forms(data: bytes, path: str) -> pd.DataFrame:
@@ -113,7 +113,7 @@ def _is_roofs_file(data: bytes) -> bool:
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 
 
-def _finish(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+def _finish(df: pd.DataFrame, path: Path, data: bytes) -> pd.DataFrame:
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
     for col, default in (("source", "ncu"), ("name_truncated", False), *((c, None) for c in LAUNCH_COLUMNS)):
@@ -122,9 +122,22 @@ def _finish(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     rest = [c for c in df.columns if c not in META_COLUMNS]
+    if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
+        raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
+                            f"nothing{_first_error(data)}")
     df = df[META_COLUMNS + rest].reset_index(drop=True)
     df["launches"] = df["launches"].astype("int64")
     return df
+
+
+def _first_error(data: bytes) -> str:
+    """'; its first error, at line N: ==ERROR== ...' when the output has an ==ERROR== line, else ''."""
+    hit = next(ncu_csv.lines_starting(data, b"==ERROR=="), None)
+    if hit is None:
+        return ""
+    pos, line = hit
+    lineno = data.count(b"\n", 0, pos) + 1
+    return f"; its first error, at line {lineno}: {line.decode(errors='replace').strip()}"
 
 
 # ---------------------------------------------------------------------------------------------- .ncu-rep
@@ -228,6 +241,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  per_launch: bool = False) -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches), or per launch with `id` and
     grid/block/device/cc. Extensive columns are totals over the row's `launches`; missing metrics are NaN.
+    Per kernel, `table.attrs["warnings"]` names the metrics that some but not all launches of a kernel had.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     nsys = [nsys] if isinstance(nsys, (str, os.PathLike)) else list(nsys or [])
@@ -262,8 +276,13 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
 
 
 def _per_kernel(table: pd.DataFrame) -> pd.DataFrame:
+    """Totals per kernel. A total is missing unless every launch of the kernel has the metric: a sum over
+    some launches divided by the time of all would give wrong rates. Metrics lost so are in
+    attrs["warnings"]."""
     groups = table.groupby("kernel", sort=False)
-    out = groups[EXTENSIVE].sum(min_count=1)
+    counts = groups[EXTENSIVE].count()
+    complete = counts.eq(groups.size(), axis=0)
+    out = groups[EXTENSIVE].sum().where(complete)
     out["launches"] = groups["launches"].sum()
     out["sm_clock_hz"] = groups["sm_clock_hz"].mean()
     out = with_rates(out.reset_index())
@@ -274,7 +293,11 @@ def _per_kernel(table: pd.DataFrame) -> pd.DataFrame:
             out[col] = values[0]
             extra.append(col)
     out = out.sort_values("time_s", ascending=False, na_position="last", kind="stable")
-    return out[[*OUTPUT_COLUMNS, *extra]].reset_index(drop=True)
+    out = out[[*OUTPUT_COLUMNS, *extra]].reset_index(drop=True)
+    lost = (counts.gt(0) & ~complete).sum()
+    out.attrs["warnings"] = [f"{col}: missing for {n} kernel(s) because only some of their launches have it"
+                             for col, n in lost.items() if n]
+    return out
 
 
 # ------------------------------------------------------------------------------------------ printing
@@ -323,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
     table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch)
+    for w in table.attrs.get("warnings", []):
+        print(f"warning: {w}", file=sys.stderr)
     if args.csv:
         write_text(args.csv, table.to_csv(index=False))
     if args.json:

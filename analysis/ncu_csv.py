@@ -35,7 +35,7 @@ RECORD_START = re.compile(rb'"(?:\d+|ID)",')
 VALUE_NA = ["", "n/a", "N/A", "nan", "NaN", "-nan", "inf", "-inf"]
 
 
-def _lines_starting(data: bytes, prefix: bytes):
+def lines_starting(data: bytes, prefix: bytes):
     """(offset, line) of every line that starts with `prefix`, found with bytes.find (fast on big files)."""
     pos = data.find(prefix)
     while pos >= 0:
@@ -48,7 +48,7 @@ def _lines_starting(data: bytes, prefix: bytes):
 
 def find_ncu_header(data: bytes) -> tuple[int, bytes] | None:
     """Offset and text of the first ncu CSV header line ('"ID",...,"Kernel Name",...')."""
-    return next(((pos, line) for pos, line in _lines_starting(data, b'"ID",') if b'"Kernel Name"' in line), None)
+    return next(((pos, line) for pos, line in lines_starting(data, b'"ID",') if b'"Kernel Name"' in line), None)
 
 
 def find_nsys_csv(data: bytes) -> bool:
@@ -227,6 +227,11 @@ def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
     if len(records) < 2:
         raise CeilingsError(f"{path}: ncu raw CSV without its units row; truncated file?")
     header, units = _header(records[0], path), _header(records[1], path)
+    if units[:1] != [""]:  # ncu leaves the units row's first cell (ID, see find_ncu_header) empty
+        line = data.count(b"\n", 0, data.find(records[1], start)) + 1
+        raise CeilingsError(f"{path}:{line}: ncu raw CSV without its units row (the row after the header is a "
+                            f"launch); its values cannot be scaled to base units; export it again with ncu "
+                            f"--page raw --csv")
     df = _ncu_frame(io.BytesIO(b"\n".join([records[0], *records[2:]])), header, path)
     unit_of = dict(zip(header, units + [""] * (len(header) - len(units))))
     df["run"] = _runs(df)

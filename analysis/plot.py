@@ -134,12 +134,14 @@ def _limits(roofs, drawn, levels, primary, sweep):
             xs += [x for x, _ in s.points if x > 0]
             ys += [y for _, y in s.points if y > 0]
     xs = [x for x in xs if x and math.isfinite(x) and x > 0] or [1.0]
-    ys = [y for y in ys if y and math.isfinite(y) and y > 0]
     x_lo = 10 ** math.floor(math.log10(min(xs) / AXIS_MARGIN))
     x_hi = 10 ** math.ceil(math.log10(max(xs) * AXIS_MARGIN))
+    slope = roofs.bandwidth(primary).value
+    # without flats, kernels or sweeps the slope across the x range sets the y range
+    ys = [y for y in ys if y and math.isfinite(y) and y > 0] or [slope * x_hi]
     y_hi = 10 ** math.ceil(math.log10(max(ys) * 2))
     # the slope must enter the plot; kernels far below every roof still show
-    y_lo = 10 ** math.floor(math.log10(min(min(ys), roofs.bandwidth(primary).value * x_lo) / 2))
+    y_lo = 10 ** math.floor(math.log10(min(min(ys), slope * x_lo) / 2))
     return (x_lo, x_hi), (y_lo, y_hi)
 
 

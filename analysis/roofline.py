@@ -345,8 +345,10 @@ def si(value: float | None, unit: str) -> str:
 
 
 def seconds(value: float) -> str:
+    """3 significant digits in s, ms, µs or ns."""
     if not math.isfinite(value):
         return "n/a"
+    value = float(f"{value:.3g}")  # the unit after rounding: 999.5 µs is "1 ms", not "1e+03 µs"
     for factor, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if abs(value) >= factor:
             return f"{value / factor:.3g} {unit}"
@@ -501,7 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernels = read_kernels(args.profiles, args.nsys)
     if kernels.empty:
         raise CeilingsError(f"{', '.join(args.profiles)}: no kernels found")
-    warnings: list[str] = []
+    warnings = list(kernels.attrs.get("warnings", []))
     clock = profile_sm_clock(kernels)
     mismatch = clock_warning(roofs, clock)
     if args.scale_clock:

@@ -71,14 +71,18 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
 
 
 def whatif_totals(table: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU: measured kernel time, time at the roofs, time at the current efficiency, over judged kernels."""
-    judged = table[table["time_at_roof_s"].notna()]
-    grouped = judged.groupby("gpu", sort=False)
+    """Per GPU: measured kernel time, time at the roofs, time at the current efficiency, over the kernels
+    judged on every GPU (home included), so that every GPU's totals cover the same kernels.
+    `totals.attrs["left_out"]`: how many kernels that leaves out."""
+    everywhere = table["time_at_roof_s"].notna().groupby(table["kernel"]).transform("all")
+    grouped = table[everywhere].groupby("gpu", sort=False)
     out = pd.DataFrame({"kernels": grouped.size(), "time_s": grouped["time_s"].sum(),
                         "time_at_roof_s": grouped["time_at_roof_s"].sum(),
                         "time_at_efficiency_s": grouped["time_at_efficiency_s"].sum(min_count=1)})
     out["speedup"] = out["time_s"] / out["time_at_efficiency_s"]
-    return out.reset_index()
+    out = out.reset_index()
+    out.attrs["left_out"] = table.loc[~everywhere, "kernel"].nunique()
+    return out
 
 
 def render_totals(totals: pd.DataFrame, gpus: Sequence[Roofs]) -> str:
@@ -89,6 +93,9 @@ def render_totals(totals: pd.DataFrame, gpus: Sequence[Roofs]) -> str:
         lines.append(f"{r.gpu[:40]:40} {r.kernels:>7} {seconds(r.time_s):>10} {seconds(r.time_at_roof_s):>10} "
                      f"{eff:>16} {speed:>8}")
     lines.append("")
+    if totals.attrs["left_out"]:
+        lines += [f"{totals.attrs['left_out']} kernel(s) left out of the totals: not judged on every GPU (see the "
+                  f"warnings)", ""]
     lines += [f"{g.device}: {g.provenance}" for g in gpus]
     return "\n".join(lines)
 
@@ -124,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if home is None:
         print("warning: without --roofs (the profiled GPU's roofs) only the time at the roof is projected",
               file=sys.stderr)
-    for w in table.attrs["warnings"]:
+    for w in kernels.attrs.get("warnings", []) + table.attrs["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     for gpu in ([home] if home else []) + targets:
         if not gpu.measured:

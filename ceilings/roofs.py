@@ -113,6 +113,9 @@ def validate(doc: Any) -> dict:
         value = ceiling["value"]
         if value is not None and (not math.isfinite(value) or value < 0):
             raise CeilingsError(f"{where}.value: {value!r} is not a finite non-negative rate")
+        if ceiling["valid"] and value == 0:  # a roof of 0 makes every time at the roof infinite
+            raise CeilingsError(f"{where}.value: 0 in a valid ceiling; a valid ceiling's rate is positive (or set "
+                                f"\"valid\": false)")
     for i, sweep in enumerate(doc["sweeps"]):
         where = f"roofs.sweeps[{i}]"
         _check_fields(sweep, _SWEEP, where)

@@ -146,6 +146,79 @@ def test_runs_in_several_files_merge_by_name_and_order(tmp_path):
     assert list(merged["flops_fp64"]) == pytest.approx([250, 250])
 
 
+def test_kernel_total_is_missing_unless_every_launch_has_the_metric(tmp_path, capsys):
+    """The DRAM run saw launch 0 only: the kernel's DRAM total over its 2 launches is unknown, not launch 0's."""
+    a, b = tmp_path / "dram.csv", tmp_path / "rest.csv"
+    lines = (DATA / "details_12col.csv").read_text().splitlines()
+    header = lines[3]
+    a.write_text("\n".join([header] + [x for x in lines[4:] if "dram__" in x and x.startswith('"0"')]) + "\n")
+    b.write_text("\n".join([header] + [x for x in lines[4:] if "dram__" not in x]) + "\n")
+    assert list(kernel_table([a, b], per_launch=True)["dram_bytes"].fillna(-1)) == [32 * (1_000 + 500), -1]
+    k = kernel_table([a, b]).iloc[0]
+    assert k["launches"] == 2 and math.isnan(k["dram_bytes"])
+    assert math.isnan(k["ai_dram"]) and math.isnan(k["dram_bytes_per_s"])
+    # each launch: 1,400 cycles at 1.40 cycle/ns = 1 us; 2 x 100 dfma + 50 dadd + 0 dmul = 250 FLOPs
+    assert k["time_s"] == pytest.approx(2e-6) and k["flops_fp64"] == pytest.approx(500)
+    assert k["flop_per_s"] == pytest.approx(500 / 2e-6)
+    assert main([str(a), str(b), "--csv", str(tmp_path / "out.csv")]) == 0
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    assert warned == ["warning: dram_bytes: missing for 1 kernel(s) because only some of their launches have it"]
+
+
+def _raw_csv(path: Path, rows: list[list[str]]) -> Path:
+    path.write_text("\n".join(",".join(f'"{cell}"' for cell in r) for r in rows) + "\n")
+    return path
+
+
+def test_flops_missing_when_a_precision_in_the_input_is_missing(tmp_path):
+    ops = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("ffma", "fadd", "fmul", "dfma", "dadd",
+                                                                            "dmul")]
+    f = _raw_csv(tmp_path / "raw.csv", [["ID", "Kernel Name", "gpu__time_duration.sum", *ops],
+                                        ["", "", "nsecond", *["inst"] * 6],
+                                        ["0", "k", "1000", "n/a", "0", "0", "0", "0", "0"],
+                                        ["1", "k", "1000", "10", "20", "30", "1", "2", "3"]])
+    t = kernel_table([f], per_launch=True)
+    assert math.isnan(t["flops"][0]) and math.isnan(t["flops_fp32"][0]) and t["flops_fp64"][0] == 0
+    assert t["flops"][1] == 2 * 10 + 20 + 30 + 2 * 1 + 2 + 3  # no fp16 counters in the input: not needed
+    k = kernel_table([f]).iloc[0]
+    assert math.isnan(k["flops"]) and math.isnan(k["flop_per_s"]) and k["flops_fp64"] == 2 * 1 + 2 + 3
+
+
+def test_raw_csv_without_its_units_row_names_file_and_line(tmp_path, capsys):
+    lines = (DATA / "raw.csv").read_text().splitlines()
+    f = tmp_path / "nounits.csv"
+    f.write_text("\n".join([lines[0], *lines[2:]]) + "\n")
+    assert f"{f}:2: ncu raw CSV without its units row" in _error_line(capsys, [str(f)])
+    f.write_text("\n".join(["==PROF== Connected to process 55 (/tmp/vadd)", lines[0], *lines[2:]]) + "\n")
+    assert f"{f}:3: ncu raw CSV without its units row" in _error_line(capsys, [str(f)])
+
+
+FAILED_TEXT = """==PROF== Connected to process 1 (/tmp/app)
+==ERROR== LaunchFailed
+==ERROR== An error occurred while trying to profile.
+[1] app@127.0.0.1
+  k(float *) (1, 1, 1)x(32, 1, 1), Context 1, Stream 7, Device 0, CC 8.9
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ------------ ------------
+    Metric Name              Metric Unit Metric Value
+    ----------------------- ------------ ------------
+    Duration                     nsecond      (!) nan
+    SM Frequency            cycle/second      (!) n/a
+    ----------------------- ------------ ------------
+"""
+
+
+def test_profile_without_any_metric_value_is_an_error(tmp_path, capsys):
+    f = tmp_path / "failed.txt"
+    f.write_text(FAILED_TEXT)
+    line = _error_line(capsys, [str(f)])
+    assert f"{f}: every metric of every launch is missing" in line
+    assert line.endswith("its first error, at line 2: ==ERROR== LaunchFailed")
+    f.write_text(FAILED_TEXT.replace("==ERROR==", "==PROF=="))
+    line = _error_line(capsys, [str(f)])
+    assert f"{f}: every metric of every launch is missing" in line and "error, at line" not in line
+
+
 def test_cli_csv_json_and_readback(tmp_path, capsys):
     out_csv, out_json = tmp_path / "k.csv", tmp_path / "k.json"
     assert main([str(DATA / "text_old_metrics.txt"), "--csv", str(out_csv), "--json", str(out_json)]) == 0
@@ -274,10 +347,14 @@ def test_ncu_rep_through_ncu_report_module(tmp_path, monkeypatch):
 
 
 # -------------------------------------------------------------------------------- real samples
+FAILED_SAMPLE = "dd2360_cc89_ncu2023.2_failed/ncu_report.txt"  # the launch failed: every value "(!) nan"
+
+
 @needs_samples
 @pytest.mark.parametrize("name", sorted(
     str(p.relative_to(SAMPLES)) for p in SAMPLES.rglob("*") if p.is_file() and p.suffix != ".md"
-    and not p.name.endswith(".ncu-rep")) if SAMPLES.is_dir() else [])
+    and not p.name.endswith(".ncu-rep") and str(p.relative_to(SAMPLES)) != FAILED_SAMPLE)
+    if SAMPLES.is_dir() else [])
 def test_every_sample_parses(name):
     table = kernel_table([SAMPLES / name])
     assert len(table) > 0 and table["kernel"].str.len().min() > 0
@@ -336,12 +413,13 @@ def test_sample_torchops_superbench_paddle_csv():
 
 
 @needs_samples
-def test_sample_summary_failed_nvtx_raw_nsys():
+def test_sample_summary_failed_nvtx_raw_nsys(capsys):
     h = kernel_table([SAMPLES / "heat_eq_cc89_ncu2024_summary/ncu_summary_1D.txt"])
     sim = row(h, "heat_kernel_1d_sim")
     assert sim["launches"] == 250 and sim["time_s"] == pytest.approx(250 * 1.92e-6)
-    failed = kernel_table([SAMPLES / "dd2360_cc89_ncu2023.2_failed/ncu_report.txt"]).iloc[0]
-    assert failed["kernel"].startswith("render(vec3 *") and math.isnan(failed["time_s"])
+    failed = _error_line(capsys, [str(SAMPLES / FAILED_SAMPLE)])  # line 7 of the file is its first ==ERROR==
+    assert f"{SAMPLES / FAILED_SAMPLE}: every metric of every launch is missing" in failed
+    assert failed.endswith("line 7: ==ERROR== LaunchFailed")
     nvtx = kernel_table([SAMPLES / "ai4materials_a100_ncu2020.2/metrics_713.txt"])
     assert row(nvtx, "void gemmSN_TN_kernel_64addr")["time_s"] == pytest.approx(4.74e-6)
     raw = kernel_table([SAMPLES / "microgpusim_gtx1080_ncu2019_raw/nsight_vectoradd_100_32_metrics_all.csv"])

@@ -132,6 +132,26 @@ def test_missing_flat_and_missing_levels(kernels):
         Roofs.from_doc(doc_without("dram.read", "dram.copy"))
 
 
+def test_valid_ceiling_of_zero_is_rejected(tmp_path, fixture_reader, capsys):
+    doc = json.loads(ROOFS.read_text())
+    i = [c["name"] for c in doc["ceilings"]].index("dram.read")
+    doc["ceilings"][i]["value"] = 0
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(doc))
+    assert roofline.main(["--roofs", str(path), str(KERNELS), "--no-datasheet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: roofs.ceilings[{i}] (dram.read).value: 0 in a valid ceiling" in err
+    doc["ceilings"][i]["valid"] = False  # an invalid ceiling may record 0; the roofs then use dram.copy
+    path.write_text(json.dumps(doc))
+    assert roofline.load(path).bandwidth("dram").ceiling == "dram.copy"
+
+
+@pytest.mark.parametrize("value, text", [(999.7e-6, "1 ms"), (999.4e-6, "999 µs"), (0.9997, "1 s"),
+                                         (999.7e-9, "1 µs"), (1.2345e-3, "1.23 ms"), (0.0, "0 ns")])
+def test_seconds_picks_the_unit_after_rounding(value, text):
+    assert roofline.seconds(value) == text
+
+
 def test_clock_check_and_scaling(roofs, kernels):
     clock = roofline.profile_sm_clock(kernels)
     assert clock == 1.2e9  # every kernel with a clock ran at 1.2 GHz
@@ -217,6 +237,16 @@ def test_hierarchical_plot_joins_levels(roofs, kernels):
     assert list(stencil.get_xdata()) == [1.0, 2.0, 20.0] and set(stencil.get_ydata()) == {4e12}
     assert by_gid(ax.collections, "kernels:fp32:l2") and by_gid(ax.collections, "kernels:fp32:l1")
     assert not by_gid(ax.texts, "kernel-label")
+
+
+def test_plot_with_dram_roof_only_and_no_kernel_on_it(kernels):
+    """Nothing but the DRAM slope to place (copy: no FLOPs; mystery: no counters): the slope sets the range."""
+    dram_only = Roofs(device="X", bandwidths=(roofline.Roof("dram", 1e12, "dram.read"),), flats=(), sm_clock_hz=None)
+    off_plot = kernels[kernels["kernel"].isin(["copy_kernel", "mystery_kernel"])]
+    _, ax = draw(dram_only, roofline_table(dram_only, off_plot))
+    (x_lo, x_hi), (y_lo, y_hi) = ax.get_xlim(), ax.get_ylim()
+    assert y_lo <= 1e12 * x_lo < 1e12 * x_hi <= y_hi  # the whole slope is inside
+    assert by_gid(ax.lines, "roof:dram") and not by_gid(ax.collections, "kernels:")
 
 
 def label_boxes(fig, ax):
@@ -380,6 +410,21 @@ def test_sweep_without_sweeps_is_warned_about(tmp_path, fixture_reader, capsys):
     assert f"--sweep: {path} has no intensity sweeps" in (tmp_path / "r.md").read_text()
     assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]) == 0
     assert "--sweep" not in capsys.readouterr().err  # the fixture has intensity.fp32
+
+
+def test_cli_passes_on_the_kernel_table_warnings(tmp_path, monkeypatch, capsys):
+    lost = "dram_bytes: missing for 1 kernel(s) because only some of their launches have it"
+
+    def read_kernels(paths, nsys=None):
+        table = pd.read_csv(paths[0])
+        table.attrs["warnings"] = [lost]
+        return table
+
+    monkeypatch.setattr(roofline, "read_kernels", read_kernels)
+    report = tmp_path / "r.md"
+    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--report", str(report)]) == 0
+    assert f"warning: {lost}" in capsys.readouterr().err.splitlines()
+    assert f"- {lost}" in report.read_text()
 
 
 def test_cli_roofs_file_as_profile(capsys):

@@ -63,6 +63,20 @@ def test_whatif_arithmetic(tmp_path, kernels):
     assert not any("of its roof" in w for w in t.attrs["warnings"])
 
 
+def test_totals_cover_the_kernels_judged_on_every_gpu(kernels):
+    """Home roofs without a tensor ceiling; the target is the same GPU with one: hgemm_tensor is judged on the
+    target only, mystery_kernel nowhere. Both stay out of every GPU's totals, so the same GPU shows 1.00x."""
+    doc = json.loads(ROOFS.read_text())
+    doc["ceilings"] = [c for c in doc["ceilings"] if c["name"] not in ("cublas.fp16", "tensor.fp16")]
+    home, same = Roofs.from_doc(doc), roofline.load(ROOFS)
+    totals = whatif.whatif_totals(whatif.whatif_table(kernels, [same], home=home))
+    # gemm 1 ms, elementwise 0.2 ms, copy 0.5 ms, dgemm 0.5 ms, stencil 1 ms
+    assert list(totals["kernels"]) == [5, 5] and list(totals["time_s"]) == pytest.approx([3.2e-3, 3.2e-3])
+    assert list(totals["speedup"]) == pytest.approx([1.0, 1.0])
+    assert totals.attrs["left_out"] == 2
+    assert "2 kernel(s) left out of the totals" in whatif.render_totals(totals, [home, same])
+
+
 def test_whatif_without_home_has_no_efficiency(tmp_path, kernels):
     t = whatif.whatif_table(kernels, [whatif.target_roofs(str(twice_as_fast(tmp_path)))])
     assert set(t["gpu"]) == {"Test GPU X200"} and t["time_at_efficiency_s"].isna().all()
