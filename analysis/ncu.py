@@ -69,10 +69,10 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    return _finish(_read_text_forms(data, str(p)), p, data)
+    return _finish(_read_text_forms(data, str(p), p), p, data)
 
 
-def _read_text_forms(data: bytes, path: str) -> pd.DataFrame:
+def _read_text_forms(data: bytes, path: str, file: Path | None = None) -> pd.DataFrame:
     """CSV forms are read from the bytes (read_csv decodes them); text forms are decoded first."""
     own = ncu_csv.find_own_csv(data)
     if own is not None:
@@ -81,7 +81,7 @@ def _read_text_forms(data: bytes, path: str) -> pd.DataFrame:
     if header:
         start, line = header
         if b'"Metric Name"' in line:
-            return ncu_csv.read_details(data, start, path)
+            return ncu_csv.read_details(data, start, path, file)
         return ncu_csv.read_raw(data, start, path)
     text = data.decode("utf-8", errors="replace")
     if ncu_csv.find_nsys_csv(data):

@@ -12,6 +12,7 @@ import csv
 import io
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -113,9 +114,11 @@ def _header(record: bytes, path: str) -> list[str]:
                             "truncated or edited file?") from None
 
 
-def _ncu_frame(source: io.BytesIO, header: list[str], path: str, usecols: set[str] | None = None,
-               categories: set[str] | frozenset[str] = frozenset(), value: str | None = None) -> pd.DataFrame:
-    """One ncu CSV table from `source` (positioned at its header line), columns by name.
+def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: str,
+               usecols: set[str] | None = None, categories: set[str] | frozenset[str] = frozenset(),
+               value: str | None = None) -> pd.DataFrame:
+    """One ncu CSV table from `source`, columns by name: bytes positioned at its header line, or (file,
+    lines before the header), which read_csv reads ~1.6x faster than the same bytes in memory.
 
     `value`: a column whose numbers read_csv parses itself (thousands separators included): a column of
     floats, or of strings where a cell is no number. Every other column is text ('' where a row is short).
@@ -123,22 +126,33 @@ def _ncu_frame(source: io.BytesIO, header: list[str], path: str, usecols: set[st
     if "ID" not in header or "Kernel Name" not in header:
         raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {str(header)[:80]}")
     cols = [c for c in dict.fromkeys(header) if usecols is None or c in usecols]
-    dtypes = {c: ("category" if c in categories else str) for c in cols if c != value}
+    # every column is read (read_csv with usecols is ~1.7x slower), the unused ones as cheap categories
+    dtypes = {c: ("category" if c in categories or c not in cols else str) for c in dict.fromkeys(header)
+              if c != value}
     if value in cols:  # the missing-value words are NaN in the value column only
         options = {"keep_default_na": False, "na_values": {value: VALUE_NA}, "thousands": ","}
     else:
         options = {"na_filter": False}
-    at = source.tell()
+    if isinstance(source, tuple):
+        file, skip = source
+        read = lambda dtype: pd.read_csv(file, skiprows=skip, dtype=dtype,  # noqa: E731
+                                         encoding_errors="replace", **options)
+    else:
+        at = source.tell()
+
+        def read(dtype):
+            source.seek(at)
+            return pd.read_csv(source, dtype=dtype, encoding_errors="replace", **options)
     try:
         try:  # fast path: every ID an integer (no repeated header rows)
-            df = pd.read_csv(source, usecols=cols, dtype={**dtypes, "ID": "int64"}, encoding_errors="replace",
-                             **options)
+            df = read({**dtypes, "ID": "int64"})
         except ValueError:
-            source.seek(at)
-            df = pd.read_csv(source, usecols=cols, dtype=dtypes, encoding_errors="replace", **options)
+            df = read(dtypes)
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable ncu CSV ({describe(exc)}); truncated or edited file?") from None
-    for col in dtypes:  # short rows: the missing cells are empty text, as in the fields ncu leaves empty
+    df = df[cols]
+    # short rows: the missing cells are empty text, as in the fields ncu leaves empty
+    for col in (c for c in cols if c != value):
         missing = df[col].isna()
         if missing.any():
             if isinstance(df[col].dtype, pd.CategoricalDtype) and "" not in df[col].cat.categories:
@@ -177,13 +191,17 @@ DETAILS_COLUMNS = {"ID", "Process ID", "Kernel Name", "Block Size", "Grid Size",
                    "Metric Name", "Metric Unit", "Metric Value"}
 
 
-def read_details(data: bytes, start: int, path: str) -> pd.DataFrame:
-    """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch."""
-    if NON_CSV_LINE.search(data, start) is None:  # only CSV rows: read_csv reads the bytes in place
-        source = io.BytesIO(data)
-        source.seek(start)
+def read_details(data: bytes, start: int, path: str, file: Path | None = None) -> pd.DataFrame:
+    """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch.
+    `file`: where `data` was read from, if anywhere (read again by read_csv when only CSV rows follow)."""
+    if NON_CSV_LINE.search(data, start) is None:  # only CSV rows: read_csv reads them as they are
         end = data.find(b"\n", start)
         header = _header(data[start:end if end >= 0 else len(data)], path)
+        if file is not None and b'"' not in data[:start]:  # without quotes, lines before it are rows to skip
+            source: io.BytesIO | tuple[Path, int] = (file, data.count(b"\n", 0, start))
+        else:
+            source = io.BytesIO(data)
+            source.seek(start)
     else:
         records = csv_records(data, start)
         source, header = io.BytesIO(b"\n".join(records)), _header(records[0], path)

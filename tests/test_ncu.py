@@ -439,3 +439,24 @@ def test_sample_ncu_rep_without_module(capsys, monkeypatch):
     f = SAMPLES / "gene_v100_ncu2020.1_csv/dram_ncuroof-time-0.ncu-rep"
     line = _error_line(capsys, [str(f)])
     assert "ncu --import" in line
+
+
+@pytest.mark.parametrize("preamble, eol", [
+    ("", "\n"),
+    ("==PROF== Connected to process 1\n\n==PROF== Profiling \"k\": 0%....\n\napp output\n", "\n"),  # quotes
+    ("==PROF== Connected to process 1\n\n", "\r\n"),
+])
+def test_details_csv_after_any_preamble_and_line_ending(tmp_path, preamble, eol):
+    """read_csv reads a details CSV straight from the file, skipping the lines before its header: the same
+    values as from memory whatever precedes the header and however lines end."""
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+              '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+    rows = [f'"{i}","1","app","h","k(int)","1","7","(256, 1, 1)","(1, 1, 1)","0","9.0",'
+            f'"Command line profiler metrics","gpu__time_duration.sum","usecond","{t}"' for i, t in ((0, "2.50"),
+                                                                                                  (1, "1,000.00"))]
+    f = tmp_path / "p.csv"
+    f.write_bytes("\n".join([*preamble.splitlines(), header, *rows, ""]).replace("\n", eol).encode()
+                  if preamble else (eol.join([header, *rows]) + eol).encode())
+    df = read_profile(f)
+    assert df["kernel"].tolist() == ["k(int)", "k(int)"]
+    assert df["gpu__time_duration.sum"].tolist() == pytest.approx([2.5e-6, 1e-3])  # usecond, thousands separator
