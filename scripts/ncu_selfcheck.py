@@ -117,7 +117,7 @@ def _thread_inst(rows: list[dict], op: str) -> float | None:
     return _sum(rows, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum")
 
 
-def compare_entry(e: dict, rows: list[dict] | None, l2_bytes: int) -> list[dict]:
+def compare_entry(e: dict, rows: list[dict] | None, l2_bytes: int, cc: str | None = None) -> list[dict]:
     """The selfcheck rows of one entry (see the module docstring for the rules)."""
     base = {"index": e["index"], "benchmark": e["benchmark"], "backend": e["backend"],
             "plan": e["plan_index"], "kernel": e["kernel_match"] or "(library)", "launches": 0,
@@ -140,6 +140,8 @@ def compare_entry(e: dict, rows: list[dict] | None, l2_bytes: int) -> list[dict]
                             + "; ".join(str(r["kernel"])[:80] for r in rows[:3])})
     for precision, declared in e["work"]["flops"].items():
         out.append({**base, **_flops_row(e, precision, declared, rows)})
+        if e["pipe"] == "tensor" and e["backend"] != "library":
+            out.append({**base, **_analysis_tensor_row(precision, declared, rows, cc)})
     if _dram_rule_applies(e, l2_bytes):
         total = e["work"]["bytes_read"] + e["work"]["bytes_written"]
         for direction, key in (("read", "bytes_read"), ("write", "bytes_written")):
@@ -179,6 +181,22 @@ def _flops_row(e: dict, precision: str, declared: int, rows: list[dict]) -> dict
     return _exact({**row, "note": note}, counted)
 
 
+def _analysis_tensor_row(precision: str, declared: int, rows: list[dict], cc: str | None) -> dict:
+    """What `analysis.ncu` reports for this kernel: tensor-pipe instructions x its approximate per-CC rule
+    (analysis.metrics.TENSOR_FLOPS_PER_INST). Shown, not judged: its ratio to the declared FLOPs is the
+    measurement that confirms or corrects that rule."""
+    from analysis.metrics import TENSOR_FLOPS_PER_INST
+
+    row = {"quantity": f"flops_{precision} (analysis rule)", "declared": declared, "verdict": "info"}
+    inst, per_inst = _sum(rows, "sm__inst_executed_pipe_tensor.sum"), TENSOR_FLOPS_PER_INST.get(cc or "")
+    if inst is None or per_inst is None:
+        why = "no sm__inst_executed_pipe_tensor.sum" if inst is None else f"no rule for CC {cc}"
+        return {**row, "note": why}
+    counted = inst * per_inst
+    return {**row, "counted": counted, "ratio": _ratio(counted, declared),
+            "note": f"pipe_tensor warp instructions x {per_inst} (analysis.metrics, CC {cc}); ratio 1 confirms it"}
+
+
 def _exact(row: dict, counted: float) -> dict:
     ok = counted == row["declared"]
     return {**row, "counted": counted, "ratio": _ratio(counted, row["declared"]),
@@ -212,13 +230,20 @@ def _ratio(counted: float, declared: float) -> float | None:
     return counted / declared if declared else None
 
 
+def _compute_capability(work: dict) -> str | None:
+    """"9.0" from the probed device, else from the planned arch ("sm_90")."""
+    cc = (work.get("device") or {}).get("compute_capability")
+    arch = re.fullmatch(r"sm_(\d+)(\d)", str(work.get("arch", "")))
+    return cc or (f"{arch[1]}.{arch[2]}" if arch else None)
+
+
 def compare(work: dict, launches) -> tuple[list[dict], list[str]]:
     """All rows, and warnings about the profile as a whole."""
     by_entry, stray = segments(launches)
     warnings = [f"{stray} profiled launch(es) before the first marker were ignored"] if stray else []
     rows = []
     for e in work["entries"]:
-        rows.extend(compare_entry(e, by_entry.get(e["index"]), work.get("l2_bytes") or 0))
+        rows.extend(compare_entry(e, by_entry.get(e["index"]), work.get("l2_bytes") or 0, _compute_capability(work)))
     return rows, warnings
 
 
