@@ -9,7 +9,7 @@ from typing import Any, Callable
 from kernels.base import DeviceLimits
 
 from .errors import CeilingsError, MissingDependency, describe
-from .nvml import Nvml
+from .nvml import Nvml, text
 
 SIMULATE_HINT = "run `python -m ceilings.measure --simulate` to exercise the pipeline on Numba's simulator"
 
@@ -51,7 +51,7 @@ def probe_device(index: int) -> dict:
     if props is None:  # every field read from the properties fails for the same reason
         errors["properties"] = errors.pop("_props")
         props = _Unavailable(errors["properties"])
-    probe("name", lambda: _text(props["name"]))
+    probe("name", lambda: text(props["name"]))
     probe("compute_capability", lambda: f"{props['major']}.{props['minor']}")
     probe("sm_count", lambda: int(props["multiProcessorCount"]))
     # CUDA 13 dropped clockRate/memoryClockRate from cudaDeviceProp: read them as attributes (kHz).
@@ -131,6 +131,3 @@ def _uuid(raw: Any) -> str:
     h = data[:16].hex()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace").rstrip("\0") if isinstance(value, bytes) else str(value)

@@ -314,12 +314,18 @@ def meta(argv, started: dt.datetime) -> dict:
 
 
 def _git_sha() -> str | None:
+    """The commit of this checkout of ceilings; None when it is not one (installed into a venv that lives
+    inside someone else's git repository, git would name their commit)."""
+    source_root = Path(__file__).resolve().parents[1]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=source_root,
+                             capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != source_root:
+        return None
+    return lines[1]
 
 
 class _Lines:

@@ -70,9 +70,9 @@ class Nvml:
             "temperature_c": lambda nv, h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
             "ecc_enabled": lambda nv, h: bool(nv.nvmlDeviceGetEccMode(h)[0]),
             "persistence_mode": lambda nv, h: bool(nv.nvmlDeviceGetPersistenceMode(h)),
-            "driver_version": lambda nv, h: _text(nv.nvmlSystemGetDriverVersion()),
-            "uuid": lambda nv, h: _text(nv.nvmlDeviceGetUUID(h)),
-            "pci_bus_id": lambda nv, h: _text(nv.nvmlDeviceGetPciInfo(h).busId),
+            "driver_version": lambda nv, h: text(nv.nvmlSystemGetDriverVersion()),
+            "uuid": lambda nv, h: text(nv.nvmlDeviceGetUUID(h)),
+            "pci_bus_id": lambda nv, h: text(nv.nvmlDeviceGetPciInfo(h).busId),
         }
         values: dict = {}
         errors: dict = {}
@@ -163,5 +163,6 @@ def _pci_bus_id(cuda_index: int) -> str:
     return cupy.cuda.runtime.deviceGetPCIBusId(cuda_index)
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def text(value: Any) -> str:
+    """A C string from CUDA or NVML (bytes, maybe NUL-padded) as str."""
+    return value.decode(errors="replace").rstrip("\0") if isinstance(value, bytes) else str(value)

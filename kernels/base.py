@@ -8,7 +8,6 @@ harness, which times, derives rates from `Plan.work` and calls `check()`. Planni
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
@@ -31,7 +30,6 @@ class DeviceLimits:
     l2_bytes: int
     free_bytes: int
     max_threads_per_sm: int = 2048
-    max_threads_per_block: int = 1024
     shared_bytes_per_sm: int = 228 * 1024
     simulate: bool = False
 
@@ -87,9 +85,6 @@ class Plan:
     @property
     def threads(self) -> int:
         return self.grid * self.block
-
-    def replace(self, **changes) -> "Plan":
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

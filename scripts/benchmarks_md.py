@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
-from ceilings.report import format_rate, markdown_table
+from ceilings.report import ceiling_status, format_rate, markdown_table
 from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "benchmarks_md"
@@ -123,9 +123,7 @@ def ceilings_section(roofs: dict | None, quick: dict | None) -> list[str]:
         peaks = c.get("peaks") or {}
         clock = peaks.get("clock_derived_run") or peaks.get("clock_derived_max")
         q = quick_by.get((c["name"], c["backend"]))
-        status = "ok" if c["valid"] else "INVALID"
-        if c.get("notes"):
-            status += ": " + c["notes"][0]
+        status = ceiling_status(c)
         rows.append([c["name"], c["backend"], f"`{c['kernel']}`", format_rate(c["value"], c["unit"]),
                      "-" if q is None else format_rate(q["value"], q["unit"]),
                      mhz((c.get("clocks") or {}).get("sm_hz_median")),

@@ -126,3 +126,14 @@ def test_stdout_with_device_all_is_refused_before_anything_runs(tmp_path):
 def test_device_with_simulate_is_refused():
     out = run("--simulate", "--device", "1")
     assert out.returncode == 2 and "--simulate" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_git_sha_is_only_this_checkouts(monkeypatch, tmp_path):
+    """Installed into a venv inside another git repository, git would answer with that repository's commit."""
+    from ceilings import measure as m
+
+    root = Path(m.__file__).resolve().parents[1]
+    for toplevel, sha in ((root, "abc123"), (tmp_path, None)):  # this checkout; the user's own repository
+        answer = subprocess.CompletedProcess([], 0, f"{toplevel}\nabc123\n", "")
+        monkeypatch.setattr(subprocess, "run", lambda *args, _answer=answer, **kwargs: _answer)
+        assert m._git_sha() == sha
