@@ -6,7 +6,7 @@ import copy
 
 from .datasheet import match_device
 from .nvml import LIMITING_REASONS
-from .peaks import clock_derived_peaks, missing_reason
+from .peaks import arch_units, clock_derived_peaks, missing_reason
 
 # A run clock this far below max boost is worth a note (NVML medians jitter by a few MHz).
 CLOCK_SHORTFALL_NOTE_FRACTION = 0.03
@@ -14,6 +14,9 @@ CLOCK_SHORTFALL_NOTE_FRACTION = 0.03
 SUSPECT_ABOVE_PEAK_FRACTION = 0.02
 # Inline ECC on GDDR stores check bits in ordinary DRAM, costing extra traffic; HBM has sideband ECC bits.
 ECC_GDDR_TYPICAL_DRAM_LOSS = 0.10
+# A tensor path a GPU lacks: the library runs that precision on the CUDA cores, whose peak is the reference.
+PEAK_FALLBACKS = {"tensor.fp64": ("fp64", "no FP64 tensor cores (DMMA) on this GPU: compared with the fp64 peak "
+                                          "of the CUDA cores, which cuBLAS uses here")}
 # Data-center parts whose tensor peak needs an instruction hand-written mma.sync kernels do not use.
 ASYNC_MMA_BY_MAJOR = {"9": ("Hopper", "wgmma"), "10": ("Blackwell data-center", "tcgen05.mma")}
 
@@ -36,6 +39,10 @@ def annotate(ceiling: dict, device: dict) -> dict:
     value = out.get("value")
     clocks = out.get("clocks") or {}
     cc = device.get("compute_capability") or ""
+    units = arch_units(cc)
+    if key in PEAK_FALLBACKS and units is not None and key not in units.sm_rates:
+        key, why = PEAK_FALLBACKS[key]
+        notes.append(why)
 
     row = match_device(device.get("name") or "", device.get("memory_bytes"))
     datasheet = row.peaks().get(key) if row else None

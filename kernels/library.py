@@ -47,8 +47,8 @@ z ^= z >> 31;
 x = (T)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);  // 53 random bits -> [-1, 1)
 """
 
-FP64_NOTE = ("FP64 tensor cores (DMMA) on CC 8.0 and 9.0 only; elsewhere cuBLAS runs fp64 on the FP64 units: "
-             "compare with the fp64 peak")
+FP64_NOTE = ("FP64 tensor cores (DMMA) on CC 8.0, 9.0 and 10.0 only; elsewhere cuBLAS runs fp64 on the FP64 "
+             "units, and the roofs file compares it with their peak")
 
 
 @dataclass(frozen=True)

@@ -203,3 +203,16 @@ def test_dram_above_the_theoretical_peak_is_invalid_and_says_why():
     for words in ("4.1 TB/s", "3.35 TB/s", "cache", "64 MiB", "50 MiB", "8x L2"):
         assert words in first
     assert annotate({**c, "value": 3.2e12}, device)["valid"]
+
+
+def test_cublas_fp64_without_fp64_tensor_cores_is_compared_with_the_fp64_units():
+    """L4 (CC 8.9) has no DMMA: cuBLAS fp64 runs on the 2 FP64 lanes per SM, so that is its reference."""
+    l4 = {"name": "NVIDIA L4", "compute_capability": "8.9", "sm_count": 58, "max_sm_clock_hz": 2.04e9,
+          "memory_clock_hz": 6.251e9, "memory_bus_width_bits": 192, "memory_bytes": 23_580_639_232}
+    out = annotate(_ceiling("tensor.fp64", 4e11, pipe="tensor", backend="library"), l4)
+    assert out["peaks"]["clock_derived_max"] == pytest.approx(58 * 2 * 2 * 2.04e9)  # 473 GFLOP/s
+    assert out["peaks"]["datasheet"] is None  # the L4 datasheet lists no fp64 figure (its CSV cell is empty)
+    assert out["notes"][0].startswith("no FP64 tensor cores (DMMA) on this GPU: compared with the fp64 peak")
+    h100 = annotate(_ceiling("tensor.fp64", 5e13, pipe="tensor", backend="library"), H100_DEVICE)
+    assert h100["peaks"]["clock_derived_max"] == pytest.approx(132 * 256 * 1.98e9)  # DMMA: 256 FLOP/clk/SM
+    assert not any("DMMA" in n for n in h100["notes"])
