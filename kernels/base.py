@@ -50,6 +50,9 @@ REFERENCE_LIMITS = {
 }
 
 
+REGISTERS_PER_SM = 65536  # 32-bit registers per SM on every architecture since Kepler (sm_80, 89, 90 included)
+
+
 @dataclass(frozen=True)
 class Work:
     """Declared work of ONE launch. FLOPs by precision (an FMA is 2, a packed half2 FMA 4; int32 MAD 2)."""
@@ -102,10 +105,12 @@ class CudaSource:
 
 @dataclass(frozen=True)
 class NumbaSource:
-    """A Numba CUDA kernel (python function before @cuda.jit) and the signature to compile it for."""
+    """A Numba CUDA kernel (python function before @cuda.jit) and the signature to compile it for.
+    `max_registers`: a per-thread cap (ptxas -maxrregcount) so the planned blocks per SM really fit."""
 
     pyfunc: Callable
     signature: str
+    max_registers: int | None = None
 
 
 @dataclass
@@ -151,11 +156,12 @@ class Runtime:
     def numba_kernel(self, source: NumbaSource):
         """The Numba kernel compiled for its signature, once per runtime. (No on-disk cache: Numba refuses
         cache=True for the generated kernels, whose source is not a file.)"""
-        key = (source.pyfunc, source.signature)
+        key = (source.pyfunc, source.signature, source.max_registers)
         if key not in self._modules:
             from numba import cuda
 
-            self._modules[key] = cuda.jit(source.signature)(source.pyfunc)
+            cap = {} if self.simulate or not source.max_registers else {"max_registers": source.max_registers}
+            self._modules[key] = cuda.jit(source.signature, **cap)(source.pyfunc)
         return self._modules[key]
 
     def numba_stream(self):

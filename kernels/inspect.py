@@ -29,7 +29,7 @@ from ceilings.atomic import atomic_path, check_folder, check_target, write_text
 from ceilings.errors import CeilingsError, MissingDependency, cli_entry
 
 from . import sass
-from .base import REFERENCE_LIMITS, Benchmark, CudaSource, NumbaSource, Plan, Work
+from .base import REFERENCE_LIMITS, REGISTERS_PER_SM, Benchmark, CudaSource, NumbaSource, Plan, Work
 
 PROG = "python -m kernels.inspect"
 ARCHS = ("sm_80", "sm_90")  # the default; --arch may name any REFERENCE_LIMITS arch
@@ -65,6 +65,7 @@ class InspectionResult:
     declared: dict  # Work.as_dict()
     derived: dict | None  # the same shape, from SASS; None when it cannot be computed
     loop: str | None  # address span of the loop in the SASS
+    registers: int | None = None  # per thread, from cuobjdump --dump-resource-usage
     loop_counts: dict = field(default_factory=dict)  # instruction class -> count in one loop trip
     once_counts: dict = field(default_factory=dict)  # run once per thread, outside the loop
     conditional_counts: dict = field(default_factory=dict)  # outside the loop, may be skipped: not counted
@@ -150,6 +151,7 @@ class Compiled:
     functions: dict[str, list[sass.Instruction]] = field(default_factory=dict)
     names: dict[object, str] = field(default_factory=dict)  # name expression / python function -> SASS name
     error: str | None = None
+    resources: dict[str, dict[str, int]] = field(default_factory=dict)  # SASS name -> {"REG": .., "SHARED": ..}
 
 
 def _stem(text: str, *parts: object) -> str:
@@ -199,11 +201,12 @@ class Compiler:
         if len(entries) != 1:
             return Compiled(label, error=f"expected one .entry in Numba's PTX, found {entries}")
         stem = _stem(source.pyfunc.__name__, source.pyfunc.__module__, source.pyfunc.__qualname__,
-                     source.signature, arch)
+                     source.signature, source.max_registers, arch)
         ptx_path = self._path(stem, arch, ".ptx")
         write_text(ptx_path, ptx)
         cubin_path = self.workdir / f"{stem}.{arch}.cubin"
-        run = subprocess.run([str(ptxas), f"-arch={arch}", "-o", str(cubin_path), str(ptx_path)],
+        cap = ["--maxrregcount", str(source.max_registers)] if source.max_registers else []
+        run = subprocess.run([str(ptxas), f"-arch={arch}", *cap, "-o", str(cubin_path), str(ptx_path)],
                              check=False, capture_output=True, text=True)
         if run.returncode:
             return Compiled(label, error=f"ptxas: {' '.join(run.stderr.split())[:400]}")
@@ -224,7 +227,60 @@ class Compiler:
             return Compiled(label, error=f"cuobjdump: {' '.join(run.stderr.split())[:400]}")
         if self.keep:
             write_text(self._path(stem, arch, ".sass"), run.stdout)
-        return Compiled(label, sass.parse_cuobjdump(run.stdout), names)
+        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", str(cubin_path)], check=False,
+                               capture_output=True, text=True)
+        if usage.returncode:
+            return Compiled(label, error=f"cuobjdump --dump-resource-usage: {' '.join(usage.stderr.split())[:400]}")
+        return Compiled(label, sass.parse_cuobjdump(run.stdout), names, resources=parse_resource_usage(usage.stdout))
+
+
+_RESOURCE_FUNCTION = re.compile(r"^\s*Function\s+(\S+?):\s*$")
+_RESOURCE = re.compile(r"\b([A-Z]+(?:\[\d+\])?):(\d+)")
+
+
+def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
+    """`cuobjdump --dump-resource-usage` -> {function: {"REG": 31, "SHARED": 0, "STACK": 0, ...}}."""
+    out: dict[str, dict[str, int]] = {}
+    function = None
+    for line in text.splitlines():
+        if (m := _RESOURCE_FUNCTION.match(line)):
+            function = m.group(1)
+        elif function and (found := _RESOURCE.findall(line)):
+            out[function] = {k: int(v) for k, v in found}
+            function = None
+    return out
+
+
+# Resident blocks per SM at most (CUDA C Programming Guide, "Technical Specifications per Compute
+# Capability"); the register file is 64 K 32-bit registers per SM on all of these.
+MAX_BLOCKS_PER_SM = {"sm_80": 32, "sm_89": 24, "sm_90": 32}
+REGISTER_ALLOCATION_UNIT = 256  # registers are allocated per warp in units of 256
+
+
+def blocks_that_fit(limits, block: int, registers: int, shared_bytes: int) -> int:
+    """Blocks of `block` threads that fit on one SM at once, given each thread's registers and each block's
+    static shared memory (occupancy-calculator arithmetic)."""
+    warps = -(-block // 32)
+    per_warp = -(-registers * 32 // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
+    fits = [limits.max_threads_per_sm // block, MAX_BLOCKS_PER_SM.get(limits.arch, 32),
+            REGISTERS_PER_SM // max(1, warps * per_warp)]
+    if shared_bytes:
+        fits.append(limits.shared_bytes_per_sm // shared_bytes)
+    return min(fits)
+
+
+def occupancy_problem(job: _Job, usage: dict[str, int] | None) -> str | None:
+    """Why the planned grid does not run as one wave on every SM (None when it does, or when unknown)."""
+    if not usage or "REG" not in usage:
+        return None
+    limits = REFERENCE_LIMITS[job.arch]
+    planned = -(-job.plan.grid // limits.sm_count)
+    fits = blocks_that_fit(limits, job.plan.block, usage["REG"], usage.get("SHARED", 0))
+    if planned <= fits:
+        return None
+    return (f"occupancy: {usage['REG']} registers/thread and {usage.get('SHARED', 0)} B shared/block fit "
+            f"{fits} blocks of {job.plan.block} threads per SM; the grid plans {planned} per SM on "
+            f"{limits.sm_count} SMs: a second, partial wave instead of one that fills every SM")
 
 
 # --- the plans to prove -------------------------------------------------------------------------------------
@@ -329,6 +385,10 @@ def judge(job: _Job, compiled: Compiled | None) -> InspectionResult:
     derived = derive(analysis, plan)
     notes = list(analysis.notes)
     reasons = _dram_widths(b, analysis)
+    usage = compiled.resources.get(function) or {}
+    occupancy = occupancy_problem(job, usage)
+    if occupancy:
+        reasons.append(occupancy)
     if plan.loop_trips is None:
         verdict = NOT_PROVEN
         notes.append("plan.loop_trips is None: not proven offline")
@@ -347,7 +407,7 @@ def judge(job: _Job, compiled: Compiled | None) -> InspectionResult:
     if reasons and verdict in (OK, NOT_PROVEN):
         verdict = MISMATCH
     return InspectionResult(**base, function=function, derived=derived.as_dict() if derived else None,
-                            loop=analysis.loop, loop_counts=analysis.body.counts,
+                            loop=analysis.loop, registers=usage.get("REG"), loop_counts=analysis.body.counts,
                             once_counts=analysis.once.counts, conditional_counts=analysis.conditional.counts,
                             loop_work=analysis.body.work, once_work=analysis.once.work,
                             verdict=verdict, reasons=tuple(reasons), notes=tuple(notes))

@@ -18,7 +18,7 @@ import pytest
 
 from kernels import inspect as insp
 from kernels import sass
-from kernels.base import Benchmark, CudaSource, Plan, Work
+from kernels.base import REFERENCE_LIMITS, Benchmark, CudaSource, Plan, Work
 
 ROOT = Path(__file__).parents[1]
 DATA = Path(__file__).parent / "data" / "inspect"
@@ -238,3 +238,52 @@ def test_whole_registry_is_green_at_sm80_and_sm90(tmp_path):
     bad = [f"{r['benchmark']}:{r['backend']} {r['arch']} {r['params']}: {r['verdict']}: {'; '.join(r['reasons'])}"
            for r in results if r["verdict"] not in ("ok", "not proven")]
     assert not bad, "\n".join(bad)
+
+
+# --- occupancy: the planned grid must fit on the SMs at once ---------------------------------------------
+
+RESOURCE_USAGE = """
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function _Z8fma_peakIfLi8ELi64ELi8EEvPN4LaneIT_E4BitsES3_S3_S3_iii:
+  REG:31 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:560 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function dram_triad:
+  REG:94 STACK:0 SHARED:4096 LOCAL:0 CONSTANT[0]:600 TEXTURE:0 SURFACE:0 SAMPLER:0
+"""
+
+
+def test_resource_usage_is_read_per_function():
+    usage = insp.parse_resource_usage(RESOURCE_USAGE)
+    assert usage["_Z8fma_peakIfLi8ELi64ELi8EEvPN4LaneIT_E4BitsES3_S3_S3_iii"]["REG"] == 31
+    assert usage["dram_triad"]["REG"] == 94 and usage["dram_triad"]["SHARED"] == 4096
+
+
+def test_blocks_that_fit_by_hand():
+    sm80 = REFERENCE_LIMITS["sm_80"]
+    # 94 registers x 32 lanes = 3008 -> 3072 per warp (units of 256); 8 warps = 24576; 65536 // 24576 = 2
+    assert insp.blocks_that_fit(sm80, 256, 94, 0) == 2
+    # 32 registers: 1024 per warp, 8192 per block -> 8; threads 2048 // 256 = 8
+    assert insp.blocks_that_fit(sm80, 256, 32, 0) == 8
+    # shared memory: 164 KiB // 48 KiB = 3
+    assert insp.blocks_that_fit(sm80, 128, 16, 48 * 1024) == 3
+    # sm_89: 1536 threads per SM -> 6 blocks of 256 however few registers
+    assert insp.blocks_that_fit(REFERENCE_LIMITS["sm_89"], 256, 16, 0) == 6
+
+
+def test_a_grid_larger_than_one_wave_is_a_problem():
+    sm80 = REFERENCE_LIMITS["sm_80"]
+    job = insp._Job(None, Plan(grid=4 * sm80.sm_count, block=256, work=Work()), "sm_80", None, ["full"])
+    assert insp.occupancy_problem(job, {"REG": 64, "SHARED": 0}) is None  # 64 x 32 x 8 x 4 = 65536: fits
+    problem = insp.occupancy_problem(job, {"REG": 94, "SHARED": 0})
+    assert problem.startswith("occupancy: 94 registers/thread and 0 B shared/block fit 2 blocks of 256 threads "
+                              "per SM; the grid plans 4 per SM on 108 SMs")
+
+
+def test_numba_stream_kernels_are_capped_to_their_planned_occupancy():
+    """64 K registers / (256 threads x blocks per SM): read and write plan 8 blocks (32 registers), copy and
+    triad 4 (64); ptxas gets -maxrregcount, numba cuda.jit max_registers."""
+    from kernels import stream
+
+    caps = {op: stream.numba_source(stream.OPS[op], None).max_registers for op in ("read", "write", "copy", "triad")}
+    assert caps == {"read": 32, "write": 32, "copy": 64, "triad": 64}

@@ -253,3 +253,17 @@ def test_benchmark_on_gpu(bench, gpu_limits, gpu_runtime):
     skip_if_numba_simulated(bench.backend)
     (plan,) = bench.plans(gpu_limits, True)
     run_checked(bench, plan, gpu_runtime)
+
+
+def test_runtime_compiles_numba_kernels_with_their_register_cap(monkeypatch):
+    """On a GPU the cap goes to cuda.jit (max_registers); the simulator's jit has no such option."""
+    from numba import cuda
+
+    from kernels.base import NumbaSource, Runtime
+
+    calls = []
+    monkeypatch.setattr(cuda, "jit", lambda signature, **options: calls.append(options) or (lambda f: f))
+    source = NumbaSource(lambda: None, "void()", max_registers=64)
+    Runtime(simulate=False).numba_kernel(source)
+    Runtime(simulate=True).numba_kernel(source)
+    assert calls == [{"max_registers": 64}, {}]
