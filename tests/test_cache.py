@@ -9,7 +9,8 @@ import pytest
 from kernels import cache
 from kernels.base import REFERENCE_LIMITS, DeviceLimits
 from tests.gpu import run_checked
-from tests.test_stream import loop_counts, memory_ops, sass_of
+from tests.sass_tools import loop_counts, sass_of
+from tests.test_stream import memory_ops
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * MiB, free_bytes=79 * GiB)

@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +10,7 @@ import pytest
 from kernels import fma
 from kernels.base import REFERENCE_LIMITS, DeviceLimits, Runtime
 from tests.gpu import run_checked, skip_if_numba_simulated
+from tests.sass_tools import loop_counts, sass_of
 
 H100_LIKE = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
 SIM_LIMITS = DeviceLimits(sm_count=2, compute_capability=(9, 0), l2_bytes=2**20, free_bytes=2**30, simulate=True)
@@ -157,48 +152,15 @@ def test_check_catches_a_launch_one_trip_short(simulator, monkeypatch):
     assert message is not None and f"{plan.threads * plan.params['chains']} of" in message
 
 
-CUOBJDUMP = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-    "site-packages/nvidia/cu13/bin/cuobjdump"
-
-
-def _sass_of(source, arch="sm_90") -> str:
-    from cupy.cuda import nvrtc
-
-    prog = nvrtc.createProgram(source.code, source.file, [], [])
-    nvrtc.addNameExpression(prog, source.name_expression)
-    nvrtc.compileProgram(prog, [*source.options, f"-arch={arch}"])
-    cubin = nvrtc.getCUBIN(prog) + b"\0"  # cupy 14.2 returns it one byte short
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "k.cubin"
-        path.write_bytes(cubin)
-        return subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True, text=True,
-                              check=True).stdout
-
-
-def _loop_opcodes(sass: str) -> list[list[str]]:
-    """Opcodes of each backward-branch loop in the SASS."""
-    rows = [(int(m.group(1), 16), m.group(2).split()) for m in
-            re.finditer(r"/\*([0-9a-f]{4})\*/\s+([^;]*);", sass)]
-    ops = [(addr, words[1] if words[0].startswith("@") else words[0], words) for addr, words in rows]
-    loops = []
-    for addr, op, words in ops:
-        if op == "BRA" and int(words[-1], 16) < addr:
-            loops.append([o for a, o, _ in ops if int(words[-1], 16) <= a <= addr])
-    return loops
-
-
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name", sorted(FLOPS_PER_INSTR))
 def test_cuda_c_loop_body_has_k_times_n_fmas(name):
-    pytest.importorskip("cupy")
-    if not CUOBJDUMP.exists() and not shutil.which("cuobjdump"):
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
     bench = _by_name("cuda-c")[name]
     (plan,) = bench.plans(REFERENCE_LIMITS["sm_90"], False)
-    (loop,) = _loop_opcodes(_sass_of(bench.source(plan)))
+    loop, _ = loop_counts(sass_of(bench.source(plan)))
     family = fma.LANES[plan.params["lane"]].sass
-    counted = [op for op in loop if op.split(".")[0] == family and not op.startswith("IMAD.MOV")]
-    assert len(counted) == plan.params["chains"] * plan.params["unroll"] == 512
+    counted = sum(n for op, n in loop.items() if op.split(".")[0] == family and not op.startswith("IMAD.MOV"))
+    assert counted == plan.params["chains"] * plan.params["unroll"] == 512
 
 
 @pytest.mark.gpu

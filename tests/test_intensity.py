@@ -8,7 +8,7 @@ import pytest
 from kernels import intensity
 from kernels.base import REFERENCE_LIMITS, DeviceLimits
 from tests.gpu import run_checked
-from tests.test_fma import CUOBJDUMP, _loop_opcodes, _sass_of
+from tests.sass_tools import loop_counts, sass_of
 
 H100_LIKE = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
 
@@ -56,14 +56,11 @@ def test_expected_values_by_hand(precision):
 @pytest.mark.parametrize("name, fmas, opcode, lanes", [("intensity.fp32", 16, "FFMA", 4),
                                                      ("intensity.fp64", 16, "DFMA", 2)])
 def test_loop_body_has_n_fmas_per_element(name, fmas, opcode, lanes):
-    pytest.importorskip("cupy")
-    if not CUOBJDUMP.exists():
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
     bench = _bench(name)
     plan = next(p for p in bench.plans(REFERENCE_LIMITS["sm_90"], True) if p.params["fmas"] == fmas)
-    (loop,) = _loop_opcodes(_sass_of(bench.source(plan)))
-    assert loop.count(opcode) == fmas * lanes
-    assert loop.count("LDG.E.128.CONSTANT") == 1 and loop.count("STG.E.128") == 1
+    loop, _ = loop_counts(sass_of(bench.source(plan)))
+    assert loop[opcode] == fmas * lanes
+    assert loop["LDG.E.128.CONSTANT"] == 1 and loop["STG.E.128"] == 1
 
 
 @pytest.mark.gpu

@@ -2,10 +2,8 @@
 CUDA C kernels (NVRTC + cuobjdump, offline), and every CUDA C benchmark on a real GPU when there is one."""
 
 import os
-import re
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -14,8 +12,9 @@ import numpy as np
 import pytest
 
 from kernels import stream
-from kernels.base import REFERENCE_LIMITS, CudaSource, DeviceLimits, Runtime
+from kernels.base import REFERENCE_LIMITS, DeviceLimits, Runtime
 from tests.gpu import run_checked, skip_if_numba_simulated
+from tests.sass_tools import cuobjdump, loop_counts, sass_of
 
 GiB, MiB = 2**30, 2**20
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * MiB, free_bytes=79 * GiB)
@@ -137,56 +136,6 @@ def test_pattern_small_integers_and_mismatch_message():
 
 
 # ----------------------------------------------------------------------------------- SASS (offline)
-
-def cuobjdump() -> Path:
-    nvidia = pytest.importorskip("nvidia")
-    for folder in nvidia.__path__:
-        tool = Path(folder) / "cu13" / "bin" / "cuobjdump"
-        if tool.exists():
-            return tool
-    pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
-
-
-def sass_of(source: CudaSource, arch: str = "sm_90") -> str:
-    """Compile one kernel with NVRTC as CuPy would (name expression, options) and disassemble it."""
-    pytest.importorskip("cupy")
-    from cupy.cuda import nvrtc
-
-    tool = cuobjdump()
-    try:
-        prog = nvrtc.createProgram(source.code, source.file, [], [])
-    except (OSError, RuntimeError) as exc:  # the NVRTC library itself is missing
-        pytest.skip(f"NVRTC unavailable: {exc}")
-    try:
-        nvrtc.addNameExpression(prog, source.name_expression)
-        try:
-            nvrtc.compileProgram(prog, [*source.options, f"-arch={arch}"])
-        except nvrtc.NVRTCError:
-            raise AssertionError(nvrtc.getProgramLog(prog)) from None
-        cubin = nvrtc.getCUBIN(prog) + b"\0"  # cupy 14.2 returns it one byte short
-    finally:
-        nvrtc.destroyProgram(prog)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "kernel.cubin"
-        path.write_bytes(cubin)
-        return subprocess.run([str(tool), "-sass", str(path)], capture_output=True, text=True,
-                              check=True).stdout
-
-
-_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9._]*)([^;]*);")
-
-
-def loop_counts(sass: str) -> tuple[Counter, Counter]:
-    """Opcode counts inside the kernel's only backward branch's loop, and outside it."""
-    code = [(int(a, 16), op, rest) for a, _, op, rest in _INSTRUCTION.findall(sass)]
-    loops = [(int(rest.split("0x")[1].split()[0], 16), addr) for addr, op, rest in code
-             if op == "BRA" and "0x" in rest and int(rest.split("0x")[1].split()[0], 16) < addr]
-    assert len(loops) == 1, f"expected one loop, found {len(loops)}"
-    (start, end), = loops
-    inside = Counter(op for addr, op, _ in code if start <= addr <= end)
-    outside = Counter(op for addr, op, _ in code if not start <= addr <= end)
-    return inside, outside
-
 
 def memory_ops(counts: Counter) -> Counter:
     return Counter({op: n for op, n in counts.items() if op.startswith(("LDG", "STG", "LDL", "STL"))})

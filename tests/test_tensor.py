@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from kernels import tensor
 from kernels.base import REFERENCE_LIMITS, DeviceLimits
 from tests.gpu import run_checked
+from tests.sass_tools import loop_counts, sass_of
 
 H100 = DeviceLimits(sm_count=132, compute_capability=(9, 0), l2_bytes=50 * 2**20, free_bytes=80 * 2**30)
 L40S = DeviceLimits(sm_count=142, compute_capability=(8, 9), l2_bytes=96 * 2**20, free_bytes=46 * 2**30,
@@ -149,48 +148,6 @@ def test_pack_puts_element_zero_in_the_low_bits():
 
 # ---- SASS: the loop body holds exactly the mma the plan declares ---------------------------------------------
 
-def _cuobjdump() -> Path:
-    import nvidia
-
-    path = Path(next(iter(nvidia.__path__))) / "cu13" / "bin" / "cuobjdump"
-    if not path.exists():
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
-    return path
-
-
-def _sass(source, arch: str, tmp_path: Path) -> str:
-    pytest.importorskip("cupy")
-    from cupy.cuda import nvrtc
-
-    try:
-        prog = nvrtc.createProgram(source.code, source.file, [], [])
-    except (OSError, RuntimeError) as exc:  # the NVRTC library itself is missing
-        pytest.skip(f"NVRTC unavailable ({exc}): pip install 'nvidia-cuda-nvrtc==13.0.*'")
-    nvrtc.addNameExpression(prog, source.name_expression)
-    try:
-        nvrtc.compileProgram(prog, [*source.options, f"-arch={arch}"])
-    except nvrtc.NVRTCError:
-        pytest.fail(nvrtc.getProgramLog(prog))
-    cubin = tmp_path / f"{arch}.cubin"
-    cubin.write_bytes(nvrtc.getCUBIN(prog) + b"\0")  # cupy 14.2 returns it one byte short
-    return subprocess.run([str(_cuobjdump()), "-sass", str(cubin)], capture_output=True, text=True,
-                          check=True).stdout
-
-
-INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z0-9_.]+)([^;]*);")
-
-
-def _loop_and_rest(sass: str) -> tuple[list[str], list[str]]:
-    """Opcodes inside the single backward branch's range, and those outside it."""
-    instrs = [(int(m[1], 16), m[2], m[3]) for m in INSTR.finditer(sass)]
-    back = [(target, addr) for addr, op, args in instrs if op.startswith("BRA")
-            for target in [int(t, 16) for t in re.findall(r"0x([0-9a-f]+)", args)] if target < addr]
-    assert len(back) == 1, f"expected one loop, found backward branches {back}"
-    lo, hi = back[0]
-    return ([op for addr, op, _ in instrs if lo <= addr <= hi],
-            [op for addr, op, _ in instrs if not lo <= addr <= hi])
-
-
 def _flops_per_thread(opcode: str) -> int:
     shape = re.match(r"[HQ]MMA\.16(8)(\d+)\.", opcode)
     return 2 * 16 * int(shape[1]) * int(shape[2]) // 32
@@ -207,24 +164,24 @@ CASES = [("tensor.fp16", "sm_80", REFERENCE_LIMITS["sm_80"], "HMMA.16816.F32"),
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name, arch, limits, opcode", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def test_sass_loop_holds_the_declared_mma(name, arch, limits, opcode, tmp_path):
+def test_sass_loop_holds_the_declared_mma(name, arch, limits, opcode):
     bench = BY_NAME[name]
     (plan,) = bench.plans(limits, False)
-    loop, rest = _loop_and_rest(_sass(bench.source(plan), arch, tmp_path))
-    mma = [op for op in loop if "MMA" in op]
+    loop, rest = loop_counts(sass_of(bench.source(plan), arch))
+    mma = {op: n for op, n in loop.items() if "MMA" in op}
     assert set(mma) == {opcode}
-    assert len(mma) == plan.params["unroll"] * plan.params["nacc"]
+    assert mma[opcode] == plan.params["unroll"] * plan.params["nacc"]
     assert not [op for op in rest if "MMA" in op]
     assert not [op for op in loop if op.startswith(("FADD", "FFMA", "FMUL", "F2FP"))]  # nothing but mma
-    flops = len(mma) * plan.loop_trips * plan.threads * _flops_per_thread(opcode)
+    flops = mma[opcode] * plan.loop_trips * plan.threads * _flops_per_thread(opcode)
     assert {bench.precision: flops} == dict(plan.work.flops)
 
 
 @pytest.mark.nvcc
-def test_fp8_sm90_is_emulated(tmp_path):
+def test_fp8_sm90_is_emulated():
     """Why tensor.fp8 has no Hopper plan: ptxas turns mma e4m3 into F2FP + fp16 HMMA + FADD there."""
     (plan,) = BY_NAME["tensor.fp8"].plans(L40S, False)
-    sass = _sass(BY_NAME["tensor.fp8"].source(plan), "sm_90", tmp_path)
+    sass = sass_of(BY_NAME["tensor.fp8"].source(plan), "sm_90")
     assert "QMMA" not in sass
     assert "F2FP.F16.E4M3.UNPACK_B" in sass and "HMMA.16816.F32" in sass
 
