@@ -137,3 +137,19 @@ def test_an_output_folder_that_does_not_exist_is_refused_before_any_work(tmp_pat
     assert captured.out == "" and captured.err.count("\n") == 1
     assert f"folder {tmp_path / 'no-such-folder'} does not exist" in captured.err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.sim
+def test_compare_reads_what_measure_simulate_writes(tmp_path, capsys):
+    """A file written by `ceilings.measure --simulate` (not a hand-made one) beside a real-GPU file."""
+    from ceilings import measure
+
+    sim = tmp_path / "sim.json"
+    assert measure.main(["--simulate", "--quick", "--only", "dram.copy,fp32.fma", "--out", str(sim)]) == 0
+    capsys.readouterr()
+    csv = tmp_path / "c.csv"
+    assert main([str(ROOFS / "h100.json"), str(sim), "--csv", str(csv), "-o", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr()
+    assert "[sim] (SIMULATED)" in out.out and "meaningless" in out.err
+    rows = {line.split(",")[0] for line in csv.read_text().splitlines()[1:]}
+    assert {"dram.copy", "fp32.fma"} <= rows
