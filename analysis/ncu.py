@@ -121,6 +121,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes) -> pd.DataFrame:
             df[col] = default
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
+    _launch_facts_from_metrics(df)
     rest = [c for c in df.columns if c not in META_COLUMNS]
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
@@ -128,6 +129,21 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes) -> pd.DataFrame:
     df = df[META_COLUMNS + rest].reset_index(drop=True)
     df["launches"] = df["launches"].astype("int64")
     return df
+
+
+def _launch_facts_from_metrics(df: pd.DataFrame) -> None:
+    """cc, grid and block from the device__attribute_* / launch__* metrics, in every format, where the
+    kernel heading or CSV columns did not give them."""
+    major = df.get("device__attribute_compute_capability_major")
+    minor = df.get("device__attribute_compute_capability_minor")
+    if major is not None and minor is not None:
+        known = major.notna() & minor.notna()
+        cc = major[known].astype("int64").astype(str) + "." + minor[known].astype("int64").astype(str)
+        df["cc"] = df["cc"].where(df["cc"].notna(), cc)
+    for col, metric in (("grid", "launch__grid_size"), ("block", "launch__block_size")):
+        if metric in df.columns:
+            known = df[metric].notna()
+            df[col] = df[col].where(df[col].notna(), df.loc[known, metric].astype("int64").astype(str))
 
 
 def _first_error(data: bytes) -> str:
@@ -195,10 +211,6 @@ def _action_row(action, run: int, index: int) -> dict:
             continue
         if not math.isnan(value):
             row[metric_key(None, name)] = value * unit_factor(metric.unit())
-    major = row.get("device__attribute_compute_capability_major")
-    minor = row.get("device__attribute_compute_capability_minor")
-    if major is not None and minor is not None:
-        row["cc"] = f"{int(major)}.{int(minor)}"
     return row
 
 

@@ -264,20 +264,8 @@ def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
         key = canonical_metric(col)
         metrics[key] = metrics[key].fillna(series) if key in metrics else series
     out = pd.concat([meta, pd.DataFrame(metrics).reset_index(drop=True)], axis=1)
-    major = out.get("device__attribute_compute_capability_major")
-    minor = out.get("device__attribute_compute_capability_minor")
-    if major is not None and minor is not None:
-        cc = major.map(_int_text) + "." + minor.map(_int_text)
-        out["cc"] = out["cc"].fillna(cc.where(major.notna() & minor.notna()))
-    for col, metric in (("grid", "launch__grid_size"), ("block", "launch__block_size")):
-        if metric in out.columns:
-            out[col] = out[col].fillna(out[metric].map(_int_text))
     out["launches"] = 1
     return out
-
-
-def _int_text(value: float) -> str | None:
-    return None if math.isnan(value) else str(int(value))
 
 
 def read_nsys_csv(text: str, path: str) -> pd.DataFrame:

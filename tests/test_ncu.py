@@ -392,6 +392,9 @@ def test_sample_einnet_text():
     assert k["dram_bytes"] == pytest.approx(20.96e6 + 311.37e6)
     assert k["time_s"] == pytest.approx(13.26e-3)
     assert k["sm_clock_hz"] == pytest.approx(764.14e6)
+    # the old heading has no launch dimensions; the Launch Statistics rows do (Block Size 667, Grid Size 2,000)
+    launch = read_profile(SAMPLES / "einnet_a100_ncu2020.1_text/g2bmm.origin.profile").iloc[0]
+    assert (launch["grid"], launch["block"]) == ("2000", "667")
     p = read_profile(SAMPLES / "einnet_a100_ncu2020.1_text/conv5x5.origin.pro")
     assert len(p) == 10
     assert p["dram__bytes_read.sum"].iloc[0] == pytest.approx(32.13e3)  # Kbyte row
