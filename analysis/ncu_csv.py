@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import re
 from pathlib import Path
 
@@ -20,8 +19,8 @@ import pandas as pd
 from ceilings.errors import CeilingsError, describe
 
 from .metrics import EXTENSIVE, canonical_metric
-from .ncu_text import metric_key
-from .units import parse_value, parse_values, unit_factor, unit_factors
+from .ncu_text import metric_key, nsys_kernel
+from .units import parse_values, unit_factor, unit_factors
 
 NSYS_CSV_HEADER = re.compile(r'^"?Time ?\(%\)"?,.*Instances.*Name"?\s*$', re.MULTILINE)
 NSYS_CSV_START = re.compile(rb'(?:Time ?\(%\),|"Time ?\(%\)",)')
@@ -273,19 +272,11 @@ def read_nsys_csv(text: str, path: str) -> pd.DataFrame:
     rows = []
     for match in NSYS_CSV_HEADER.finditer(text):
         block = text[match.start():].split("\n\n", 1)[0].strip().split("\n")
-        reader = csv.DictReader(block)
-        for i, rec in enumerate(reader):
-            name = (rec.get("Name") or "").strip()
-            count = parse_value(rec.get("Instances") or "")
-            total = parse_value(rec.get("Total Time (ns)") or "")
-            avg_text = next((rec[k] for k in ("Avg (ns)", "Average (ns)", "Average", "Avg") if rec.get(k)), None)
-            avg = parse_value(avg_text) if avg_text else total / count
-            if not name or math.isnan(count) or math.isnan(avg):
-                raise CeilingsError(f"{path}: unreadable nsys kernel summary row {i + 1}: {str(rec)[:80]}")
-            truncated = name.endswith(("…", "..."))
-            rows.append({"run": -1, "id": len(rows), "kernel": name.rstrip("…").rstrip(".") if truncated else name,
-                         "launches": int(count), "source": "nsys", "name_truncated": truncated,
-                         "gpu__time_duration.sum": avg * 1e-9})
+        lineno = text.count("\n", 0, match.start()) + 2  # the header's line, then one line per row
+        for i, rec in enumerate(csv.DictReader(block)):
+            name, truncated, count, seconds = nsys_kernel(rec, f"{path}:{lineno + i}")
+            rows.append({"run": -1, "id": len(rows), "kernel": name, "launches": count, "source": "nsys",
+                         "name_truncated": truncated, "gpu__time_duration.sum": seconds})
     return pd.DataFrame(rows)
 
 

@@ -33,7 +33,7 @@ _HEADING_OLD = re.compile(
     r"^(?P<name>\S.*), (?P<when>\d{4}-\w{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}), Context (?P<ctx>\d+),"
     r" Stream (?P<stream>\d+)\s*$")
 _SPANS = re.compile(r"-+")
-_NSYS_AVG = ("Avg (ns)", "Average (ns)", "Average", "Avg")
+NSYS_AVG_COLUMNS = ("Avg (ns)", "Average (ns)", "Average", "Avg")  # the spellings of nsys versions
 
 
 @dataclass
@@ -219,20 +219,25 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
     return launches, profiler_seen
 
 
+def nsys_kernel(cells: dict[str, str], where: str) -> tuple[str, bool, int, float]:
+    """(kernel, name truncated, instances, seconds per launch) of one row of an nsys kernel summary, text or
+    CSV; `where` ("FILE:LINE") names the row in errors."""
+    try:
+        name, count = cells["Name"].strip(), parse_value(cells["Instances"])
+        total = parse_value(cells["Total Time (ns)"])
+    except KeyError as exc:
+        raise CeilingsError(f"{where}: nsys kernel summary without a {exc} column") from None
+    avg_key = next((k for k in NSYS_AVG_COLUMNS if (cells.get(k) or "").strip()), None)
+    avg = parse_value(cells[avg_key]) if avg_key else total / count
+    if not name or math.isnan(count) or math.isnan(avg):
+        raise CeilingsError(f"{where}: unreadable row in the nsys kernel summary: {str(cells)[:80]}")
+    truncated = name.endswith(("…", "..."))
+    return (name.rstrip("…").rstrip(".") if truncated else name), truncated, int(count), avg * 1e-9
+
+
 def _nsys_launch(line: str, cols: dict[str, tuple[int, int]], run: int, index: int, path: str,
                  lineno: int) -> Launch:
-    try:
-        name_start = cols["Name"][0]
-        total = parse_value(line[slice(*cols["Total Time (ns)"])])
-        count = parse_value(line[slice(*cols["Instances"])])
-    except KeyError as exc:
-        raise CeilingsError(f"{path}:{lineno}: nsys kernel summary without a {exc} column") from None
-    avg_key = next((k for k in _NSYS_AVG if k in cols), None)
-    avg = parse_value(line[slice(*cols[avg_key])]) if avg_key else total / count
-    name = line[name_start:].strip()
-    truncated = name.endswith(("…", "..."))
-    name = name.rstrip("…").rstrip(".") if truncated else name
-    if not name or math.isnan(count):
-        raise CeilingsError(f"{path}:{lineno}: unreadable row in the nsys kernel summary: {line.strip()[:80]!r}")
-    return Launch(run=-1 - run, id=index, kernel=name, launches=int(count), source="nsys",
-                  name_truncated=truncated, metrics={"gpu__time_duration.sum": avg * 1e-9})
+    cells = {k: line[a:] if k == "Name" else line[a:b] for k, (a, b) in cols.items()}  # a name runs to the end
+    name, truncated, count, seconds = nsys_kernel(cells, f"{path}:{lineno}")
+    return Launch(run=-1 - run, id=index, kernel=name, launches=count, source="nsys",
+                  name_truncated=truncated, metrics={"gpu__time_duration.sum": seconds})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,6 +16,7 @@ import pytest
 
 from analysis.metrics import OUTPUT_COLUMNS
 from analysis.ncu import kernel_table, main, read_profile
+from ceilings.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "ncu"
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ncu-samples"
@@ -463,3 +465,14 @@ def test_details_csv_after_any_preamble_and_line_ending(tmp_path, preamble, eol)
     df = read_profile(f)
     assert df["kernel"].tolist() == ["k(int)", "k(int)"]
     assert df["gpu__time_duration.sum"].tolist() == pytest.approx([2.5e-6, 1e-3])  # usecond, thousands separator
+
+
+def test_an_unreadable_nsys_csv_row_is_named_by_its_line(tmp_path):
+    f = tmp_path / "kern_sum.csv"
+    f.write_text('Generating report\n\n'
+                 '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)","Max (ns)",'
+                 '"StdDev (ns)","Name"\n'
+                 '"60.0","600","2","300","300","200","400","10","kernA"\n'
+                 '"40.0","400","x","","","","","","kernB"\n')  # line 5: no instance count
+    with pytest.raises(CeilingsError, match=rf"^{re.escape(str(f))}:5: unreadable row in the nsys kernel summary"):
+        read_profile(f)
