@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis.metrics import FMA_FLOPS, PRECISIONS, SECTOR_BYTES
 from analysis.profile import query_metrics, split_available
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
@@ -45,7 +46,9 @@ PROG = "ncu_selfcheck"
 RUNNER = Path(__file__).resolve().parent / "selfcheck_runner.py"
 MARKER_RE = re.compile(r"ceilings_selfcheck_marker<\s*(\d+)\s*>")
 
-OPS = ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul", "hfma", "hadd", "hmul")
+# the counters of analysis.metrics (what users' profiles are read with); bf16 FMAs are counted as hfma
+COUNTERS = {**PRECISIONS, "bf16": PRECISIONS["fp16"]}
+OPS = tuple(op for precision in ("fp32", "fp64", "fp16") for op in PRECISIONS[precision])
 REQUIRED_METRICS = (*(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in OPS),
                     "dram__sectors_read.sum", "dram__sectors_write.sum", "gpu__time_duration.sum")
 # Requested only where `ncu --query-metrics` lists them: an unknown metric makes ncu refuse the whole run.
@@ -54,13 +57,9 @@ OPTIONAL_METRICS = ("sm__inst_executed_pipe_tensor.sum", "sm__inst_executed_pipe
 NCU_OPTIONS = ("--clock-control", "none", "--target-processes", "all", "--profile-from-start", "off",
                "--cache-control", "all", "--csv", "--page", "raw")
 
-# analysis.ncu.read_profile spells instruction counters sm__... (smsp__ and sm__ sums are the same number)
-COUNTERS = {"fp64": ("dfma", "dadd", "dmul"), "fp32": ("ffma", "fadd", "fmul"),
-            "fp16": ("hfma", "hadd", "hmul"), "bf16": ("hfma", "hadd", "hmul")}
 LANES = {"fp16x2": 2, "bf16x2": 2}  # plan.params["lane"] -> values per counted thread instruction
 TENSOR_SUBCOUNTER = {"fp16": "hmma", "bf16": "hmma", "tf32": "hmma", "fp8": "imma", "int8": "imma",
                      "fp64": "dmma"}
-SECTOR_BYTES = 32
 DRAM_TOLERANCE = 0.02  # of the launch's declared bytes (read + written)
 DRAM_MIN_L2_MULTIPLE = 4  # a footprint this many times L2 streams from DRAM
 FAILING = ("MISMATCH", "MISSING", "NOT RUN", "CHECK FAILED")
@@ -173,7 +172,7 @@ def _flops_row(e: dict, precision: str, declared: int, rows: list[dict]) -> dict
     if fma is None or add is None or mul is None:
         return {**row, "verdict": "MISSING", "note": f"{'/'.join(counters)} counters not collected"}
     lanes = LANES.get(str(e["params"].get("lane")), 1)
-    counted = (2 * fma + add + mul) * lanes
+    counted = (FMA_FLOPS * fma + add + mul) * lanes
     note = f"(2 {counters[0]} + {counters[1]} + {counters[2]}) x {lanes}"
     if e["backend"] == "library":
         return {**row, "counted": counted, "ratio": _ratio(counted, declared), "verdict": "info",
