@@ -204,9 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not log.strip():
             raise CeilingsError("ncu wrote nothing to its log file; run the command above by hand to see why")
     print(f"{PROG}: wrote {out}", file=sys.stderr)
-    from analysis.ncu import kernel_table
+    from analysis.ncu import format_table, kernel_table
 
-    print(kernel_table([str(out)]).to_string(index=False))
+    print(format_table(kernel_table([str(out)])))
     return 0
 
 
