@@ -230,7 +230,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
 
     level: "dram", "l2", "l1", or "all" (the slowest of the measured levels binds: hierarchical roofline).
     precision: judge every kernel against this flat instead of its dominant precision.
-    time_at_roof_s = max(bytes / bandwidth, flops / flat) = flops / min(bandwidth x AI, flat);
+    time_at_roof_s = max(bytes / bandwidth, sum over precisions of flops_p / flat_p) (one precision:
+    flops / min(bandwidth x AI, flat));
     pct_of_roof = 100 x time_at_roof_s / time_s; kernels without FLOPs have AI 0 and are memory-bound.
     The result keeps the index of `kernels`. Warnings (kernels that could not be judged, kernels above their
     roof) are in `table.attrs["warnings"]`.
@@ -265,7 +266,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
                **{f"ai_{lv}": ais[lv] for lv in LEVELS}}
         rows.append(row)
-        why = _judge(row, k, roofs, levels)
+        why = _judge(row, k, roofs, levels, forced=precision is not None)
         if why:
             not_judged.append(f"{row['short_name']}: not judged ({why})")
             warnings.append(not_judged[-1])
@@ -281,26 +282,36 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     return table
 
 
-def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str]) -> str | None:
-    """Fill the roof columns of `row`; return why the kernel cannot be judged, or None."""
+def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: bool) -> str | None:
+    """Fill the roof columns of `row`; return why the kernel cannot be judged, or None. The compute time at
+    the roofs is the sum over the kernel's precisions of its FLOPs in each over that precision's flat (a
+    kernel with fp64 and fp32 work needs both), or all FLOPs over the flat of a forced --precision."""
     if pd.isna(k["time_s"]) or k["time_s"] <= 0:
         return "no kernel time"
     if row["precision"] is None or pd.isna(k["flops"]):
         return "no FLOP counters"
-    flat = None
-    if row["precision"] != NO_FLOPS:
-        flat = roofs.flat(row["precision"])
+    if k["flops"] < 0 or any(k[f"{lv}_bytes"] < 0 for lv in levels):
+        return "negative FLOP or byte counts (a corrupt or edited input)"
+    if row["precision"] == NO_FLOPS:
+        parts = {}
+    elif forced:
+        parts = {row["precision"]: k["flops"]}
+    else:
+        parts = {p: k[f"flops_{p}"] for p in PRECISIONS if not pd.isna(k[f"flops_{p}"]) and k[f"flops_{p}"] > 0}
+    compute_time = 0.0
+    for p, flops in parts.items():
+        flat = roofs.flat(p)
         if flat is None:
-            return f"the roofs have no valid {row['precision']} ceiling"
+            return f"the roofs have no valid {p} ceiling"
+        compute_time += flops / flat.value
     memory = {lv: k[f"{lv}_bytes"] / roofs.bandwidth(lv).value for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
     if not memory:
         return f"no {'/'.join(levels)} byte counters"
     binding = max(memory, key=memory.get)
-    compute_time = k["flops"] / flat.value if flat else 0.0
     at_roof = max(memory[binding], compute_time)
     row.update(level=binding, ai=row[f"ai_{binding}"], bytes=k[f"{binding}_bytes"],
                # ai >= ridge  <=>  flops/flat >= bytes/bw: a kernel at the ridge counts as compute-bound
-               bound="compute" if flat and compute_time >= memory[binding] else "memory",
+               bound="compute" if parts and compute_time >= memory[binding] else "memory",
                time_at_roof_s=at_roof, roof_flop_per_s=k["flops"] / at_roof if at_roof > 0 else math.nan,
                pct_of_roof=100.0 * at_roof / k["time_s"], time_saved_s=max(0.0, k["time_s"] - at_roof))
     return None

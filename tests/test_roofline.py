@@ -447,3 +447,35 @@ def test_published_example_end_to_end(tmp_path, capsys):
     # ampere_sgemm: 2 x 68,719,476,736 FFMA + 16,777,216 FMUL in 2.79 ms against 66.9 TFLOP/s
     flops = 2 * 68_719_476_736 + 16_777_216
     assert f"{100 * flops / 2.79e-3 / 66.9e12:.1f}%" in report
+
+
+def _one_kernel(**values) -> pd.DataFrame:
+    """One row shaped like the kernel table (analysis.metrics.OUTPUT_COLUMNS), unknown values NaN."""
+    base = pd.read_csv(KERNELS).iloc[:1].copy()
+    for col in base.columns:
+        if col not in ("kernel", "launches"):
+            base[col] = math.nan
+    base["kernel"] = "mixed_kernel"
+    for col, value in values.items():
+        base[col] = value
+    return base
+
+
+def test_a_mixed_precision_kernel_needs_the_time_of_each_precision_at_its_flat(roofs):
+    # 1e9 fp64 FLOPs at 5e12 (0.2 ms) + 1e9 fp32 at 1e13 (0.1 ms) = 0.3 ms; 1e6 B at 1e12 B/s: 1 us
+    k = _one_kernel(time_s=6e-4, flops_fp64=1e9, flops_fp32=1e9, flops_fp16=0.0, flops_tensor=0.0, flops=2e9,
+                    dram_bytes=1e6)
+    r = roofline_table(roofs, k).iloc[0]
+    assert r["bound"] == "compute"
+    assert r["time_at_roof_s"] == pytest.approx(1e9 / 5e12 + 1e9 / 1e13)
+    assert r["pct_of_roof"] == pytest.approx(100 * 3e-4 / 6e-4)
+    # a forced --precision judges every FLOP against that one flat
+    forced = roofline_table(roofs, k, precision="fp32").iloc[0]
+    assert forced["time_at_roof_s"] == pytest.approx(2e9 / 1e13)
+
+
+def test_negative_counts_are_not_judged(roofs):
+    k = _one_kernel(time_s=1e-3, flops_fp32=-5e9, flops=-5e9, dram_bytes=1e6)
+    t = roofline_table(roofs, k)
+    assert math.isnan(t.iloc[0]["time_at_roof_s"])
+    assert any("negative FLOP or byte counts" in w for w in t.attrs["warnings"])
