@@ -268,13 +268,18 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     ncu_frames = [f for f in ncu_frames if len(f)]
     nsys_rows = pd.concat([f[f["source"] == "nsys"] for f in frames + nsys_frames], ignore_index=True)
 
+    warnings = []
     if ncu_frames:
         launches = _merge_runs(ncu_frames)
         derived = derive(launches)
         if len(nsys_rows):
-            missing = derived["time_s"].isna()
-            times = _nsys_match(launches.loc[missing, "kernel"].unique(), nsys_rows)
+            needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
+            times = _nsys_match(needed, nsys_rows)
             derived["time_s"] = derived["time_s"].fillna(launches["kernel"].map(times))
+            unmatched = [str(k) for k in needed if k not in times]
+            if unmatched:
+                warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
+                                f"name (first: {unmatched[0][:60]!r}); they have no rates")
     else:  # nsys summaries alone: times only
         launches = nsys_rows.assign(id=np.arange(len(nsys_rows)))
         derived = derive(launches)
@@ -282,9 +287,11 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS]], derived], axis=1)
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
-        out = with_rates(table)
-        return out[["id", *OUTPUT_COLUMNS, *LAUNCH_COLUMNS]].reset_index(drop=True)
-    return _per_kernel(table)
+        out = with_rates(table)[["id", *OUTPUT_COLUMNS, *LAUNCH_COLUMNS]].reset_index(drop=True)
+    else:
+        out = _per_kernel(table)
+    out.attrs["warnings"] = warnings + out.attrs.get("warnings", [])
+    return out
 
 
 def _per_kernel(table: pd.DataFrame) -> pd.DataFrame:

@@ -134,6 +134,15 @@ def test_nsys_csv_and_text_give_times_joined_by_prefix():
     alone = kernel_table([DATA / "nsys_kern_sum.csv"])
     assert row(alone, SAXPY)["time_s"] == pytest.approx(2000e-9)
     assert row(alone, SAXPY)["launches"] == 4
+    assert t.attrs["warnings"] == []
+
+
+def test_ncu_kernels_no_nsys_name_matches_are_warned_about():
+    """nsys_kern_sum.csv names reduce and saxpy; text_no_time.txt's kernel is neither: no time, and a warning."""
+    t = kernel_table([DATA / "text_no_time.txt"], nsys=DATA / "nsys_kern_sum.csv")
+    assert t["time_s"].isna().all()
+    (warning,) = t.attrs["warnings"]
+    assert warning.startswith("time_s: 1 kernel(s) without an ncu time match no nsys kernel name")
 
 
 def test_runs_in_several_files_merge_by_name_and_order(tmp_path):
