@@ -357,8 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", help="ncu/nsys outputs, or this tool's own --csv output")
     parser.add_argument("--nsys", action="append", default=[], metavar="FILE",
                         help="nsys cuda_gpu_kern_sum/gpukernsum output (CSV or text) for kernel times")
-    parser.add_argument("--csv", metavar="OUT", help="write the table as CSV")
-    parser.add_argument("--json", metavar="OUT", help="write the table as JSON records")
+    parser.add_argument("--csv", metavar="OUT", help="write the table as CSV ('-': standard output)")
+    parser.add_argument("--json", metavar="OUT", help="write the table as JSON records ('-': standard output)")
     parser.add_argument("--per-launch", action="store_true", help="one row per launch instead of per kernel")
     parser.add_argument("--top", type=int, default=TOP_KERNELS, help="rows of the printed table (default 20)")
     args = parser.parse_args(argv)

@@ -484,8 +484,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--roofs", required=True, metavar="ROOFS.json", help="roofs file from ceilings.measure")
     p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
     p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
-    p.add_argument("--report", metavar="FILE.md", help="Markdown report")
-    p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table")
+    p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
+    p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
                    help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
     p.add_argument("--level", choices=(*LEVELS, "all"), default="dram",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -13,6 +14,7 @@ from .errors import CeilingsError
 
 # picture formats the CLIs write (matplotlib knows more; these are the ones worth sharing)
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+STDOUT = "-"  # as a text output path: standard output
 
 
 def check_target(path: str | os.PathLike, *, force: bool = True) -> Path:
@@ -48,8 +50,15 @@ def atomic_path(path: str | os.PathLike, *, force: bool = True) -> Iterator[Path
     With force=False an existing file is an error (raised before anything is written). Any OS error
     (permissions, disk full, a folder in the way) is a one-line CeilingsError; `path` is then untouched.
     The file gets the mode the target already has, else the usual 0666 & ~umask (not mkstemp's 0600).
+    A symbolic link stays a link: the file it points to is replaced. A device or pipe (/dev/stdout) cannot
+    be renamed over: it is written in place.
     """
     target = check_target(path, force=force)
+    if target.is_symlink():
+        target = target.resolve()
+    if target.exists() and not target.is_file():
+        yield target
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
@@ -77,6 +86,11 @@ def _mode_for(target: Path) -> int:
 
 
 def write_text(path: str | os.PathLike, text: str, *, force: bool = True) -> Path:
+    """`text` to `path` atomically, or to standard output when `path` is "-"."""
+    if str(path) == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return Path(STDOUT)
     with atomic_path(path, force=force) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)

@@ -113,6 +113,39 @@ def test_new_files_get_the_umask_mode_and_existing_files_keep_theirs(tmp_path):
         os.umask(old_umask)
 
 
+def test_a_symlinked_output_stays_a_link_and_its_file_is_replaced(tmp_path):
+    real = tmp_path / "results" / "table.csv"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "latest.csv"
+    link.symlink_to(real)
+    atomic.write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+
+
+def test_a_fifo_output_is_written_in_place_not_replaced(tmp_path):
+    """A pipe or device (e.g. --json /dev/stdout) cannot be renamed over: replacing it would leave a plain
+    file where the pipe was and the reader would get nothing."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    atomic.write_text(fifo, "through the pipe\n")
+    reader.join(timeout=10)
+    assert got == ["through the pipe\n"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_dash_writes_the_table_to_stdout(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert ncu.main([str(ROOT / "tests/data/ncu/nsys_kern_sum.csv"), "--csv", "-"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("kernel,launches,time_s,") and "saxpy" in out
+    assert not (tmp_path / "-").exists()
+
+
 # --- checks before long work -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("make_out", [
