@@ -68,12 +68,27 @@ def atomic_path(path: str | os.PathLike, *, force: bool = True) -> Iterator[Path
     try:
         yield tmp_path
         os.chmod(tmp_path, _mode_for(target))
-        os.replace(tmp_path, target)
+        _move(tmp_path, target, force)
     except OSError as exc:
         raise CeilingsError(f"cannot write {target}: {exc.strerror or exc}; nothing was changed there"
                             ) from None
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _move(tmp: Path, target: Path, force: bool) -> None:
+    """Rename `tmp` to `target`. Without force, a link that fails if `target` appeared meanwhile (another run
+    in the same minute): checking first and renaming later would overwrite it."""
+    if force:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise CeilingsError(f"{target} exists (written while this ran); pass --force to overwrite it or choose "
+                            "another --out") from None
+    except OSError:  # a file system without hard links
+        os.replace(tmp, target)
 
 
 def _mode_for(target: Path) -> int:

@@ -229,3 +229,12 @@ def test_console_script_help_lists_every_command(capsys):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_without_force_a_file_that_appears_during_the_write_is_kept(tmp_path):
+    target = tmp_path / "roofs.json"
+    with pytest.raises(CeilingsError, match="exists \\(written while this ran\\); pass --force"):
+        with atomic.atomic_path(target, force=False) as tmp:
+            tmp.write_text("ours")
+            target.write_text("theirs")  # another run, between the check and the rename
+    assert target.read_text() == "theirs" and [p.name for p in tmp_path.iterdir()] == ["roofs.json"]
