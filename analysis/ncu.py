@@ -21,6 +21,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from .units import unit_factor
 
 PROG = "python -m analysis.ncu"
 NCU_REP_MAGIC = b"NVR\0"
+UTF8_BOM = b"\xef\xbb\xbf"
 BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
 LAUNCH_COLUMNS = ["grid", "block", "device", "cc"]
 META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "source", "name_truncated"]
@@ -67,9 +69,13 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
         return _finish(_read_ncu_rep(p), p, data)
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
+    # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
+    # not a file whose bytes were changed below (a BOM: the header must start the line)
+    file = p if stat.S_ISREG(p.stat().st_mode) and not data.startswith(UTF8_BOM) else None
+    data = data.removeprefix(UTF8_BOM)  # Windows `Out-File -Encoding utf8`
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    return _finish(_read_text_forms(data, str(p), p), p, data)
+    return _finish(_read_text_forms(data, str(p), file), p, data)
 
 
 def _read_text_forms(data: bytes, path: str, file: Path | None = None) -> pd.DataFrame:

@@ -124,7 +124,7 @@ def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: s
     """
     if "ID" not in header or "Kernel Name" not in header:
         raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {str(header)[:80]}")
-    cols = [c for c in dict.fromkeys(header) if usecols is None or c in usecols]
+    cols = [c for c in dict.fromkeys(header) if c and (usecols is None or c in usecols)]  # not a trailing ","
     # every column is read (read_csv with usecols is ~1.7x slower), the unused ones as cheap categories
     dtypes = {c: ("category" if c in categories or c not in cols else str) for c in dict.fromkeys(header)
               if c != value}
@@ -134,14 +134,14 @@ def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: s
         options = {"na_filter": False}
     if isinstance(source, tuple):
         file, skip = source
-        read = lambda dtype: pd.read_csv(file, skiprows=skip, dtype=dtype,  # noqa: E731
-                                         encoding_errors="replace", **options)
+        read = lambda dtype: pd.read_csv(file, skiprows=skip, dtype=dtype, compression=None,  # noqa: E731
+                                         index_col=False, encoding_errors="replace", **options)
     else:
         at = source.tell()
 
         def read(dtype):
             source.seek(at)
-            return pd.read_csv(source, dtype=dtype, encoding_errors="replace", **options)
+            return pd.read_csv(source, dtype=dtype, index_col=False, encoding_errors="replace", **options)
     try:
         try:  # fast path: every ID an integer (no repeated header rows)
             df = read({**dtypes, "ID": "int64"})
@@ -196,7 +196,9 @@ def read_details(data: bytes, start: int, path: str, file: Path | None = None) -
     if NON_CSV_LINE.search(data, start) is None:  # only CSV rows: read_csv reads them as they are
         end = data.find(b"\n", start)
         header = _header(data[start:end if end >= 0 else len(data)], path)
-        if file is not None and b'"' not in data[:start]:  # without quotes, lines before it are rows to skip
+        # lines before the header are rows for read_csv to skip only without quotes or lone CRs (both make
+        # its idea of a line differ from ours)
+        if file is not None and not re.search(b'["\r]', data[:start]):
             source: io.BytesIO | tuple[Path, int] = (file, data.count(b"\n", 0, start))
         else:
             source = io.BytesIO(data)
@@ -257,7 +259,7 @@ def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
     meta = _launch_meta(df, np.arange(len(df)))
     metrics: dict[str, pd.Series] = {}
     for col in header:
-        if col in RAW_META:
+        if col in RAW_META or not col:  # RAW_META, or an empty cell (a trailing comma)
             continue
         series = pd.Series(parse_values(df[col]).to_numpy() * unit_factor(unit_of.get(col, "")), index=df.index)
         key = canonical_metric(col)

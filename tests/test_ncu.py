@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import ClassVar
@@ -485,3 +486,40 @@ def test_an_unreadable_nsys_csv_row_is_named_by_its_line(tmp_path):
                  '"40.0","400","x","","","","","","kernB"\n')  # line 5: no instance count
     with pytest.raises(CeilingsError, match=rf"^{re.escape(str(f))}:5: unreadable row in the nsys kernel summary"):
         read_profile(f)
+
+
+def _same_kernels(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    return a.drop(columns=["id"], errors="ignore").equals(b.drop(columns=["id"], errors="ignore"))
+
+
+@pytest.mark.parametrize("name, make", [
+    ("progress.csv", lambda csv: b"epoch [==  ]\repoch [====]\r\n" + csv),  # lone CRs before the header
+    ("crcrlf.csv", lambda csv: b"==PROF== Connected to process 1\r\r\n" + csv),
+    ("bom.csv", lambda csv: b"\xef\xbb\xbf" + csv),  # Windows Out-File -Encoding utf8
+    ("profile.csv.gz", lambda csv: csv),  # a plain-text file whose name looks compressed
+])
+def test_details_csv_read_the_same_whatever_surrounds_it(tmp_path, name, make):
+    plain = read_profile(DATA / "details_12col.csv")
+    f = tmp_path / name
+    f.write_bytes(make((DATA / "details_12col.csv").read_bytes()))
+    assert _same_kernels(read_profile(f), plain)
+
+
+def test_details_csv_through_a_pipe(tmp_path):
+    """A pipe is drained by the first read: read_csv must not open it again."""
+    import threading
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    data = (DATA / "details_12col.csv").read_bytes()
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    got = read_profile(fifo)
+    writer.join(timeout=10)
+    assert _same_kernels(got, read_profile(DATA / "details_12col.csv"))
+
+
+def test_raw_csv_with_a_trailing_comma_on_every_line(tmp_path):
+    f = tmp_path / "raw.csv"
+    f.write_text("".join(line + ",\n" for line in (DATA / "raw.csv").read_text().splitlines()))
+    assert _same_kernels(read_profile(f), read_profile(DATA / "raw.csv"))
