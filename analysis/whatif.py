@@ -74,7 +74,10 @@ def whatif_totals(table: pd.DataFrame) -> pd.DataFrame:
     """Per GPU: measured kernel time, time at the roofs, time at the current efficiency, over the kernels
     judged on every GPU (home included), so that every GPU's totals cover the same kernels.
     `totals.attrs["left_out"]`: how many kernels that leaves out."""
-    everywhere = table["time_at_roof_s"].notna().groupby(table["kernel"]).transform("all")
+    usable = table["time_at_roof_s"].notna()
+    if table["time_at_efficiency_s"].notna().any():  # with a home GPU, also an efficiency (none for 0 work)
+        usable &= table["time_at_efficiency_s"].notna()
+    everywhere = usable.groupby(table["kernel"]).transform("all")
     grouped = table[everywhere].groupby("gpu", sort=False)
     out = pd.DataFrame({"kernels": grouped.size(), "time_s": grouped["time_s"].sum(),
                         "time_at_roof_s": grouped["time_at_roof_s"].sum(),

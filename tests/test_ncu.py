@@ -523,3 +523,19 @@ def test_raw_csv_with_a_trailing_comma_on_every_line(tmp_path):
     f = tmp_path / "raw.csv"
     f.write_text("".join(line + ",\n" for line in (DATA / "raw.csv").read_text().splitlines()))
     assert _same_kernels(read_profile(f), read_profile(DATA / "raw.csv"))
+
+
+NSYS_HEADER = ('"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)","Max (ns)",'
+               '"StdDev (ns)","Name"\n')
+
+
+@pytest.mark.parametrize("rows, line", [
+    ('"60.0","600","2","300","300","200","400","10","kernA"\n40.0,4000,2\n', 3),  # cut short
+    ('"60.0","600","0","","","","","","kernA"\n', 2),  # no instances, no average
+    ('"60.0","600","2","300","300","200","400","10","kern\nA"\n"40.0","400","x","","","","","","kernB"\n', 4),
+])
+def test_bad_nsys_csv_rows_are_one_line_errors_naming_their_line(tmp_path, rows, line):
+    f = tmp_path / "kern_sum.csv"
+    f.write_text(NSYS_HEADER + rows)
+    with pytest.raises(CeilingsError, match=rf"^{re.escape(str(f))}:{line}: unreadable row in the nsys"):
+        read_profile(f)

@@ -77,6 +77,17 @@ def test_totals_cover_the_kernels_judged_on_every_gpu(kernels):
     assert "2 kernel(s) left out of the totals" in whatif.render_totals(totals, [home, same])
 
 
+def test_a_kernel_without_work_stays_out_of_the_totals(kernels):
+    """0 bytes and 0 FLOPs: time at the roof 0, so no efficiency (0/0); summing its measured time without an
+    efficiency time made the same GPU look faster than itself."""
+    idle = kernels.iloc[:1].assign(kernel="void idle_kernel()", time_s=1e-3, flops_fp32=0.0, flops=0.0,
+                                   dram_bytes=0.0, l2_bytes=0.0, l1_bytes=0.0)
+    home = roofline.load(ROOFS)
+    totals = whatif.whatif_totals(whatif.whatif_table(pd.concat([kernels, idle]), [home], home=home))
+    assert list(totals["speedup"]) == pytest.approx([1.0])
+    assert totals.attrs["left_out"] == 2  # mystery_kernel (not judged) and idle_kernel
+
+
 def test_whatif_without_home_has_no_efficiency(tmp_path, kernels):
     t = whatif.whatif_table(kernels, [whatif.target_roofs(str(twice_as_fast(tmp_path)))])
     assert set(t["gpu"]) == {"Test GPU X200"} and t["time_at_efficiency_s"].isna().all()
