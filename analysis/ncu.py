@@ -33,7 +33,7 @@ from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
 
 from . import ncu_csv, ncu_text
-from .metrics import EXTENSIVE, OUTPUT_COLUMNS, derive, with_rates
+from .metrics import EXTENSIVE, OUTPUT_COLUMNS, TENSOR_METRICS, derive, with_rates
 from .units import unit_factor
 
 PROG = "python -m analysis.ncu"
@@ -278,6 +278,12 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if ncu_frames:
         launches = _merge_runs(ncu_frames)
         derived = derive(launches)
+        tensor = launches.reindex(columns=list(TENSOR_METRICS)).fillna(0).gt(0).any(axis=1)
+        unknown = int((tensor & derived["flops_tensor"].isna()).sum())
+        if unknown:
+            warnings.append(f"flops_tensor: unknown for {unknown} launch(es) with tensor instructions: the "
+                            "profile has no compute capability (collect device__attribute_compute_capability"
+                            "_major/_minor) or no FLOPs-per-instruction rule for it (docs/ncu-ingestion.md)")
         if len(nsys_rows):
             needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
             times = _nsys_match(needed, nsys_rows)

@@ -274,9 +274,10 @@ def read_nsys_csv(text: str, path: str) -> pd.DataFrame:
     rows = []
     for match in NSYS_CSV_HEADER.finditer(text):
         block = text[match.start():].split("\n\n", 1)[0].strip().split("\n")
-        lineno = text.count("\n", 0, match.start()) + 2  # the header's line, then one line per row
-        for i, rec in enumerate(csv.DictReader(block)):
-            name, truncated, count, seconds = nsys_kernel(rec, f"{path}:{lineno + i}")
+        header_line = text.count("\n", 0, match.start())  # lines before the header
+        reader = csv.DictReader(block)
+        for rec in reader:  # reader.line_num: the block's lines read so far (a quoted name may span lines)
+            name, truncated, count, seconds = nsys_kernel(rec, f"{path}:{header_line + reader.line_num}")
             rows.append({"run": -1, "id": len(rows), "kernel": name, "launches": count, "source": "nsys",
                          "name_truncated": truncated, "gpu__time_duration.sum": seconds})
     return pd.DataFrame(rows)

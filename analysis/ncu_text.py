@@ -222,13 +222,13 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
 def nsys_kernel(cells: dict[str, str], where: str) -> tuple[str, bool, int, float]:
     """(kernel, name truncated, instances, seconds per launch) of one row of an nsys kernel summary, text or
     CSV; `where` ("FILE:LINE") names the row in errors."""
-    try:
-        name, count = cells["Name"].strip(), parse_value(cells["Instances"])
-        total = parse_value(cells["Total Time (ns)"])
-    except KeyError as exc:
-        raise CeilingsError(f"{where}: nsys kernel summary without a {exc} column") from None
+    missing = next((k for k in ("Name", "Instances", "Total Time (ns)") if k not in cells), None)
+    if missing:
+        raise CeilingsError(f"{where}: nsys kernel summary without a {missing!r} column")
+    name = (cells["Name"] or "").strip()  # a short row leaves cells None
+    count, total = parse_value(cells["Instances"] or ""), parse_value(cells["Total Time (ns)"] or "")
     avg_key = next((k for k in NSYS_AVG_COLUMNS if (cells.get(k) or "").strip()), None)
-    avg = parse_value(cells[avg_key]) if avg_key else total / count
+    avg = parse_value(cells[avg_key]) if avg_key else total / count if count else math.nan
     if not name or math.isnan(count) or math.isnan(avg):
         raise CeilingsError(f"{where}: unreadable row in the nsys kernel summary: {str(cells)[:80]}")
     truncated = name.endswith(("…", "..."))

@@ -270,9 +270,13 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         if why:
             not_judged.append(f"{row['short_name']}: not judged ({why})")
             warnings.append(not_judged[-1])
-        elif row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
-            warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
-                            f"may be low (clock, incomplete run) or the counters wrong")
+        else:
+            if row["borrowed"]:
+                warnings.append(f"{row['short_name']}: {', '.join(row['borrowed'])} charged at the "
+                                f"{row['precision']} roof: the roofs have no ceiling for it")
+            if row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
+                warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
+                                f"may be low (clock, incomplete run) or the counters wrong")
     # the kernel table's index is kept, so tables judged against different roofs align row by row
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS), index=kernels.index)
     table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
@@ -288,7 +292,12 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
     kernel with fp64 and fp32 work needs both), or all FLOPs over the flat of a forced --precision."""
     if pd.isna(k["time_s"]) or k["time_s"] <= 0:
         return "no kernel time"
-    if row["precision"] is None or pd.isna(k["flops"]):
+    if pd.isna(k["flops"]):
+        missing = [f"flops_{p}" for p in PRECISIONS if pd.isna(k[f"flops_{p}"])]
+        return ("no FLOP counters" if len(missing) == len(PRECISIONS) else
+                f"total FLOPs unknown: {', '.join(missing)} missing (a counter some launches lack, or tensor "
+                "instructions without a compute capability)")
+    if row["precision"] is None:
         return "no FLOP counters"
     if k["flops"] < 0 or any(k[f"{lv}_bytes"] < 0 for lv in levels):
         return "negative FLOP or byte counts (a corrupt or edited input)"
@@ -298,11 +307,15 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
         parts = {row["precision"]: k["flops"]}
     else:
         parts = {p: k[f"flops_{p}"] for p in PRECISIONS if not pd.isna(k[f"flops_{p}"]) and k[f"flops_{p}"] > 0}
-    compute_time = 0.0
+    main = roofs.flat(row["precision"]) if parts else None
+    if parts and main is None:
+        return f"the roofs have no valid {row['precision']} ceiling"
+    compute_time, row["borrowed"] = 0.0, []
     for p, flops in parts.items():
         flat = roofs.flat(p)
-        if flat is None:
-            return f"the roofs have no valid {p} ceiling"
+        if flat is None:  # a minor precision without a roof (stray DADDs in fp32 code): at the main one
+            flat = main
+            row["borrowed"].append(f"{p} ({flops / k['flops']:.1%} of its FLOPs)")
         compute_time += flops / flat.value
     memory = {lv: k[f"{lv}_bytes"] / roofs.bandwidth(lv).value for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
     if not memory:

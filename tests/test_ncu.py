@@ -539,3 +539,19 @@ def test_bad_nsys_csv_rows_are_one_line_errors_naming_their_line(tmp_path, rows,
     f.write_text(NSYS_HEADER + rows)
     with pytest.raises(CeilingsError, match=rf"^{re.escape(str(f))}:{line}: unreadable row in the nsys"):
         read_profile(f)
+
+
+def test_tensor_instructions_without_a_compute_capability_are_warned_about(tmp_path):
+    """A details CSV without a CC column: 1000 tensor-pipe instructions, no rule to turn them into FLOPs."""
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name",'
+              '"Metric Name","Metric Unit","Metric Value"\n')
+    rows = "".join(f'"0","1","app","h","gemm_tc","1","7","Command line profiler metrics","{m}","{u}","{v}"\n'
+                   for m, u, v in (("sm__inst_executed_pipe_tensor.sum", "inst", "1,000"),
+                                   ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "0"),
+                                   ("gpu__time_duration.sum", "usecond", "10.0")))
+    f = tmp_path / "tc.csv"
+    f.write_text(header + rows)
+    t = kernel_table([f])
+    assert math.isnan(t.iloc[0]["flops_tensor"]) and math.isnan(t.iloc[0]["flops"])
+    assert any(w.startswith("flops_tensor: unknown for 1 launch(es) with tensor instructions")
+               for w in t.attrs["warnings"])

@@ -479,3 +479,20 @@ def test_negative_counts_are_not_judged(roofs):
     t = roofline_table(roofs, k)
     assert math.isnan(t.iloc[0]["time_at_roof_s"])
     assert any("negative FLOP or byte counts" in w for w in t.attrs["warnings"])
+
+
+def test_a_minor_precision_without_a_roof_is_charged_at_the_main_one():
+    """4e9 fp32 FLOPs and 16 fp64 ones (a stray double literal), against roofs with no fp64 ceiling."""
+    roofs = Roofs.from_doc(doc_without("fp64.fma"))
+    k = _one_kernel(time_s=1e-3, flops_fp64=16.0, flops_fp32=4e9, flops_fp16=0.0, flops_tensor=0.0,
+                    flops=4e9 + 16, dram_bytes=1e6)
+    t = roofline_table(roofs, k)
+    assert t.iloc[0]["time_at_roof_s"] == pytest.approx((4e9 + 16) / 1e13)
+    assert any(w.startswith("mixed_kernel: fp64 (0.0% of its FLOPs) charged at the fp32 roof")
+               for w in t.attrs["warnings"])
+
+
+def test_unknown_total_flops_say_which_precision_is_missing(roofs):
+    k = _one_kernel(time_s=1e-3, flops_fp64=0.0, flops_fp32=4e9, flops_fp16=0.0, dram_bytes=1e6)  # tensor NaN
+    t = roofline_table(roofs, k)
+    assert any("not judged (total FLOPs unknown: flops_tensor missing" in w for w in t.attrs["warnings"])
