@@ -291,7 +291,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             unmatched = [str(k) for k in needed if k not in times]
             if unmatched:
                 warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
-                                f"name (first: {unmatched[0][:60]!r}); they have no rates")
+                                f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
+                                "no rates")
     else:  # nsys summaries alone: times only
         launches = nsys_rows.assign(id=np.arange(len(nsys_rows)))
         derived = derive(launches)
