@@ -42,6 +42,7 @@ def annotate(ceiling: dict, device: dict) -> dict:
     units = arch_units(cc)
     if key in PEAK_FALLBACKS and units is not None and key not in units.sm_rates:
         key, why = PEAK_FALLBACKS[key]
+        out["peak_key"] = key  # what it is compared with, here and in ceilings.compare
         notes.append(why)
 
     row = match_device(device.get("name") or "", device.get("memory_bytes"))

@@ -73,21 +73,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.simulate and args.device != "0":
         raise CeilingsError(f"--device {args.device} with --simulate: the simulator is one fake device; "
                             "drop --device")
-    if args.simulate:
-        enable_simulator()
-        indices = [0]
-    else:
-        from .device import require_gpu
-
-        count = require_gpu()
-        indices = device_indices(args.device, count)
-
     from kernels.registry import select
 
     benches = select(args.only, simulate=args.simulate)
     if args.fma_chains is not None:
         from kernels.fma import with_chains
 
+        if args.simulate:
+            raise CeilingsError("--fma-chains with --simulate: the simulator runs tiny fixed plans (K = 4); "
+                                "drop one of them")
         try:
             benches = [with_chains(b, args.fma_chains) for b in benches]
         except ValueError as exc:
@@ -96,6 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         what = f"--only {args.only!r} matches" if args.only else "there is"
         where = " runnable on the simulator" if args.simulate else ""
         raise CeilingsError(f"{what} no benchmark{where}; see `python -m ceilings.measure --list`")
+    if args.simulate:
+        enable_simulator()
+        indices = [0]
+    else:
+        from .device import require_gpu
+
+        count = require_gpu()
+        indices = device_indices(args.device, count)
     status = 0
     for index in indices:
         out = output_path(args, index, len(indices) > 1)

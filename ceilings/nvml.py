@@ -43,12 +43,13 @@ class Nvml:
         self._handle: Any = None
         try:
             import pynvml
-
+        except ImportError:
+            self.error = "nvidia-ml-py is not installed (pip install 'ceilings[nvml]')"
+            return
+        try:
             pynvml.nvmlInit()
             self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(_pci_bus_id(cuda_index))
             self._nv = pynvml
-        except ImportError:
-            self.error = "nvidia-ml-py is not installed (pip install 'ceilings[nvml]')"
         except Exception as exc:  # NVMLError_* for a missing library, driver or device
             self.error = f"NVML unavailable: {exc}"
 

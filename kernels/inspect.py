@@ -444,7 +444,7 @@ def inspect_benchmarks(benchmarks: Iterable[Benchmark], archs: Sequence[str] = A
     for j in todo:
         s = j.source
         key = (("cuda", s.file, s.code, s.options, j.arch) if isinstance(s, CudaSource)
-               else ("numba", s.pyfunc, s.signature, j.arch))
+               else ("numba", s.pyfunc, s.signature, s.max_registers, j.arch))
         groups.setdefault(key, []).append(j)
 
     keep_dir = Path(keep) if keep else None

@@ -33,7 +33,9 @@ if config.ENABLE_CUDASIM:
             # bf16: the high 16 bits of a float32; the test values are exact, so float32 arithmetic matches
             xs, as_, cs = ((np.array([v], np.uint32).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
                            for v in lanes)
-            return ((np.float32(xs * as_ + cs).view(np.uint32) >> 16).astype(np.uint16)).view(np.uint32)[0]
+            bits = np.float32(xs * as_ + cs).view(np.uint32).astype(np.uint64)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # to nearest even, as fma.rn.bf16x2
+            return rounded.astype(np.uint16).view(np.uint32)[0]
         return mad
 
     F16X2_FMA = _packed_fma(np.float16)

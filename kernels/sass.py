@@ -495,6 +495,10 @@ def analyse(function: str, instructions: list[Instruction]) -> Analysis:
         if idle:
             notes.append("loops without work ignored: " + ", ".join(lp.span(by_index) for lp in idle))
         problems.extend(_loop_problems(loop, blocks, by_index))
+        spilled = sorted({i.opcode for b in loop.blocks for i in by_index[b].instructions if i.base in SPILLS})
+        if spilled:  # local-memory traffic the declaration does not count, inside the timed loop
+            problems.append(f"register spills inside the loop ({', '.join(spilled)}): the kernel moves data the "
+                            "plan does not declare; give it more registers (fewer blocks per SM) or less unrolling")
         problems.extend(_bypass_problems(loop, blocks, by_index, instructions))
         anchor = loop.header
     else:
@@ -589,65 +593,83 @@ _LAUNCH_CONSTANT = re.compile(r"c\[0x0\]\s*\[(0x[0-9a-f]+)\]")
 _REGISTER = re.compile(r"^[-|!~]*(U?R)(\d+)\b")
 _CONSTANT_LOADS = frozenset({"LDC", "ULDC"})
 _SPECIAL_REGISTER_READS = frozenset({"S2R", "S2UR", "CS2R"})  # thread/block index, lane id, clock
-THREAD = -1  # in a dependency set: the value depends on which thread (or block) computes it
-
-
-def _constants(operand: str, before: list[Instruction], end: int) -> set[int]:
-    """What the value of `operand` is computed from: offsets of launch constants, and THREAD for thread or
-    block indices (S2R), following the last definition of each register among before[:end] back to its
-    sources (`LDC R9, c[0x0][0x258]`, then `SEL R5, R9, RZ, P0`, `IADD3 R6, R6, R5, RZ`: R6 derives from
-    0x258). A .64 load fills the next register from offset + 4. Immediates derive from nothing."""
-    found = {int(o, 16) for o in _LAUNCH_CONSTANT.findall(operand)}
-    reg = _REGISTER.match(operand)
-    if found or not reg:
-        return found
-    kind, number = reg.group(1), int(reg.group(2))
-    for n in range(end - 1, -1, -1):
-        ins = before[n]
-        dest = _REGISTER.match(ins.operands[0]) if ins.operands else None
-        if not dest or dest.group(1) != kind:
-            continue
-        first, width = int(dest.group(2)), 2 if "64" in ins.modifiers else 1
-        if not first <= number < first + width:
-            continue
-        if ins.base in _CONSTANT_LOADS:
-            return {int(o, 16) + 4 * (number - first) for src in ins.operands[1:]
-                    for o in _LAUNCH_CONSTANT.findall(src)}
-        if ins.base in _SPECIAL_REGISTER_READS:
-            return {THREAD}
-        return set().union(*(_constants(src, before, n) for src in ins.operands[1:]))
-    return set()
-
-
 _PREDICATE = re.compile(r"^!?(U?P\d)$")  # P0..P6, UP0..UP6 (PT/UPT: constant true)
+_MEMORY_OPERAND = re.compile(r"\[(?!0x)")  # [R2.64], desc[UR4][R2.64]: memory, not c[0x0][0x160]
+THREAD = -1  # in a dependency set: the value depends on which thread (or block) computes it
+UNKNOWN = -2  # ... or on memory, a shuffle or a vote: nothing offline can say what
 
 
-def _compared_constants(branch: Instruction, instructions: list[Instruction], start: int) -> set[int] | None:
-    """What the predicate of `branch` is computed from (see _constants), registers resolved to their values
-    at address `start` (None: the predicate does not come from comparisons)."""
-    before = [i for i in instructions if i.address < branch.address]
-    at_start = sum(1 for i in before if i.address < start)
+class _Dependencies:
+    """What a value in a function is computed from: launch-constant offsets (c[0x0][X]), THREAD, UNKNOWN.
+    Followed back through the last definition of each register or predicate before the instruction that
+    reads it, through every source operand, select predicate and guard (`@P0 MOV R4, R5` keeps R4's older
+    value when P0 is false). `LDC R9, c[0x0][0x258]`; `ISETP.NE P0, PT, R5, RZ`; `SEL R4, R9, RZ, P0`: R4
+    derives from 0x258 and from what R5 derives from."""
 
-    def predicate(name: str, end: int) -> set[int] | None:
+    def __init__(self, instructions: list[Instruction]):
+        self.code = instructions
+        self.memo: dict[tuple[str, int], frozenset[int]] = {}
+
+    def of(self, operand: str, end: int) -> frozenset[int]:
+        """Of `operand` as read by the instruction at index `end`."""
+        operand = operand.strip()
+        found = {int(o, 16) for o in _LAUNCH_CONSTANT.findall(operand)}
+        if found:
+            return frozenset(found)
+        pred, reg = _PREDICATE.match(operand), _REGISTER.match(operand)
+        if not pred and not reg:
+            return frozenset()  # immediates, RZ, PT
+        key = (pred.group(1) if pred else f"{reg.group(1)}{reg.group(2)}", end)
+        if key not in self.memo:
+            self.memo[key] = frozenset()  # a cycle adds nothing
+            self.memo[key] = frozenset(self._defined(key[0], end))
+        return self.memo[key]
+
+    def _defined(self, name: str, end: int) -> set[int]:
+        is_predicate = name.lstrip("U").startswith("P")
         for n in range(end - 1, -1, -1):
-            ins = before[n]
-            if name not in ins.operands[:2]:
-                continue
-            if ins.base not in ("PLOP3", "UPLOP3") and not ins.base.endswith("SETP"):
-                return None
-            found = set().union(*(_constants(o, before, min(n, at_start)) for o in ins.operands[2:]))
-            for source in ins.operands[2:]:  # chained or copied predicates (ISETP ..., P1; PLOP3 P2, ..., UP0)
-                m = _PREDICATE.match(source.strip())
-                if m:
-                    more = predicate(m.group(1), n)
-                    if more is None:
-                        return None
-                    found |= more
+            ins = self.code[n]
+            if is_predicate:
+                if name not in (o.strip() for o in ins.operands[:2]):
+                    continue
+                offset = 0
+            else:
+                offset = self._writes(ins, name)
+                if offset is None:
+                    continue
+            if ins.base in _SPECIAL_REGISTER_READS:
+                found = {THREAD}
+            elif ins.base in _CONSTANT_LOADS:
+                found = {int(o, 16) + 4 * offset for src in ins.operands[1:] for o in _LAUNCH_CONSTANT.findall(src)}
+            elif any(_MEMORY_OPERAND.search(src) for src in ins.operands[1:]) or ins.base in ("SHFL", "VOTE",
+                                                                                          "VOTEU", "MATCH"):
+                found = {UNKNOWN}
+            else:
+                found = set().union(*(self.of(src, n) for src in ins.operands[1:]))
+            if ins.predicate:  # a guarded definition: the guard, and the older value when it is false
+                found |= self.of(ins.predicate, n) | self._defined(name, n)
             return found
-        return None
+        return set()
 
-    m = _PREDICATE.match(branch.predicate or "")
-    return predicate(m.group(1), len(before)) if m else None
+    @staticmethod
+    def _writes(ins: Instruction, name: str) -> int | None:
+        """Which word of its destination `ins` writes to register `name` (0, or 1 for the high half of
+        a .64 result); None when it does not write it."""
+        dest = _REGISTER.match(ins.operands[0]) if ins.operands else None
+        reg = _REGISTER.match(name)
+        if not dest or dest.group(1) != reg.group(1) or ins.base.startswith(("ST", "RED", "BRA", "EXIT")):
+            return None
+        first, number = int(dest.group(2)), int(reg.group(2))
+        width = 2 if "64" in ins.modifiers else 1
+        return number - first if first <= number < first + width else None
+
+
+def _branch_dependencies(branch: Instruction, instructions: list[Instruction], deps: _Dependencies) -> set[int]:
+    """What the predicate deciding `branch` is computed from ({UNKNOWN} for an unconditional branch)."""
+    if not branch.predicate:
+        return {UNKNOWN}
+    index = next(i for i, ins in enumerate(instructions) if ins is branch)
+    return set(deps.of(branch.predicate, index))
 
 
 def _bypass_problems(loop: Loop, blocks: list[Block], by_index: dict[int, Block],
@@ -668,14 +690,16 @@ def _bypass_problems(loop: Loop, blocks: list[Block], by_index: dict[int, Block]
         return []
     exits = [by_index[i].instructions[-1] for i in loop.blocks
              if any(s not in loop.blocks for s in by_index[i].successors) or i in loop.latches]
-    # what the loop's exit tests derive from at loop entry (a count-down counter starts from `trips`)
-    loop_start = min(by_index[i].start for i in loop.blocks)
-    bounds = set().union(*(_compared_constants(e, instructions, loop_start) or set()
-                           for e in exits if e.predicate))
+    deps = _Dependencies(instructions)
+    # what the loop's exit tests derive from (a count-down counter is followed back to `trips`)
+    bounds = set().union(*(_branch_dependencies(e, instructions, deps) for e in exits if e.predicate))
+    launch_bounds = bounds - {THREAD, UNKNOWN}
     problems = []
     for last in decisions:
-        guard = _compared_constants(last, instructions, last.address) if last.predicate else None
-        if not guard or not guard <= bounds:
+        guard = _branch_dependencies(last, instructions, deps)
+        # a zero-trip guard: computed from what bounds the loop (at least one of its launch constants) and
+        # nothing else; not from memory, and not from the thread index alone
+        if UNKNOWN in guard or not guard <= bounds or not guard & launch_bounds:
             problems.append(f"threads may skip the loop at {last}: its condition depends on more than the "
                             "loop's own bound (not a zero-trip guard), e.g. a threadIdx test or a flag around "
                             "the loop; the model needs every thread to run the loop loop_trips times")

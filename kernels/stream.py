@@ -43,6 +43,9 @@ CUDA_UNROLL = {"read": 8, "write": 8, "copy": 8, "triad": 4}  # triad: 4 x 2 arr
 # because NVVM unrolls a trip loop of only 8 accesses twice and adds a remainder loop.
 NUMBA_BLOCK = 256
 NUMBA_BLOCKS_PER_SM = {"read": 8, "write": 8, "copy": 4, "triad": 4}
+# ptxas gives the Numba triad 94 registers on sm_80 (40 on sm_89/sm_90): capped at 64 for 4 blocks it
+# spills inside the loop, so it runs 2 blocks per SM there
+NUMBA_BLOCKS_PER_SM_BY_ARCH = {"sm_80": {"triad": 2}}
 NUMBA_UNROLL = {"read": 16, "write": 16, "copy": 8, "triad": 8}
 
 # Sizes. Each array is at least DRAM_L2_MULTIPLE x L2 (so L2 hits are a few percent at most) and
@@ -96,8 +99,8 @@ def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool) -> Plan:
         block, blocks_per_sm = SIM_BLOCK, None
     else:
         block = CUDA_BLOCK if cuda_c else NUMBA_BLOCK
-        blocks_per_sm = resident_blocks(limits, block, CUDA_BLOCKS_PER_SM if cuda_c
-                                        else NUMBA_BLOCKS_PER_SM[op.name])
+        numba_blocks = NUMBA_BLOCKS_PER_SM_BY_ARCH.get(limits.arch, {}).get(op.name, NUMBA_BLOCKS_PER_SM[op.name])
+        blocks_per_sm = resident_blocks(limits, block, CUDA_BLOCKS_PER_SM if cuda_c else numba_blocks)
     grid = launch_dims(limits, block, blocks_per_sm)
     block_bytes = block * unroll * vector * ELEMENT_BYTES  # one block, one trip, one array
     if limits.simulate:
@@ -131,8 +134,10 @@ def cuda_source(op: Op, plan: Plan) -> CudaSource:
 def numba_source(op: Op, plan: Plan) -> NumbaSource:
     from . import numba_stream
 
-    # ptxas gave the triad 94 registers on sm_80, room for 2 of the 4 planned blocks: cap it to what they need
-    cap = REGISTERS_PER_SM // (NUMBA_BLOCK * NUMBA_BLOCKS_PER_SM[op.name])
+    # registers capped so that the planned blocks fit on an SM at once (kernels.inspect proves they do);
+    # whole allocation units of 8 per thread
+    per_sm = plan.params.get("blocks_per_sm")
+    cap = REGISTERS_PER_SM // (plan.block * per_sm) // 8 * 8 if per_sm else None
     return NumbaSource(numba_stream.KERNELS[op.name], numba_stream.SIGNATURES[op.name], max_registers=cap)
 
 

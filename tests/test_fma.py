@@ -83,10 +83,24 @@ def test_check_reference_is_exact_step_by_step(lane):
     previous = None
     for steps in range(1, fma.CHECK_TRIPS * max(fma.UNROLL.values()) + 1):
         values = (values * one + delta).astype(values.dtype)
+        if lane == "bf16x2":  # held in float32 here: round to bf16 (to nearest even) as the hardware does
+            values = round_to_bf16(values)
         want = fma.reference(spec, fma.MAX_CHAINS, 64, steps).ravel()
         assert np.array_equal(spec.encode(values).ravel(), want), steps
         assert previous is None or not np.array_equal(want, previous)
         previous = want
+
+
+def round_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), as float32."""
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def test_bf16_rounding_helper_by_hand():
+    # 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties to even -> 1; 1 + 3 x 2^-8 -> 1 + 2^-6
+    assert round_to_bf16(np.array([1 + 2**-8, 1 + 3 * 2**-8], np.float32)).tolist() == [1.0, 1 + 2**-6]
 
 
 def _sim_runtime():

@@ -62,8 +62,13 @@ def test_bad_only_and_bad_device_are_one_line_errors():
     assert out.returncode == 2 and "matches no benchmark" in out.stderr and out.stderr.count("\n") == 1
 
 
+def test_fma_chains_with_simulate_is_a_one_line_error():
+    out = run("--simulate", "--only", "fp32.fma", "--fma-chains", "4")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--fma-chains with --simulate" in out.stderr
+
+
 def test_fma_chains_out_of_range_is_a_one_line_error():
-    out = run("--simulate", "--only", "fp32.fma", "--fma-chains", "0")
+    out = run("--only", "fp32.fma", "--fma-chains", "0")  # said before looking for a GPU
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "--fma-chains: 0 chains per thread: choose 1 to 16" in out.stderr
 

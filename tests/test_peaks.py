@@ -213,6 +213,7 @@ def test_cublas_fp64_without_fp64_tensor_cores_is_compared_with_the_fp64_units()
     assert out["peaks"]["clock_derived_max"] == pytest.approx(58 * 2 * 2 * 2.04e9)  # 473 GFLOP/s
     assert out["peaks"]["datasheet"] is None  # the L4 datasheet lists no fp64 figure (its CSV cell is empty)
     assert out["notes"][0].startswith("no FP64 tensor cores (DMMA) on this GPU: compared with the fp64 peak")
+    assert out["peak_key"] == "fp64"  # what ceilings.compare looks up in a datasheet too
     h100 = annotate(_ceiling("tensor.fp64", 5e13, pipe="tensor", backend="library"), H100_DEVICE)
     assert h100["peaks"]["clock_derived_max"] == pytest.approx(132 * 256 * 1.98e9)  # DMMA: 256 FLOP/clk/SM
     assert not any("DMMA" in n for n in h100["notes"])
