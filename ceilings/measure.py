@@ -48,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated globs on ceiling name, group, backend or kernel, e.g. 'dram.*,fp32.fma'")
     p.add_argument("--quick", action="store_true", help="short time budgets and smaller sweeps")
     p.add_argument("--fma-chains", type=int, metavar="K",
-                   help="independent FMA chains per thread in the *.fma / int32.mad kernels (1-16; default "
-                        "per architecture, 8 on sm_80/sm_90): try 4, 8, 16 to find the peak on a new GPU")
+                   help="independent FMA chains per thread in the *.fma / int32.mad kernels (2-8; default "
+                        "per architecture, 8 on sm_80/sm_90): try 2, 4 and 8 to find the peak on a new GPU")
     p.add_argument("--out", metavar="PATH",
                    help="roofs file to write ('-' for stdout: one device, no figures); default "
                         "roofs-<gpu>-<yyyymmdd-hhmm>.json here; the sweep figures go beside it as "

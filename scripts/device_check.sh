@@ -126,10 +126,10 @@ ncu_rep() {
 }
 export -f ncu_rep
 
-# The FMA peaks with 4 and 16 chains per thread beside the default 8 (roofs.json): the data to choose K.
+# The FMA peaks with 2 and 4 chains per thread beside the default 8 (roofs.json): the data to choose K.
 fma_chains() {
     local k
-    for k in 4 16; do
+    for k in 2 4; do
         "$PY" -m ceilings.measure --quick --force --no-plots --only 'fp32.fma:cuda-c,fp64.fma:cuda-c' \
             --fma-chains "$k" --out "$OUT/roofs-chains-$k.json" || return
     done

@@ -70,7 +70,7 @@ def test_fma_chains_with_simulate_is_a_one_line_error():
 def test_fma_chains_out_of_range_is_a_one_line_error():
     out = run("--only", "fp32.fma", "--fma-chains", "0")  # said before looking for a GPU
     assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "--fma-chains: 0 chains per thread: choose 1 to 16" in out.stderr
+    assert "--fma-chains: 0 chains per thread: choose 2 to 8" in out.stderr
 
 
 @pytest.mark.sim
