@@ -255,18 +255,20 @@ def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
 # Capability"); the register file is 64 K 32-bit registers per SM on all of these.
 MAX_BLOCKS_PER_SM = {"sm_80": 32, "sm_89": 24, "sm_90": 32}
 REGISTER_ALLOCATION_UNIT = 256  # registers are allocated per warp in units of 256
+SUB_PARTITIONS = 4  # the register file is split between an SM's 4 schedulers; a warp lives in one
+SHARED_RESERVED_PER_BLOCK = 1024  # sm_80 and later reserve 1 KiB of shared memory per block for the system
+SHARED_ALLOCATION_UNIT = 128
 
 
 def blocks_that_fit(limits, block: int, registers: int, shared_bytes: int) -> int:
     """Blocks of `block` threads that fit on one SM at once, given each thread's registers and each block's
-    static shared memory (occupancy-calculator arithmetic)."""
+    static shared memory (the arithmetic of CUDA's cuda_occupancy.h)."""
     warps = -(-block // 32)
     per_warp = -(-registers * 32 // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
-    fits = [limits.max_threads_per_sm // block, MAX_BLOCKS_PER_SM.get(limits.arch, 32),
-            REGISTERS_PER_SM // max(1, warps * per_warp)]
-    if shared_bytes:
-        fits.append(limits.shared_bytes_per_sm // shared_bytes)
-    return min(fits)
+    warps_by_registers = SUB_PARTITIONS * (REGISTERS_PER_SM // SUB_PARTITIONS // max(1, per_warp))
+    shared = -(-shared_bytes // SHARED_ALLOCATION_UNIT) * SHARED_ALLOCATION_UNIT + SHARED_RESERVED_PER_BLOCK
+    return min(limits.max_threads_per_sm // block, MAX_BLOCKS_PER_SM.get(limits.arch, 32),
+               warps_by_registers // warps, limits.shared_bytes_per_sm // shared)
 
 
 def occupancy_problem(job: _Job, usage: dict[str, int] | None) -> str | None:

@@ -274,8 +274,11 @@ def test_blocks_that_fit_by_hand():
     assert insp.blocks_that_fit(sm80, 256, 94, 0) == 2
     # 32 registers: 1024 per warp, 8192 per block -> 8; threads 2048 // 256 = 8
     assert insp.blocks_that_fit(sm80, 256, 32, 0) == 8
-    # shared memory: 164 KiB // 48 KiB = 3
+    # shared memory, each block's plus the 1 KiB the system reserves: 164 KiB // 49 KiB = 3; 164 // 21 = 7
     assert insp.blocks_that_fit(sm80, 128, 16, 48 * 1024) == 3
+    assert insp.blocks_that_fit(sm80, 256, 32, 20 * 1024) == 7
+    # registers per scheduler: 40 x 32 -> 1280 per warp; 16384 // 1280 = 12 warps x 4 = 48; 2 per block -> 24
+    assert insp.blocks_that_fit(REFERENCE_LIMITS["sm_90"], 64, 40, 0) == 24
     # sm_89: 1536 threads per SM -> 6 blocks of 256 however few registers
     assert insp.blocks_that_fit(REFERENCE_LIMITS["sm_89"], 256, 16, 0) == 6
 
