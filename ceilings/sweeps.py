@@ -257,13 +257,13 @@ def figure_title(doc: dict) -> str:
 
 
 # the figures a roofs file gets beside it: <roofs stem>-<suffix>, for the sweeps in that unit
-FIGURE_SUFFIXES = {"B/s": "bandwidth-sweep.png", "FLOP/s": "compute-sweep.png"}
+SWEEP_FIGURE_NAMES = {"B/s": "bandwidth-sweep.png", "FLOP/s": "compute-sweep.png"}
 
 
 def sweep_figure_paths(roofs_path: str | Path) -> dict[str, Path]:
     """unit -> the figure beside `roofs_path` named after it: run.json -> run-bandwidth-sweep.png, ..."""
     roofs_path = Path(roofs_path)
-    return {unit: roofs_path.with_name(f"{roofs_path.stem}-{suffix}") for unit, suffix in FIGURE_SUFFIXES.items()}
+    return {unit: roofs_path.with_name(f"{roofs_path.stem}-{suffix}") for unit, suffix in SWEEP_FIGURE_NAMES.items()}
 
 
 def save_sweep_figures(doc: dict, roofs_path: str | Path, *, force: bool = True) -> list[Path]:

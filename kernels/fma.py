@@ -83,10 +83,6 @@ class Lane:
         """The lane values of one raw word (one element; two for packed pairs)."""
         return self.decode(np.array([raw], self.bits))
 
-    def step(self, values: np.ndarray) -> np.ndarray:
-        """One x * a + c of the timed launches, in the lane's precision (numpy; exact for the values used)."""
-        return (values * self.value(self.a)[0] + self.value(self.c)[0]).astype(values.dtype)
-
 
 LANES = {  # check addend: 2^-6 (int32: 1)
     "fp64": Lane("fp64", "fp64.fma", "fp64", "double", 2, np.uint64, 0xBFF0000000000000, 0x4008000000000000,

@@ -374,11 +374,7 @@ class Loop:
 def find_loops(blocks: list[Block]) -> tuple[list[Loop], list[str]]:
     """Natural loops (back edges to a dominating header) and any backward branch that is not one."""
     ids = [b.index for b in blocks]
-    preds: dict[int, set[int]] = {i: set() for i in ids}
-    for b in blocks:
-        for s in b.successors:
-            if s != EXIT_NODE:
-                preds[s].add(b.index)
+    preds = _predecessors(blocks)
     dom = _dominators(ids, preds, ids[0])
     by_header: dict[int, set[int]] = {}
     irreducible = []
@@ -678,11 +674,7 @@ def _bypass_problems(loop: Loop, blocks: list[Block], by_index: dict[int, Block]
     the loop that can lead to an exit without it is accepted only as the loop's zero-trip guard: computed
     from launch constants (and the thread index) that all also bound the loop (`t < trips`, `i < n` of a
     grid-stride loop); a flag or a threadIdx test around the loop is not."""
-    preds: dict[int, set[int]] = {EXIT_NODE: set(), **{b.index: set() for b in blocks}}
-    for b in blocks:
-        for succ in b.successors:
-            preds[succ].add(b.index)
-    reaches_loop = _reach(loop.header, preds)
+    reaches_loop = _reach(loop.header, _predecessors(blocks))
     # A path that skips the loop leaves, at some branch, the blocks from which the loop can still be reached.
     decisions = [b.instructions[-1] for b in blocks if b.index in reaches_loop and b.index not in loop.blocks
                  and any(s not in reaches_loop for s in b.successors)]
@@ -706,6 +698,15 @@ def _bypass_problems(loop: Loop, blocks: list[Block], by_index: dict[int, Block]
     return problems
 
 
+def _predecessors(blocks: list[Block]) -> dict[int, set[int]]:
+    """Block index (and EXIT_NODE) -> the blocks that branch or fall through to it."""
+    preds: dict[int, set[int]] = {EXIT_NODE: set(), **{b.index: set() for b in blocks}}
+    for b in blocks:
+        for succ in b.successors:
+            preds[succ].add(b.index)
+    return preds
+
+
 def _reach(start: int, edges: dict[int, set[int]]) -> set[int]:
     seen, stack = {start}, [start]
     while stack:
@@ -718,16 +719,9 @@ def _reach(start: int, edges: dict[int, set[int]]) -> set[int]:
 def _dominators_both_ways(blocks: list[Block]) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
     """Dominators from the entry, and post-dominators (dominators of the reversed graph from EXIT_NODE)."""
     ids = [b.index for b in blocks]
-    preds: dict[int, set[int]] = {n: set() for n in ids + [EXIT_NODE]}
-    for b in blocks:
-        for s in b.successors:
-            preds[s].add(b.index)
-    dom = _dominators(ids, {n: preds[n] for n in ids}, ids[0])
-    reaches_exit, stack = {EXIT_NODE}, [EXIT_NODE]
-    while stack:
-        for p in preds[stack.pop()] - reaches_exit:
-            reaches_exit.add(p)
-            stack.append(p)
+    preds = _predecessors(blocks)
+    dom = _dominators(ids, preds, ids[0])
+    reaches_exit = _reach(EXIT_NODE, preds)
     nodes = [EXIT_NODE] + [n for n in ids if n in reaches_exit]
     successors = {b.index: set(b.successors) for b in blocks}
     pdom = _dominators(nodes, {n: successors.get(n, set()) & reaches_exit for n in nodes}, EXIT_NODE)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ceilings.atomic import write_text
+from ceilings.atomic import STDOUT, write_text
 from ceilings.errors import CeilingsError, cli_entry
 from ceilings.report import ceiling_status, format_rate, markdown_table
 from scripts.outdir_cli import existing_folder, script_parser
@@ -230,13 +230,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     outdir = existing_folder(args.outdir)
-    text = render(outdir)
-    if args.out == "-":
-        sys.stdout.write(text)
-        return 0
-    out = Path(args.out) if args.out else outdir / "BENCHMARKS.fragment.md"
-    write_text(out, text)
-    print(f"{PROG}: wrote {out}", file=sys.stderr)
+    out = write_text(args.out or outdir / "BENCHMARKS.fragment.md", render(outdir))
+    print(f"{PROG}: wrote {'stdout' if str(out) == STDOUT else out}", file=sys.stderr)
     return 0
 
 
