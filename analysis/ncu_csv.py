@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -143,11 +144,13 @@ def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: s
             source.seek(at)
             return pd.read_csv(source, dtype=dtype, index_col=False, encoding_errors="replace", **options)
     try:
-        try:  # fast path: every ID an integer (no repeated header rows)
-            df = read({**dtypes, "ID": "int64"})
-        except ValueError:
-            df = read(dtypes)
-    except (pd.errors.ParserError, ValueError) as exc:
+        with warnings.catch_warnings():  # a row longer than the header: an error, not cells dropped quietly
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            try:  # fast path: every ID an integer (no repeated header rows)
+                df = read({**dtypes, "ID": "int64"})
+            except ValueError:
+                df = read(dtypes)
+    except (pd.errors.ParserError, pd.errors.ParserWarning, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable ncu CSV ({describe(exc)}); truncated or edited file?") from None
     df = df[cols]
     # short rows: the missing cells are empty text, as in the fields ncu leaves empty

@@ -555,3 +555,13 @@ def test_tensor_instructions_without_a_compute_capability_are_warned_about(tmp_p
     assert math.isnan(t.iloc[0]["flops_tensor"]) and math.isnan(t.iloc[0]["flops"])
     assert any(w.startswith("flops_tensor: unknown for 1 launch(es) with tensor instructions")
                for w in t.attrs["warnings"])
+
+
+def test_rows_longer_than_the_header_are_a_one_line_error(tmp_path):
+    """Every data row one field longer than the header: read_csv would drop a cell per row and warn."""
+    lines = (DATA / "details_12col.csv").read_text().splitlines()
+    header = next(n for n, line in enumerate(lines) if line.startswith('"ID"'))
+    f = tmp_path / "long.csv"
+    f.write_text("\n".join(line + ',"x"' if n > header else line for n, line in enumerate(lines)) + "\n")
+    with pytest.raises(CeilingsError, match=rf"^{re.escape(str(f))}: unreadable ncu CSV"):
+        read_profile(f)
