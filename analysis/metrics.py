@@ -5,6 +5,8 @@ Every derived quantity is missing (NaN) when the metrics it needs are absent: ne
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -24,26 +26,28 @@ METRIC_ALIASES = {
     "dram__write_sectors": "dram__sectors_write.sum",
     "gpc__frequency": "gpc__cycles_elapsed.avg.per_second",
     "sm__elapsed_cycles_avg": "sm__cycles_elapsed.avg",
+    "Elapsed Cycles": "gpc__cycles_elapsed.max",  # SpeedOfLight section
 }
 
-# Tensor-pipe FLOPs per warp-level tensor instruction (sm__inst_executed_pipe_tensor*), by compute capability.
-# APPROXIMATE: the FLOPs of one instruction depend on its shape and type (HMMA.884 vs .16816, TF32, INT8,
-# FP8, sparsity); these are dense FP16 numbers. 7.0 is NERSC's constant for V100; the others are the
-# published dense FP16 tensor FLOP/clk/SM divided by the 4 SM sub-partitions. See docs/ncu-ingestion.md.
-TENSOR_FLOPS_PER_INST = {
-    "7.0": 512,    # V100: NERSC roofline recipe
-    "7.2": 512,    # Xavier (Volta tensor cores)
-    "7.5": 256,    # Turing: 1024 FLOP/clk/SM / 4
-    "8.0": 512,    # A100: 2048 / 4
-    "8.6": 256,    # GA10x: 1024 / 4
-    "8.7": 256,    # Orin: 1024 / 4
-    "8.9": 256,    # Ada: 1024 / 4
-    "9.0": 1024,   # H100: 4096 / 4
-    "10.0": 2048,  # B200: 8192 / 4
-    "12.0": 256,   # RTX 50: 1024 / 4
-}
-# DMMA (FP64 tensor) instructions: published FP64 tensor FLOP/clk/SM / 4. APPROXIMATE, as above.
-DMMA_FLOPS_PER_INST = {"8.0": 32, "9.0": 64, "10.0": 32}
+# FLOPs of one warp-level tensor instruction, only where the compute capability leaves one SASS shape: sm_70
+# and sm_72 have HMMA.884 alone (2 x 8 x 8 x 4 x 4 quad-pairs = 512, NERSC's x512 rule), sm_80 has DMMA.884
+# alone for FP64. Elsewhere one instruction is 2048 or 4096 FLOPs (HMMA.1688 / .16816) or any HGMMA.64xNx16:
+# no constant is right, so the FLOPs are missing unless the sm__ops_path_tensor_* counters are collected.
+# See ../shared/notes/tensor-flops.md and docs/ncu-ingestion.md.
+HMMA_FLOPS_PER_INST = {"7.0": 512, "7.2": 512}
+DMMA_FLOPS_PER_INST = {"8.0": 512}
+# The counters that count tensor FLOPs themselves (one op = one FLOP: a 4096^3 FP8 GEMM on B300 gives
+# 2 x 4096^3 in sm__ops_path_tensor_op_utcqmma_src_fp8_dst_fp32.sum). Names by architecture:
+# sm__ops_path_tensor_src_<t>[_dst_<t>], ..._op_<hmma|hgmma|imma|utcqmma|...>_src_..., with _sparsity_on/off
+# and _realtime variants; a name without the op or sparsity part is the sum of the names with it.
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor(?:_op_(?P<op>[a-z0-9]+))?_src_(?P<src>[a-z0-9]+)"
+                        r"(?:_dst_(?P<dst>[a-z0-9]+))?(?:_sparsity_(?P<sparsity>on|off))?(?P<realtime>_realtime)?"
+                        r"\.sum$")
+INTEGER_TYPES = ("int", "uint", "s", "u", "b1")  # prefixes of integer source types: int8, int4, s8, u4, b1
+# HFMA2.MMA register moves: one warp instruction on the tensor pipe is 32 hfma thread instructions
+WARP_THREADS = 32
+PHANTOM_NOTE = ("hfma thread instructions = 32 x tensor-pipe instructions that are not HMMA/IMMA/DMMA: the "
+                "signature of HFMA2.MMA register moves (a compiler idiom of FP32 GEMMs), not arithmetic")
 
 # FLOPs per counted thread instruction: an FMA is 2, add and mul 1. For fp16, ncu's sass_thread_inst
 # metrics count a packed HFMA2/HADD2/HMUL2 once per thread (thread-instruction counters; see
@@ -55,19 +59,26 @@ PRECISIONS = {"fp64": ("dfma", "dadd", "dmul"), "fp32": ("ffma", "fadd", "fmul")
 # the tensor-pipe instruction total, then its hmma, imma and dmma parts
 TENSOR_METRICS = ("sm__inst_executed_pipe_tensor.sum",
                   *(f"sm__inst_executed_pipe_tensor_op_{op}.sum" for op in ("hmma", "imma", "dmma")))
+HFMA_METRIC = "sm__sass_thread_inst_executed_op_hfma_pred_on.sum"
 
 OUTPUT_COLUMNS = ["kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
-                  "dram_bytes_per_s", "sm_clock_hz"]
+                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int"]
+# summed over launches; ops_tensor_int: integer tensor operations (IMMA), which are not FLOPs
 EXTENSIVE = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops",
-             "dram_bytes", "l2_bytes", "l1_bytes"]
+             "dram_bytes", "l2_bytes", "l1_bytes", "ops_tensor_int"]
+# metrics that time a launch or describe it: two passes over the same launches may both hold them
+TIME_METRICS = ("gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
+                "smsp__cycles_elapsed.avg", "smsp__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.max",
+                "gpc__cycles_elapsed.avg.per_second", "sm__frequency", "dram__cycles_elapsed.avg.per_second")
 
 
 def canonical_metric(name: str) -> str:
     """`smsp__` and `sm__` sums of instruction counts are the same number: keep one spelling."""
     name = METRIC_ALIASES.get(name, name)
     if name.startswith("smsp__") and name.endswith(".sum") and (
-            "sass_thread_inst_executed_op_" in name or "inst_executed_pipe_tensor" in name):
+            "sass_thread_inst_executed_op_" in name or "inst_executed_pipe_tensor" in name
+            or name.startswith("smsp__ops_path_tensor")):
         return "sm__" + name[len("smsp__"):]
     return name
 
@@ -98,31 +109,117 @@ def _times(count: pd.Series, per_inst: pd.Series) -> pd.Series:
     return (count * per_inst).where(count != 0, count)
 
 
-def _tensor_flops(df: pd.DataFrame) -> pd.Series:
+def tensor_ops_columns(columns) -> dict[str, list[str]]:
+    """The ops counters to add up, by source type: for each (source, destination) the least split names
+    present (a name without op or sparsity is the sum of those with it; _realtime repeats a name)."""
+    found = {}
+    for name in columns:
+        m = TENSOR_OPS.match(name)
+        if m:
+            found[name] = m.groupdict()
+    plain = {(g["op"], g["src"], g["dst"], g["sparsity"]) for g in found.values() if not g["realtime"]}
+    by_type: dict[tuple, list[tuple[int, str]]] = {}
+    for name, g in found.items():
+        if g["realtime"] and (g["op"], g["src"], g["dst"], g["sparsity"]) in plain:
+            continue
+        split = (g["op"] is not None) + (g["sparsity"] is not None)  # 0: a total, 2: the finest split
+        by_type.setdefault((g["src"], g["dst"]), []).append((split, name))
+    chosen: dict[str, list[str]] = {}
+    for (src, _dst), names in by_type.items():
+        least = min(split for split, _ in names)
+        if least == 1:  # ops without sparsity beside sparsity without ops: one kind of split only
+            ops = [n for split, n in names if split == 1 and found[n]["op"]]
+            names = [(1, n) for n in ops] or [(1, n) for split, n in names if split == 1]
+        chosen.setdefault(src, []).extend(n for split, n in names if split == least)
+    return chosen
+
+
+def _is_integer(src: str) -> bool:
+    return src.startswith(INTEGER_TYPES) and any(ch.isdigit() for ch in src)
+
+
+def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
+    """Per launch: flops_tensor, ops_tensor_int (integer tensor ops are not FLOPs), phantom_flops (fp16 and
+    tensor FLOPs of HFMA2.MMA moves, PHANTOM_NOTE), hfma_phantom (hfma thread instructions to leave out of
+    flops_fp16) and tensor_rule ("ops counters", "x<N> per instruction (CC)", or "" when unknown).
+
+    The sm__ops_path_tensor_* counters are used when the input has any; else warp instruction counts x
+    FLOPs per instruction where the CC allows one shape only; else flops_tensor is missing (0 instructions
+    are 0 FLOPs).
+    """
+    out = pd.DataFrame(index=df.index)
+    total, hmma, imma, dmma = (_col(df, name) for name in TENSOR_METRICS)
     cc = df["cc"] if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    per_inst = cc.map(TENSOR_FLOPS_PER_INST).astype("float64")
+    parts = hmma.fillna(0) + imma.fillna(0) + dmma.fillna(0)
+    has_parts = hmma.notna() | imma.notna() | dmma.notna()
+    # tensor-pipe instructions that are no MMA: all of them when the parts are not collected
+    extra = (total - parts.where(has_parts, 0)).clip(lower=0)
+    hfma = _col(df, HFMA_METRIC)
+    phantom = (extra > 0) & (hfma == WARP_THREADS * extra)
+    out["hfma_phantom"] = hfma.where(phantom, 0.0)
+    ops = tensor_ops_columns(df.columns)
+    if ops:
+        def summed(srcs):
+            names = [n for s in srcs for n in ops[s]]
+            return df[names].astype("float64").sum(axis=1, min_count=len(names)) if names else 0.0
+        floats = [s for s in ops if not _is_integer(s)]
+        out["flops_tensor"] = pd.Series(summed(floats), index=df.index, dtype="float64")
+        out["ops_tensor_int"] = pd.Series(summed([s for s in ops if _is_integer(s)]), index=df.index,
+                                          dtype="float64")
+        out["tensor_rule"] = "ops counters"
+        out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"]
+        return out
+    per_hmma = cc.map(HMMA_FLOPS_PER_INST).astype("float64")
     per_dmma = cc.map(DMMA_FLOPS_PER_INST).astype("float64")
-    total, *ops = (_col(df, name) for name in TENSOR_METRICS)
-    has_ops = ops[0].notna() | ops[1].notna() | ops[2].notna()
-    by_op = (_times(ops[0].fillna(0), per_inst) + _times(ops[1].fillna(0), per_inst)
-             + _times(ops[2].fillna(0), per_dmma))
-    return _first(_times(total, per_inst), by_op.where(has_ops))
+    unknown = pd.Series(np.nan, index=df.index)  # IMMA: integer ops of several shapes, no FLOPs
+    # without parts the total is all MMA (one rule: sm_70/72 have HMMA only) unless it is all HFMA2.MMA
+    whole = _times(total.where(~phantom, 0.0), per_hmma)
+    by_parts = _times(hmma.fillna(0), per_hmma) + _times(dmma.fillna(0), per_dmma)
+    out["flops_tensor"] = whole.where(~has_parts, by_parts)
+    out["ops_tensor_int"] = _times(imma.fillna(0), unknown).where(has_parts, np.nan)
+    out["tensor_rule"] = [f"x{n:.0f} per instruction (CC {c})" if n == n else "" for n, c in zip(per_hmma, cc)]
+    tensor_phantom = _times(total.where(phantom & ~has_parts, 0.0), per_hmma).fillna(0)
+    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + tensor_phantom
+    return out
+
+
+def launch_time(raw: pd.DataFrame) -> pd.Series:
+    """Seconds per launch from the first time source present: gpu__time_duration ("Duration"), else elapsed
+    cycles over their rate: sm__, smsp__, then gpc__ (max over GPCs: the kernel's whole span)."""
+    candidates = [_col(raw, "time_s"), _col(raw, "gpu__time_duration.sum")]
+    for cycles, rate in (("sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second"),
+                         ("smsp__cycles_elapsed.avg", "smsp__cycles_elapsed.avg.per_second"),
+                         ("gpc__cycles_elapsed.max", "gpc__cycles_elapsed.avg.per_second")):
+        per_second = _col(raw, rate)
+        candidates.append(_col(raw, cycles) / per_second.where(per_second > 0))
+    return _first(*candidates)
+
+
+def launch_clock(raw: pd.DataFrame) -> pd.Series:
+    """The SM clock (Hz) a launch ran at, where the profile has it."""
+    return _first(_col(raw, "sm_clock_hz"), _col(raw, "sm__cycles_elapsed.avg.per_second"),
+                  _col(raw, "smsp__cycles_elapsed.avg.per_second"), _col(raw, "gpc__cycles_elapsed.avg.per_second"),
+                  _col(raw, "sm__frequency"))
 
 
 def derive(raw: pd.DataFrame) -> pd.DataFrame:
     """Per-launch output columns from per-launch raw metrics (values per launch, base units).
 
     Columns already present under their output name (this tool's own CSV read back, nsys times) are used
-    as they are.
+    as they are. `tensor_rule` says how flops_tensor was found.
     """
     out = pd.DataFrame(index=raw.index)
-    inputs = {"flops_tensor": ["flops_tensor", *TENSOR_METRICS]}  # output column -> the raw columns it uses
+    tensor = tensor_work(raw)
+    inputs = {"flops_tensor": ["flops_tensor", *TENSOR_METRICS, *[n for ns in tensor_ops_columns(raw.columns).values()
+                                                                  for n in ns]]}
     for prec, (fma, add, mul) in PRECISIONS.items():
         names = [f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in (fma, add, mul)]
         ops = [_col(raw, name) for name in names]
+        if prec == "fp16":  # HFMA2.MMA moves are no FMAs
+            ops[0] = ops[0] - tensor["hfma_phantom"]
         out[f"flops_{prec}"] = _first(_col(raw, f"flops_{prec}"), FMA_FLOPS * ops[0] + ops[1] + ops[2])
         inputs[f"flops_{prec}"] = [f"flops_{prec}", *names]
-    out["flops_tensor"] = _first(_col(raw, "flops_tensor"), _tensor_flops(raw))
+    out["flops_tensor"] = _first(_col(raw, "flops_tensor"), tensor["flops_tensor"])
     # a precision the input counts but this row lacks (n/a) makes the total unknown, not smaller
     counted = [col for col, names in inputs.items() if raw.columns.isin(names).any()]
     total = out[counted].sum(axis=1, skipna=False) if counted else np.nan
@@ -134,11 +231,11 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
         SECTOR_BYTES * _col(raw, "dram__sectors.sum"))
     out["l2_bytes"] = _first(_col(raw, "l2_bytes"), _col(raw, "lts__t_bytes.sum"), _sectors(raw, "lts"))
     out["l1_bytes"] = _first(_col(raw, "l1_bytes"), _col(raw, "l1tex__t_bytes.sum"), _sectors(raw, "l1tex"))
-    cycles_per_s = _col(raw, "sm__cycles_elapsed.avg.per_second")
-    out["time_s"] = _first(_col(raw, "time_s"), _col(raw, "gpu__time_duration.sum"),
-                           _col(raw, "sm__cycles_elapsed.avg") / cycles_per_s.where(cycles_per_s > 0))
-    out["sm_clock_hz"] = _first(_col(raw, "sm_clock_hz"), cycles_per_s,
-                                _col(raw, "gpc__cycles_elapsed.avg.per_second"), _col(raw, "sm__frequency"))
+    out["ops_tensor_int"] = _first(_col(raw, "ops_tensor_int"), tensor["ops_tensor_int"])
+    out["phantom_flops"] = _first(_col(raw, "phantom_flops"), tensor["phantom_flops"])
+    out["time_s"] = launch_time(raw)
+    out["sm_clock_hz"] = launch_clock(raw)
+    out["tensor_rule"] = tensor["tensor_rule"]
     return out
 
 

@@ -20,10 +20,12 @@ import importlib
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,16 +34,19 @@ import pandas as pd
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
 
-from . import ncu_csv, ncu_text
-from .metrics import EXTENSIVE, OUTPUT_COLUMNS, TENSOR_METRICS, derive, with_rates
+from . import ncu_csv
+from .formats import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source, detect
+from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
+                      launch_time, with_rates)
 from .units import unit_factor
 
 PROG = "python -m analysis.ncu"
 NCU_REP_MAGIC = b"NVR\0"
 UTF8_BOM = b"\xef\xbb\xbf"
 BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
-LAUNCH_COLUMNS = ["grid", "block", "device", "cc"]
-META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "source", "name_truncated"]
+NCU_REP = Format(".ncu-rep (through ncu_report)", COUNTERS, lambda src: None, lambda src, found: None)
+# lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
+PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
 TOP_KERNELS = 20  # rows of the printed table
 PRINT_NAME_WIDTH = 60
 NCU_REPORT_DIRS = ("/opt/nvidia/nsight-compute/*/extras/python", "/opt/nvidia/nsight-compute*/extras/python",
@@ -51,8 +56,10 @@ NCU_REPORT_DIRS = ("/opt/nvidia/nsight-compute/*/extras/python", "/opt/nvidia/ns
 def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
-    Columns: run, id, kernel, launches, grid, block, device, cc, source ('ncu' or 'nsys'), name_truncated,
-    then one column per metric in base units (bytes, seconds, hertz, counts; percentages in percent).
+    Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, source,
+    name_truncated), then one column per metric in base units (bytes, seconds, hertz, counts; percentages
+    in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it holds (COUNTERS or
+    TIMES, analysis.formats).
     """
     p = Path(path)
     try:
@@ -66,7 +73,7 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     if data.startswith(NCU_REP_MAGIC):
-        return _finish(_read_ncu_rep(p), p, data)
+        return _finish(_read_ncu_rep(p), p, data, NCU_REP)
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
@@ -75,37 +82,23 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     data = data.removeprefix(UTF8_BOM)  # Windows `Out-File -Encoding utf8`
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    return _finish(_read_text_forms(data, str(p), file), p, data)
+    source = Source(data, str(p), file)
+    found = detect(source)
+    if found is None:
+        _not_a_profile(source)
+    fmt, where = found
+    return _finish(fmt.read(source, where), p, data, fmt)
 
 
-def _read_text_forms(data: bytes, path: str, file: Path | None = None) -> pd.DataFrame:
-    """CSV forms are read from the bytes (read_csv decodes them); text forms are decoded first."""
-    own = ncu_csv.find_own_csv(data)
-    if own is not None:
-        return ncu_csv.read_own(data, own, path)
-    header = ncu_csv.find_ncu_header(data)
-    if header:
-        start, line = header
-        if b'"Metric Name"' in line:
-            return ncu_csv.read_details(data, start, path, file)
-        return ncu_csv.read_raw(data, start, path)
-    text = data.decode("utf-8", errors="replace")
-    if ncu_csv.find_nsys_csv(data):
-        return ncu_csv.read_nsys_csv(text, path)
-    launches, profiler_seen = ncu_text.scan_text(text, path)
-    if not launches:
-        if profiler_seen:
-            raise CeilingsError(f"{path}: profiler output without any kernel results (did the profiled run "
-                                f"fail or launch no kernel? see its ==ERROR== lines)")
-        if _is_roofs_file(data):
-            raise CeilingsError(f"{path} is a roofs file (ceilings.measure output); pass it with --roofs")
-        raise CeilingsError(f"{path}: not Nsight Compute or Nsight Systems output (no kernel heading, ncu CSV "
-                            f"header or nsys kernel summary found)")
-    meta = pd.DataFrame.from_records(
-        [(x.run, x.id, x.kernel, x.launches, x.grid, x.block, x.device, x.cc, x.source, x.name_truncated)
-         for x in launches], columns=META_COLUMNS)
-    metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)
-    return pd.concat([meta, metrics], axis=1)
+def _not_a_profile(source: Source) -> None:
+    """Why no format recognised the file, as a CeilingsError."""
+    if PROFILER_LINE.search(source.text):
+        raise CeilingsError(f"{source.path}: profiler output without any kernel results (did the profiled run "
+                            f"fail or launch no kernel? see its ==ERROR== lines)")
+    if _is_roofs_file(source.data):
+        raise CeilingsError(f"{source.path} is a roofs file (ceilings.measure output); pass it with --roofs")
+    raise CeilingsError(f"{source.path}: not Nsight Compute or Nsight Systems output (no kernel heading, ncu "
+                        f"CSV header or nsys kernel summary found)")
 
 
 def _is_roofs_file(data: bytes) -> bool:
@@ -119,12 +112,13 @@ def _is_roofs_file(data: bytes) -> bool:
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 
 
-def _finish(df: pd.DataFrame, path: Path, data: bytes) -> pd.DataFrame:
+def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFrame:
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
-    for col, default in (("source", "ncu"), ("name_truncated", False), *((c, None) for c in LAUNCH_COLUMNS)):
+    defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": ()}
+    for col in META_COLUMNS:
         if col not in df.columns:
-            df[col] = default
+            df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     _launch_facts_from_metrics(df)
@@ -134,6 +128,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes) -> pd.DataFrame:
                             f"nothing{_first_error(data)}")
     df = df[META_COLUMNS + rest].reset_index(drop=True)
     df["launches"] = df["launches"].astype("int64")
+    df.attrs.update(format=fmt.name, yields=fmt.yields)
     return df
 
 
@@ -221,105 +216,347 @@ def _action_row(action, run: int, index: int) -> dict:
 
 
 # -------------------------------------------------------------------------------------------- the table
-def _merge_runs(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Runs that each collected some metrics become one: merged by kernel name and launch order."""
+# two runs' times of one kernel (median per launch) that differ by more than this factor are reported
+TIME_DISAGREEMENT = 1.2
+# FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
+IMPOSSIBLE_RATE = 1.05
+NAME_IN_WARNING = 60
+
+
+@dataclass
+class Run:
+    """One pass or process of one input file: its launches (rows of read_profile) and where it came from."""
+
+    number: int  # 1-based, in input order: what --time-run takes
+    path: str
+    launches: pd.DataFrame
+
+    @property
+    def label(self) -> str:
+        process = self.launches["process"].dropna()
+        where = f", process {process.iloc[0]}" if len(process) else ""
+        return f"run {self.number} ({Path(self.path).name}{where})"
+
+    @property
+    def counters(self) -> set[str]:
+        """The metrics this run measured, beyond times: two runs sharing one are distinct launches."""
+        rest = self.launches.columns.difference(META_COLUMNS).difference(TIME_METRICS)
+        return {c for c in rest if self.launches[c].notna().any()}
+
+
+def _split_runs(frames: Sequence[pd.DataFrame], paths: Sequence[str]) -> list[Run]:
+    runs = []
+    for path, df in zip(paths, frames):
+        for _, part in df.groupby("run", sort=False):
+            runs.append(Run(len(runs) + 1, path, part))
+    return runs
+
+
+def _group_runs(runs: Sequence[Run]) -> list[list[Run]]:
+    """Passes over the same launches (complementary metrics: the NERSC recipe, a sections run then a
+    --metrics run) are one group; a run that measured a metric a group already has (another process, e.g.
+    a second rank under `--target-processes all`) starts a group of its own."""
+    groups: list[tuple[list[Run], set[str]]] = []
+    for run in runs:
+        metrics = run.counters
+        home = next((g for g in groups if not g[1] & metrics), None)
+        if home is None:
+            groups.append(([run], set(metrics)))
+        else:
+            home[0].append(run)
+            home[1].update(metrics)
+    return [g for g, _ in groups]
+
+
+def _merge_group(group: Sequence[Run], index: int, time_run: int | None, warnings: list[str]) -> pd.DataFrame:
+    """The group's runs merged by kernel name and launch order; each launch's time from one run: `time_run`
+    if it is in the group, else the first run that timed the launch. Disagreeing runs are reported."""
+    timed = sorted(group, key=lambda r: r.number != time_run)  # the chosen timing run first (stable)
     parts = []
-    for i, df in enumerate(frames):
-        part = df.copy()
-        part.insert(0, "_run", pd.factorize(part["run"])[0] + (i << 20))
+    for order, run in enumerate(timed):
+        part = run.launches.sort_values("id", kind="stable").copy()
+        part["time_s"], part["sm_clock_hz"] = launch_time(part), launch_clock(part)
+        part["_order"] = order
+        part["_occ"] = part.groupby("kernel", sort=False).cumcount()
         parts.append(part)
-    allruns = pd.concat(parts, ignore_index=True, sort=False)
-    allruns = allruns.sort_values(["_run", "id"], kind="stable")
-    allruns["_occ"] = allruns.groupby(["_run", "kernel"], sort=False).cumcount()
-    merged = allruns.groupby(["kernel", "_occ"], sort=False, dropna=False).first().reset_index()
-    merged["id"] = np.arange(len(merged))
-    return merged.drop(columns=["_occ", "_run", "run"])
+    both = pd.concat(parts, ignore_index=True, sort=False)
+    if len(group) > 1:
+        _check_times(both, timed, warnings)
+    both = both.sort_values(["_order", "_occ"], kind="stable")
+    merged = both.groupby(["kernel", "_occ"], sort=False, dropna=False).first().reset_index()
+    merged = merged.sort_values(["run", "id"], kind="stable") if len(group) == 1 else merged
+    merged["_group"] = index
+    labels = [r.launches["process"].dropna() for r in group]
+    merged["process"] = next((p.iloc[0] for p in labels if len(p)), f"group {index + 1}")
+    return merged.drop(columns=["_occ", "_order"])
 
 
-def _nsys_match(kernels: Iterable[str], nsys: pd.DataFrame) -> dict[str, float]:
-    """ncu kernel name -> nsys time per launch; nsys cuts names at 100 characters, so match by prefix."""
-    exact = nsys[~nsys["name_truncated"]].drop_duplicates("kernel").set_index("kernel")["gpu__time_duration.sum"]
-    cut = nsys[nsys["name_truncated"]]
-    found = {}
+def _check_times(both: pd.DataFrame, timed: Sequence[Run], warnings: list[str]) -> None:
+    per_run = both.groupby(["kernel", "_order"], sort=False)["time_s"].median().dropna().unstack()
+    if per_run.shape[1] < 2:
+        return
+    spread = per_run.max(axis=1) / per_run.min(axis=1)
+    for kernel, ratio in spread[spread > TIME_DISAGREEMENT].items():
+        values = ", ".join(f"{timed[o].label} {_ms(t)}" for o, t in per_run.loc[kernel].dropna().items())
+        used = timed[int(per_run.loc[kernel].first_valid_index())]
+        warnings.append(f"time_s: runs disagree on {str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x (median per "
+                        f"launch: {values}); used {used.label}; choose the timing run with --time-run N")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g} ms"
+
+
+def _nsys_times(kernels: Sequence[str], nsys: pd.DataFrame, warnings: list[str]) -> dict[str, float]:
+    """ncu kernel name -> nsys seconds per launch (over every nsys run: total time / total launches).
+
+    A full nsys name matches only itself. nsys cuts names at 100 characters: a cut name matches the ncu
+    names it begins, the longest such cut name winning; when one cut name begins several distinct ncu
+    names, or two nsys rows carry the same cut name, which kernel is which is unknown: no time, a warning."""
+    rows = nsys.assign(_total=nsys["gpu__time_duration.sum"] * nsys["launches"])
+    full = rows[~rows["name_truncated"]].groupby("kernel")[["_total", "launches"]].sum()
+    cut = rows[rows["name_truncated"]]
+    found, ambiguous = {}, set()
     for name in kernels:
-        if name in exact.index:
-            found[name] = float(exact[name])
+        if name in full.index:
+            found[name] = full.at[name, "_total"] / full.at[name, "launches"]
             continue
         hits = cut[[name.startswith(prefix) for prefix in cut["kernel"]]]
-        if len(hits):
-            longest = hits["kernel"].str.len().max()
-            best = hits[hits["kernel"].str.len() == longest]
-            if len(best) == 1:  # two nsys rows with the same cut name: ambiguous, leave the time missing
-                found[name] = float(best["gpu__time_duration.sum"].iloc[0])
+        if not len(hits):
+            continue
+        best = hits[hits["kernel"].str.len() == hits["kernel"].str.len().max()]
+        prefix = best["kernel"].iloc[0]
+        claimants = [k for k in kernels if k.startswith(prefix) and k not in full.index]
+        if best.groupby("run").size().max() > 1 or len(set(claimants)) > 1:
+            ambiguous.add(prefix)
+            continue
+        found[name] = best["_total"].sum() / best["launches"].sum()
+    if ambiguous:
+        first = sorted(ambiguous)[0]
+        warnings.append(f"time_s: {len(ambiguous)} nsys name(s) cut at 100 characters begin several distinct "
+                        f"kernels (first: {first[:NAME_IN_WARNING]!r}…): those kernels get no nsys time; export "
+                        "full names (nsys stats --report cuda_gpu_kern_sum on an nsys-rep whose names fit, or "
+                        "the .sqlite export)")
     return found
 
 
 def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
-                 per_launch: bool = False) -> pd.DataFrame:
-    """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches), or per launch with `id` and
-    grid/block/device/cc. Extensive columns are totals over the row's `launches`; missing metrics are NaN.
-    Per kernel, `table.attrs["warnings"]` names the metrics that some but not all launches of a kernel had.
+                 per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
+                 per_process: bool = False, time_run: int | None = None) -> pd.DataFrame:
+    """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
+    kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
+
+    Extensive columns are totals over the row's `launches`; missing metrics are NaN. Runs of ncu are passes
+    (merged by kernel name and launch order) or processes (kept apart), see `_group_runs`; `time_run` picks
+    the run whose times count where runs disagree. Kernels that only nsys timed are rows without counters.
+    `kernel_regex` keeps the kernels whose name matches (re.search); `nvtx` the launches inside an NVTX range
+    of that name. attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs
+    the profile lacks, by column).
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     nsys = [nsys] if isinstance(nsys, (str, os.PathLike)) else list(nsys or [])
     if not paths:
         raise CeilingsError("no input files given")
+    pattern = _compile(kernel_regex)
     frames = [read_profile(p) for p in paths]
     nsys_frames = [read_profile(p) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
-        if not (f["source"] == "nsys").all():
-            raise CeilingsError(f"{p}: given as --nsys but it is not an nsys kernel summary")
-    ncu_frames = [f[f["source"] == "ncu"] for f in frames]
-    ncu_frames = [f for f in ncu_frames if len(f)]
-    nsys_rows = pd.concat([f[f["source"] == "nsys"] for f in frames + nsys_frames], ignore_index=True)
+        if f.attrs["yields"] != TIMES:
+            raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")
+    counted = [(str(p), f) for p, f in zip(paths, frames) if f.attrs["yields"] == COUNTERS]
+    timed = [f for f in frames + nsys_frames if f.attrs["yields"] == TIMES]
+    nsys_rows = pd.concat(timed, ignore_index=True) if timed else pd.DataFrame(columns=META_COLUMNS)
+    if time_run is not None and not 1 <= time_run <= sum(f["run"].nunique() for _, f in counted):
+        raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
+                            f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
 
-    warnings = []
-    if ncu_frames:
-        launches = _merge_runs(ncu_frames)
-        derived = derive(launches)
-        tensor = launches.reindex(columns=list(TENSOR_METRICS)).fillna(0).gt(0).any(axis=1)
-        unknown = int((tensor & derived["flops_tensor"].isna()).sum())
-        if unknown:
-            warnings.append(f"flops_tensor: unknown for {unknown} launch(es) with tensor instructions: the "
-                            "profile has no compute capability (collect device__attribute_compute_capability"
-                            "_major/_minor) or no FLOPs-per-instruction rule for it (docs/ncu-ingestion.md)")
-        if len(nsys_rows):
-            needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
-            times = _nsys_match(needed, nsys_rows)
-            derived["time_s"] = derived["time_s"].fillna(launches["kernel"].map(times))
-            unmatched = [str(k) for k in needed if k not in times]
-            if unmatched:
-                warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
-                                f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
-                                "no rates")
-    else:  # nsys summaries alone: times only
-        launches = nsys_rows.assign(id=np.arange(len(nsys_rows)))
-        derived = derive(launches)
+    warnings: list[str] = []
+    runs = _split_runs([f for _, f in counted], [p for p, _ in counted])
+    groups = _group_runs(runs)
+    if len(groups) > 1:
+        warnings.append(f"{len(groups)} processes (runs that measured the same metrics) are distinct launches, "
+                        f"summed per kernel: {'; '.join(', '.join(r.label for r in g) for g in groups)}; "
+                        f"--per-process shows them apart")
+    launches = pd.concat([_merge_group(g, i, time_run, warnings) for i, g in enumerate(groups)],
+                         ignore_index=True) if groups else pd.DataFrame(columns=[*META_COLUMNS, "_group"])
+    launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
+    derived = derive(launches)
+    _tensor_warnings(launches, derived, warnings)
+    _impossible_rates(launches, derived, warnings)
+    if len(nsys_rows):
+        needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
+        times = _nsys_times(list(launches["kernel"].unique()), nsys_rows, warnings)
+        derived["time_s"] = derived["time_s"].fillna(launches["kernel"].map({k: times[k] for k in needed
+                                                                             if k in times}))
+        unmatched = [str(k) for k in needed if k not in times]
+        if unmatched:
+            warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
+                            f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
+                            "no rates")
+        time_only = _time_only_rows(nsys_rows, set(launches["kernel"]), times)
+        if len(launches) and len(time_only):
+            warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
+                            f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
+        launches = pd.concat([launches, time_only], ignore_index=True)
+        derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
-    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS]], derived], axis=1)
+    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key"]
+                                if "_key" in launches else ["id", "kernel", "launches", *LAUNCH_COLUMNS,
+                                                            "process"]], derived], axis=1)
+    if "_key" not in table:
+        table["_key"] = table["kernel"]
+    table["_key"] = table["_key"].fillna(table["kernel"])
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
-        out = with_rates(table)[["id", *OUTPUT_COLUMNS, *LAUNCH_COLUMNS]].reset_index(drop=True)
+        out = with_rates(table)[["id", *OUTPUT_COLUMNS, *LAUNCH_COLUMNS, "process"]].reset_index(drop=True)
     else:
-        out = _per_kernel(table)
-    out.attrs["warnings"] = warnings + out.attrs.get("warnings", [])
+        out = _per_kernel(table, per_process)
+    diagnosis = _diagnosis(table, paths, nsys)
+    out.attrs["warnings"] = warnings + out.attrs.get("warnings", []) + diagnosis
+    out.attrs["missing"] = table.attrs["missing"]
+    out.attrs["gpus"] = _gpus(table)
     return out
 
 
-def _per_kernel(table: pd.DataFrame) -> pd.DataFrame:
-    """Totals per kernel. A total is missing unless every launch of the kernel has the metric: a sum over
-    some launches divided by the time of all would give wrong rates. Metrics lost so are in
-    attrs["warnings"]."""
-    groups = table.groupby("kernel", sort=False)
+def _compile(kernel_regex: str | None):
+    if kernel_regex is None:
+        return None
+    try:
+        return re.compile(kernel_regex)
+    except re.error as exc:
+        raise CeilingsError(f"--kernel {kernel_regex!r}: not a valid regular expression ({exc})") from None
+
+
+def _filter(launches: pd.DataFrame, nsys_rows: pd.DataFrame, pattern, nvtx: str | None,
+            warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Launches (and nsys rows) whose kernel matches `pattern` and that ran inside NVTX range `nvtx`."""
+    if pattern is not None:
+        launches = launches[launches["kernel"].map(lambda k: bool(pattern.search(str(k))))]
+        nsys_rows = nsys_rows[nsys_rows["kernel"].map(lambda k: bool(pattern.search(str(k))))]
+        if not len(launches) and not len(nsys_rows):
+            raise CeilingsError(f"--kernel {pattern.pattern!r}: no kernel name matches")
+    if nvtx is not None:
+        ranges = launches["nvtx"].map(lambda r: tuple(r) if isinstance(r, tuple) else ())
+        if not ranges.map(len).any():
+            raise CeilingsError(f"--nvtx {nvtx!r}: the profile records no NVTX ranges; profile with ncu --nvtx "
+                                f"(and --nvtx-include to profile only that range)")
+        launches = launches[ranges.map(lambda r: nvtx in r)]
+        if not len(launches):
+            known = sorted({n for r in ranges for n in r})
+            raise CeilingsError(f"--nvtx {nvtx!r}: no launch ran inside such a range; the profile's ranges: "
+                                f"{', '.join(known[:10])}")
+        if len(nsys_rows):
+            warnings.append(f"--nvtx {nvtx!r}: nsys kernel summaries have no NVTX ranges; their times are used "
+                            f"for matching ncu kernels only")
+            nsys_rows = nsys_rows[nsys_rows["kernel"].isin(set(launches["kernel"]))
+                                  | nsys_rows["name_truncated"]]
+    return launches.reset_index(drop=True), nsys_rows.reset_index(drop=True)
+
+
+def _time_only_rows(nsys_rows: pd.DataFrame, profiled: set[str], matched: dict[str, float]) -> pd.DataFrame:
+    """nsys rows no ncu kernel took a time from and whose kernel ncu did not profile. Cut names keep the
+    ellipsis and stay apart from each other (two kernels may share the first 100 characters)."""
+    used = {k for k in profiled}
+    cut_used = {p for p in nsys_rows.loc[nsys_rows["name_truncated"], "kernel"]
+                if any(k.startswith(p) for k in matched)}
+    rows = nsys_rows[~nsys_rows["kernel"].isin(used) & ~(nsys_rows["name_truncated"]
+                                                         & nsys_rows["kernel"].isin(cut_used))].copy()
+    truncated = rows["name_truncated"].astype(bool)
+    rows.loc[truncated, "kernel"] = rows.loc[truncated, "kernel"] + "…"
+    rows["_key"] = rows["kernel"].where(~truncated, rows["kernel"] + "#" + rows.groupby(
+        ["kernel", "run"]).cumcount().astype(str))
+    rows["process"] = "nsys run " + (rows["run"].astype(int) + 1).astype(str)
+    return rows.reset_index(drop=True)
+
+
+def _tensor_warnings(launches: pd.DataFrame, derived: pd.DataFrame, warnings: list[str]) -> None:
+    tensor = launches.reindex(columns=list(TENSOR_METRICS)).fillna(0).gt(0).any(axis=1)
+    unknown = tensor & derived["flops_tensor"].isna()
+    if unknown.any():
+        ccs = sorted({str(c) for c in launches.loc[unknown, "cc"].dropna()}) or ["unknown"]
+        warnings.append(f"flops_tensor: missing for {int(unknown.sum())} launch(es) with tensor instructions "
+                        f"(CC {', '.join(ccs)}): one tensor instruction is 512 to 8192+ FLOPs by its SASS shape, "
+                        f"so instruction counts give FLOPs only on sm_70/72; collect the FLOP counters "
+                        f"sm__ops_path_tensor_* (ncu --query-metrics lists them; python -m analysis.profile "
+                        f"collects them)")
+    phantom = derived["phantom_flops"].fillna(0) > 0
+    if phantom.any():
+        names = launches.loc[phantom, "kernel"].unique()
+        warnings.append(f"flops_fp16/flops_tensor: {derived.loc[phantom, 'phantom_flops'].mul(launches.loc[phantom, 'launches']).sum():.4g} "
+                        f"FLOPs of {int(phantom.sum())} launch(es) of {len(names)} kernel(s) left out (first: "
+                        f"{str(names[0])[:NAME_IN_WARNING]!r}): {PHANTOM_NOTE}")
+    ints = derived["ops_tensor_int"].fillna(0) > 0
+    if ints.any():
+        warnings.append(f"ops_tensor_int: {int(ints.sum())} launch(es) ran integer tensor operations; they are not "
+                        f"FLOPs and are not in flops (see the ops_tensor_int column)")
+
+
+def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: list[str]) -> None:
+    """FLOPs per SM cycle above the architecture's peak (ceilings.peaks) point at wrong counters."""
+    from ceilings.peaks import ARCHITECTURES
+
+    cycles = launches.get("sm__cycles_elapsed.avg")
+    sms = launches.get("device__attribute_multiprocessor_count")
+    if cycles is None or sms is None:
+        return
+    rates = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16"}
+    for prec, key in rates.items():
+        peak = launches["cc"].map(lambda cc: ARCHITECTURES[cc].sm_rates.get(key) if cc in ARCHITECTURES else None)
+        per_cycle = derived[f"flops_{prec}"] / (cycles * sms)
+        bad = per_cycle > IMPOSSIBLE_RATE * peak.astype("float64")
+        if bad.any():
+            i = bad.idxmax()
+            warnings.append(f"flops_{prec}: {int(bad.sum())} launch(es) report more FLOPs per SM cycle than CC "
+                            f"{launches.at[i, 'cc']} can do (first: {str(launches.at[i, 'kernel'])[:NAME_IN_WARNING]!r}, "
+                            f"{per_cycle[i]:.4g} > {peak[i]:.0f}): the counters are wrong or mislabelled")
+
+
+def _gpus(table: pd.DataFrame) -> list[dict]:
+    facts = table[["gpu", "cc", "device"]].drop_duplicates()
+    facts = facts[facts.notna().any(axis=1)]
+    return [{k: (None if pd.isna(v) else str(v)) for k, v in row.items()} for row in facts.to_dict("records")]
+
+
+# roofline input -> the analysis.profile metric set that collects it; L2 and L1 bytes serve --level all only,
+# so their absence is recorded in attrs["missing"] but not warned about here
+ROOFLINE_INPUTS = {"time_s": "roofline", "flops": "roofline", "dram_bytes": "roofline",
+                   "l2_bytes": "hierarchical", "l1_bytes": "hierarchical"}
+PRECISION_COLUMNS = ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")
+
+
+def _diagnosis(table: pd.DataFrame, paths: Sequence, nsys: Sequence) -> list[str]:
+    """Which roofline inputs no launch of the table has (attrs["missing"]), and for time, FLOPs and DRAM
+    bytes a warning with the command that collects them."""
+    missing = [c for c in ROOFLINE_INPUTS if table[c].isna().all()]
+    table.attrs["missing"] = missing
+    core = [c for c in missing if ROOFLINE_INPUTS[c] == "roofline"]
+    if not core or table.empty:
+        return []
+    lacking = [c for c in PRECISION_COLUMNS if table[c].isna().all()]
+    if "flops" in core and len(lacking) < len(PRECISION_COLUMNS):
+        core[core.index("flops")] = f"flops (no {', '.join(lacking)})"
+    files = ", ".join(str(p) for p in [*paths, *nsys])
+    return [f"{files}: no kernel has {', '.join(core)}, so the roofline cannot place them; collect them with: "
+            f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)"]
+
+
+def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
+    """Totals per kernel (per process and kernel with `per_process`). A total is missing unless every launch
+    of the kernel has the metric: a sum over some launches divided by the time of all would give wrong
+    rates. Metrics lost so are in attrs["warnings"]."""
+    keys = ["process", "_key"] if per_process else ["_key"]
+    table = table.assign(process=table["process"].fillna("-"))
+    groups = table.groupby(keys, sort=False)
     counts = groups[EXTENSIVE].count()
     complete = counts.eq(groups.size(), axis=0)
     out = groups[EXTENSIVE].sum().where(complete)
+    out["kernel"] = groups["kernel"].first()
     out["launches"] = groups["launches"].sum()
     out["sm_clock_hz"] = groups["sm_clock_hz"].mean()
     out = with_rates(out.reset_index())
-    extra = []
-    for col in ("cc", "device"):  # kept when every launch of every kernel agrees
+    extra = ["process"] if per_process else []
+    for col in ("cc", "device", "gpu"):  # kept when every launch of every kernel agrees
         values = table[col].dropna().unique()
         if len(values) == 1:
             out[col] = values[0]

@@ -1,5 +1,4 @@
-"""Vectorised readers for the CSV forms: ncu details page, ncu raw page, nsys kernel summary, and this
-tool's own kernel table. Each returns one row per launch (or per kernel, with `launches` = N and values
+"""Vectorised readers for the CSV forms: ncu details page, ncu raw page, and this tool's own kernel table. Each returns one row per launch (or per kernel, with `launches` = N and values
 per launch) with metric values in base units.
 
 Columns are found by name, never by position. Rows shorter than the header are padded; rule rows (empty
@@ -19,12 +18,11 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError, describe
 
+from .formats import COUNTERS, Format, Source
 from .metrics import EXTENSIVE, canonical_metric
-from .ncu_text import metric_key, nsys_kernel
+from .ncu_text import GPU_NAME_METRIC, metric_key
 from .units import parse_values, unit_factor, unit_factors
 
-NSYS_CSV_HEADER = re.compile(r'^"?Time ?\(%\)"?,.*Instances.*Name"?\s*$', re.MULTILINE)
-NSYS_CSV_START = re.compile(rb'(?:Time ?\(%\),|"Time ?\(%\)",)')
 OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,)")
 # A line after the ncu header that does not start with '"': application output, ==PROF== lines, or the rest
 # of a quoted field that spans lines. Blank lines are skipped by read_csv itself.
@@ -50,19 +48,6 @@ def lines_starting(data: bytes, prefix: bytes):
 def find_ncu_header(data: bytes) -> tuple[int, bytes] | None:
     """Offset and text of the first ncu CSV header line ('"ID",...,"Kernel Name",...')."""
     return next(((pos, line) for pos, line in lines_starting(data, b'"ID",') if b'"Kernel Name"' in line), None)
-
-
-def find_nsys_csv(data: bytes) -> bool:
-    """A line starting 'Time (%),' (or 'Time(%),', quoted or not) that names Instances and Total Time (ns)."""
-    pos = data.find(b"(%)")  # one scan for every spelling
-    while pos >= 0:
-        start = data.rfind(b"\n", 0, pos) + 1
-        end = data.find(b"\n", pos)
-        line = data[start:end if end >= 0 else len(data)]
-        if NSYS_CSV_START.match(line) and b"Instances" in line and b"Total Time (ns)" in line:
-            return True
-        pos = data.find(b"(%)", pos + 3)
-    return False
 
 
 def find_own_csv(data: bytes) -> int | None:
@@ -176,26 +161,59 @@ def _runs(df: pd.DataFrame) -> np.ndarray:
     return np.zeros(len(df), dtype="int64")
 
 
+def _nvtx_columns(header: list[str]) -> list[str]:
+    """ncu --nvtx columns: 'thread Domain:Push/Pop_Range:PL_Type:PL_Value', 'Id:Domain:Start/Stop_Range:...'."""
+    return [c for c in header if "_Range:" in c]
+
+
+def _nvtx_names(cells: pd.Series) -> list[tuple[str, ...]]:
+    """Range names of NVTX cells: each range is '"[id:]domain:name:type:value"' (quoted when several); the
+    name is what lies between the domain and the payload's two fields (it may hold ':')."""
+    out = []
+    for cell in cells.astype(str):
+        items = re.findall(r'"([^"]*)"', cell) or ([cell.strip()] if cell.strip() else [])
+        names = []
+        for item in items:
+            fields = item.strip().split(":")
+            if len(fields) >= 5:  # id, domain, name..., type, value
+                names.append(":".join(fields[2:-2]))
+            elif len(fields) >= 4:  # domain, name..., type, value
+                names.append(":".join(fields[1:-2]))
+        out.append(tuple(names))
+    return out
+
+
 def _launch_meta(df: pd.DataFrame, first_rows: np.ndarray) -> pd.DataFrame:
     cols = {"Kernel Name": "kernel", "Grid Size": "grid", "Block Size": "block", "Device": "device", "CC": "cc"}
     present = {k: v for k, v in cols.items() if k in df.columns}
-    meta = df.iloc[first_rows][["run", "_id", *present]].rename(columns=present)
+    rows = df.iloc[first_rows]
+    meta = rows[["run", "_id", *present]].rename(columns=present)
     meta["kernel"] = meta["kernel"].astype(str)
     for col in ("grid", "block", "device", "cc"):
         if col not in meta.columns:
             meta[col] = None
         else:
             meta[col] = meta[col].astype(object).where(meta[col].astype(str) != "", None)
+    if "Process ID" in rows.columns:
+        name = rows["Process Name"].astype(str) if "Process Name" in rows.columns else ""
+        host = ("@" + rows["Host Name"].astype(str)) if "Host Name" in rows.columns else ""
+        meta["process"] = (rows["Process ID"].astype(str) + " " + name + host).str.strip()
+    else:
+        meta["process"] = None
+    nvtx = _nvtx_columns(list(rows.columns))
+    per_column = [_nvtx_names(rows[c]) for c in nvtx]
+    meta["nvtx"] = [sum(names, ()) for names in zip(*per_column)] if nvtx else [()] * len(meta)
     return meta.rename(columns={"_id": "id"}).reset_index(drop=True)
 
 
-DETAILS_COLUMNS = {"ID", "Process ID", "Kernel Name", "Block Size", "Grid Size", "Device", "CC", "Section Name",
-                   "Metric Name", "Metric Unit", "Metric Value"}
+DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Block Size", "Grid Size",
+                   "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"}
 
 
-def read_details(data: bytes, start: int, path: str, file: Path | None = None) -> pd.DataFrame:
+def read_details(src: Source, start: int) -> pd.DataFrame:
     """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch.
-    `file`: where `data` was read from, if anywhere (read again by read_csv when only CSV rows follow)."""
+    `src.file`, if any, is read again by read_csv when only CSV rows follow the header."""
+    data, path, file = src.data, src.path, src.file
     if NON_CSV_LINE.search(data, start) is None:  # only CSV rows: read_csv reads them as they are
         end = data.find(b"\n", start)
         header = _header(data[start:end if end >= 0 else len(data)], path)
@@ -209,7 +227,8 @@ def read_details(data: bytes, start: int, path: str, file: Path | None = None) -
     else:
         records = csv_records(data, start)
         source, header = io.BytesIO(b"\n".join(records)), _header(records[0], path)
-    df = _ncu_frame(source, header, path, DETAILS_COLUMNS, DETAILS_COLUMNS - {"ID", "Metric Value"}, "Metric Value")
+    used = DETAILS_COLUMNS | set(_nvtx_columns(header))
+    df = _ncu_frame(source, header, path, used, used - {"ID", "Metric Value"}, "Metric Value")
     for needed in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
         if needed not in df.columns:
             raise CeilingsError(f"{path}: ncu CSV without a {needed!r} column; expected --csv details output")
@@ -217,6 +236,11 @@ def read_details(data: bytes, start: int, path: str, file: Path | None = None) -
     launch, _ = pd.factorize(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
     first_rows = np.flatnonzero(~pd.Series(launch).duplicated().to_numpy())
     meta = _launch_meta(df, first_rows)
+    gpu_rows = (df["Metric Name"] == GPU_NAME_METRIC).to_numpy()
+    meta["gpu"] = None
+    if gpu_rows.any():  # a string metric: the device's name
+        named = pd.Series(df["Metric Value"][gpu_rows].astype(str).to_numpy(), index=launch[gpu_rows])
+        meta["gpu"] = named[~named.index.duplicated()].reindex(meta.index).astype(object)
     values = parse_values(df["Metric Value"]).to_numpy() * unit_factors(df["Metric Unit"])
     names = df["Metric Name"].cat
     if "Section Name" in df.columns:
@@ -243,8 +267,9 @@ def read_details(data: bytes, start: int, path: str, file: Path | None = None) -
     return out
 
 
-def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
+def read_raw(src: Source, start: int) -> pd.DataFrame:
     """ncu --page raw --csv: header row, units row, one row per launch; 'a; b' per-instance cells -> NaN."""
+    data, path = src.data, src.path
     records = csv_records(data, start)
     if len(records) < 2:
         raise CeilingsError(f"{path}: ncu raw CSV without its units row; truncated file?")
@@ -260,9 +285,11 @@ def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
     launch_key = pd.Series(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
     df = df[~launch_key.duplicated().to_numpy()]
     meta = _launch_meta(df, np.arange(len(df)))
+    meta["gpu"] = (df[GPU_NAME_METRIC].astype(object).where(df[GPU_NAME_METRIC] != "", None).to_numpy()
+                   if GPU_NAME_METRIC in df.columns else None)
     metrics: dict[str, pd.Series] = {}
     for col in header:
-        if col in RAW_META or not col:  # RAW_META, or an empty cell (a trailing comma)
+        if col in RAW_META or not col or "_Range:" in col or col == GPU_NAME_METRIC:  # RAW_META, NVTX, or an empty cell (a trailing ",")
             continue
         series = pd.Series(parse_values(df[col]).to_numpy() * unit_factor(unit_of.get(col, "")), index=df.index)
         key = canonical_metric(col)
@@ -272,26 +299,13 @@ def read_raw(data: bytes, start: int, path: str) -> pd.DataFrame:
     return out
 
 
-def read_nsys_csv(text: str, path: str) -> pd.DataFrame:
-    """nsys stats cuda_gpu_kern_sum / gpukernsum CSV tables (possibly several reports in one file)."""
-    rows = []
-    for match in NSYS_CSV_HEADER.finditer(text):
-        block = text[match.start():].split("\n\n", 1)[0].strip().split("\n")
-        header_line = text.count("\n", 0, match.start())  # lines before the header
-        reader = csv.DictReader(block)
-        for rec in reader:  # reader.line_num: the block's lines read so far (a quoted name may span lines)
-            name, truncated, count, seconds = nsys_kernel(rec, f"{path}:{header_line + reader.line_num}")
-            rows.append({"run": -1, "id": len(rows), "kernel": name, "launches": count, "source": "nsys",
-                         "name_truncated": truncated, "gpu__time_duration.sum": seconds})
-    return pd.DataFrame(rows)
-
-
-def read_own(data: bytes, start: int, path: str) -> pd.DataFrame:
+def read_own(src: Source, start: int) -> pd.DataFrame:
     """This tool's --csv output read back: totals per row become values per launch again."""
-    source = io.BytesIO(data)
+    path = src.path
+    source = io.BytesIO(src.data)
     source.seek(start)
     try:
-        df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str}, encoding_errors="replace")
+        df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str, "gpu": str, "process": str}, encoding_errors="replace")
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable kernel table CSV ({describe(exc)})") from None
     launches = pd.to_numeric(df["launches"], errors="coerce")
@@ -303,6 +317,21 @@ def read_own(data: bytes, start: int, path: str) -> pd.DataFrame:
         out[col] = pd.to_numeric(df.get(col), errors="coerce") / launches
     if "sm_clock_hz" in df.columns:
         out["sm_clock_hz"] = pd.to_numeric(df["sm_clock_hz"], errors="coerce")
-    for col in ("grid", "block", "device", "cc"):
+    for col in ("grid", "block", "device", "cc", "gpu", "process"):
         out[col] = df[col].astype("object").where(df[col].notna(), None) if col in df.columns else None
     return out
+
+
+def _find_details(src: Source) -> int | None:
+    header = find_ncu_header(src.data)
+    return header[0] if header and b'"Metric Name"' in header[1] else None
+
+
+def _find_raw(src: Source) -> int | None:
+    header = find_ncu_header(src.data)
+    return header[0] if header and b'"Metric Name"' not in header[1] else None
+
+
+OWN_CSV = Format("ceilings kernel table (CSV)", COUNTERS, lambda src: find_own_csv(src.data), read_own)
+DETAILS_CSV = Format("ncu --csv (details page)", COUNTERS, _find_details, read_details)
+RAW_CSV = Format("ncu --csv --page raw", COUNTERS, _find_raw, read_raw)

@@ -1,22 +1,23 @@
-"""Single-pass line scanner for ncu text output (--log-file or captured stdout) and nsys text summaries.
+"""Single-pass line scanner for ncu text output (--log-file or captured stdout).
 
 Handles the `--metrics` layout ("Section: Command line profiler metrics"), the section layouts (2020 and
 2023+ tables, with or without the Metric Name/Unit/Value header), `--print-summary per-kernel` (Average
-column), old and new kernel headings, NVTX blocks, rule text, application output and `==PROF==` lines, and
-several runs in one file (each `[PID] process@host` line starts a run). Table rows are cut at the column
-spans of their dash rows, never split on spaces. nsys `cuda_gpu_kern_sum`/`gpukernsum` tables in the same
-scan give per-kernel times.
+column), old and new kernel headings, NVTX blocks (the ranges a launch ran in), rule text, application
+output and `==PROF==` lines, and several runs in one file (each `[PID] process@host` line starts a run).
+Table rows are cut at the column spans of their dash rows, never split on spaces.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from math import isfinite
 
+import pandas as pd
+
 from ceilings.errors import CeilingsError
 
+from .formats import COUNTERS, Format, Source
 from .metrics import METRIC_ALIASES, canonical_metric
 from .units import parse_value, unit_factor
 
@@ -33,7 +34,12 @@ _HEADING_OLD = re.compile(
     r"^(?P<name>\S.*), (?P<when>\d{4}-\w{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}), Context (?P<ctx>\d+),"
     r" Stream (?P<stream>\d+)\s*$")
 _SPANS = re.compile(r"-+")
-NSYS_AVG_COLUMNS = ("Avg (ns)", "Average (ns)", "Average", "Avg")  # the spellings of nsys versions
+# any kernel heading, found cheaply: the scanner matches them exactly
+_ANY_HEADING = re.compile(r"^  \S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)", re.MULTILINE)
+# an NVTX range inside a heading's "NVTX Start/End Ranges:" / "NVTX Push/Pop Stack ..." block: "<0,name>"
+_NVTX_RANGE = re.compile(r"^\s+<\d+,(.*)>\s*$")
+NVTX_BLOCK = "    NVTX "
+GPU_NAME_METRIC = "device__attribute_display_name"  # a string: kept as the launch's `gpu`, not a number
 
 
 @dataclass
@@ -46,6 +52,9 @@ class Launch:
     block: str | None = None
     device: str | None = None
     cc: str | None = None
+    gpu: str | None = None
+    process: str | None = None
+    nvtx: tuple[str, ...] = ()
     source: str = "ncu"
     name_truncated: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
@@ -70,10 +79,9 @@ def _tuple(text: str | None) -> str | None:
     return f"({text})" if text else None
 
 
-def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
-    """Launch records of an ncu/nsys text file, and whether anything profiler-like was seen at all."""
+def scan_text(text: str, path: str) -> list[Launch]:
+    """Launch records of an ncu text file."""
     launches: list[Launch] = []
-    profiler_seen = False
     run = 0
     launch_in_run = 0
     current: Launch | None = None
@@ -85,9 +93,8 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
     value_to_end = True  # the value is the last column: taken to the end of the line
     expect_header = False  # the first line after an opening dash row may be a header
     header_sep_pending = False  # a header row is followed by its own dash row
-    nsys_cols: dict[str, tuple[int, int]] | None = None
-    nsys_header: str | None = None
-    nsys_run = -1
+    process: str | None = None
+    in_nvtx = False  # inside a heading's NVTX block
     # Caches: a big log repeats few distinct dash rows, headings, and (name, unit) cells per table layout.
     span_cache: dict[str, list[tuple[int, int]]] = {}
     heading_cache: dict[str, dict[str, str | None]] = {}
@@ -132,6 +139,8 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                     except ValueError:
                         value = parse_value(raw)
                 if not isfinite(value):  # n/a, words, nan, inf: not stored
+                    if line[4:].startswith(GPU_NAME_METRIC):
+                        current.gpu = line[v0:].strip() if value_to_end else line[v0:v1].strip()
                     continue
                 cells = line[:u1]
                 entry = row_cache.get(cells)
@@ -144,19 +153,19 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                     current.metrics[key] = value * factor
                 continue
 
-        if nsys_cols is not None:
-            stripped = line.strip()
-            if not stripped:
-                nsys_cols = None
+        if in_nvtx:
+            m = _NVTX_RANGE.match(line)
+            if m:
+                current.nvtx += (m.group(1),)
                 continue
-            if _is_dash_row(stripped):
+            in_nvtx = line.startswith("      ")  # domain lines ("<default domain>") are indented deeper
+            if in_nvtx:
                 continue
-            launches.append(_nsys_launch(line, nsys_cols, nsys_run, len(launches), path, lineno))
-            continue
-
         if line.startswith("    Section: "):
             section = line[13:].strip()
-            profiler_seen = True
+            continue
+        if current is not None and section is None and line.startswith(NVTX_BLOCK):
+            in_nvtx = True
             continue
         first = line[:1]
         if first == "[":
@@ -165,7 +174,7 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                 run += 1
                 launch_in_run = 0
                 current = None
-                profiler_seen = True
+                process = f"{m.group(1)} {m.group(2)}@{m.group(3)}"
                 continue
         if line.startswith("  ") and line[2:3] not in (" ", "") and (", Context " in line or ", CC " in line):
             body = line[2:]
@@ -180,11 +189,10 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
             if g is not None:
                 current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
                                  block=_tuple(g.get("block")), device=g.get("dev"), cc=g.get("cc"),
-                                 launches=int(g["n"]) if g.get("n") else 1)
+                                 launches=int(g["n"]) if g.get("n") else 1, process=process)
                 launches.append(current)
                 launch_in_run += 1
                 section = None
-                profiler_seen = True
                 continue
         stripped = line.strip()
         if current is not None and section is not None and _is_dash_row(stripped) and line.startswith("    "):
@@ -198,46 +206,24 @@ def scan_text(text: str, path: str) -> tuple[list[Launch], bool]:
                 value_to_end = len(spans) == MIN_METRIC_TABLE_SPANS
                 row_cache = row_caches.setdefault((section, u0, u1), {})
             continue
-        if first == "=" and line.startswith("==PROF=="):
-            profiler_seen = True
-            continue
-        if "Total Time (ns)" in line and "Instances" in line and line.rstrip().endswith("Name"):
-            nsys_header = line
-            continue
-        if nsys_header is not None:
-            if _is_dash_row(stripped):
-                cols = _spans(line)
-                names = [nsys_header[a:b].strip() for a, b in cols]
-                nsys_cols = dict(zip(names, cols))
-                nsys_run = run
-                profiler_seen = True
-            nsys_header = None
 
     if in_table:
         raise CeilingsError(f"{path}:{len(lines)}: file ends inside the metrics table begun at line "
                             f"{table_start_line} (truncated output?); profile again or fix the file")
-    return launches, profiler_seen
+    return launches
 
 
-def nsys_kernel(cells: dict[str, str], where: str) -> tuple[str, bool, int, float]:
-    """(kernel, name truncated, instances, seconds per launch) of one row of an nsys kernel summary, text or
-    CSV; `where` ("FILE:LINE") names the row in errors."""
-    missing = next((k for k in ("Name", "Instances", "Total Time (ns)") if k not in cells), None)
-    if missing:
-        raise CeilingsError(f"{where}: nsys kernel summary without a {missing!r} column")
-    name = (cells["Name"] or "").strip()  # a short row leaves cells None
-    count, total = parse_value(cells["Instances"] or ""), parse_value(cells["Total Time (ns)"] or "")
-    avg_key = next((k for k in NSYS_AVG_COLUMNS if (cells.get(k) or "").strip()), None)
-    avg = parse_value(cells[avg_key]) if avg_key else total / count if count else math.nan
-    if not name or math.isnan(count) or math.isnan(avg):
-        raise CeilingsError(f"{where}: unreadable row in the nsys kernel summary: {str(cells)[:80]}")
-    truncated = name.endswith(("…", "..."))
-    return (name.rstrip("…").rstrip(".") if truncated else name), truncated, int(count), avg * 1e-9
+def _find(source: Source):
+    """A kernel heading (old or new style) at the start of a line, indented two spaces."""
+    return True if _ANY_HEADING.search(source.text) else None
 
 
-def _nsys_launch(line: str, cols: dict[str, tuple[int, int]], run: int, index: int, path: str,
-                 lineno: int) -> Launch:
-    cells = {k: line[a:] if k == "Name" else line[a:b] for k, (a, b) in cols.items()}  # a name runs to the end
-    name, truncated, count, seconds = nsys_kernel(cells, f"{path}:{lineno}")
-    return Launch(run=-1 - run, id=index, kernel=name, launches=count, source="nsys",
-                  name_truncated=truncated, metrics={"gpu__time_duration.sum": seconds})
+def _read(source: Source, _found) -> pd.DataFrame:
+    launches = scan_text(source.text, source.path)
+    columns = ["run", "id", "kernel", "launches", "grid", "block", "device", "cc", "gpu", "process", "nvtx"]
+    meta = pd.DataFrame.from_records([tuple(getattr(x, c) for c in columns) for x in launches], columns=columns)
+    metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)
+    return pd.concat([meta, metrics], axis=1)
+
+
+TEXT = Format("ncu text", COUNTERS, _find, _read)

@@ -71,6 +71,16 @@ def split_available(metrics: Sequence[str], available: set[str] | None) -> tuple
             [m for m in metrics if base_name(m) not in available])
 
 
+def tensor_ops_metrics(available: set[str] | None) -> list[str]:
+    """The tensor FLOP counters this ncu offers (sm__ops_path_tensor_*, names by architecture), the least
+    split of each type (analysis.metrics.tensor_ops_columns): unknown (None) offers none, since an unknown
+    metric makes ncu refuse the run."""
+    from analysis.metrics import tensor_ops_columns
+
+    offered = [f"{name}.sum" for name in sorted(available or ()) if name.startswith("sm__ops_path_tensor")]
+    return sorted(n for names in tensor_ops_columns(offered).values() for n in names)
+
+
 def ncu_command(app: Sequence[str], *, log_file: str | os.PathLike, metric_set: str = "roofline",
                 kernel_regex: str | None = None, launch_skip: int | None = None,
                 launch_count: int | None = None, ncu: str = "ncu", profiler_range: bool = False,
@@ -89,6 +99,7 @@ def ncu_command(app: Sequence[str], *, log_file: str | os.PathLike, metric_set: 
     if metric_set == "full":
         cmd += ["--set", "full"]
     metrics, _ = split_available(METRIC_SETS[metric_set], available)
+    metrics += tensor_ops_metrics(available)
     cmd += ["--metrics", ",".join(metrics), "--csv", "--page", "raw",
             "--log-file", str(log_file)]
     if kernel_regex:

@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.metrics import FMA_FLOPS, PRECISIONS, SECTOR_BYTES
-from analysis.profile import query_metrics, split_available
+from analysis.profile import query_metrics, split_available, tensor_ops_metrics
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry
 from scripts.outdir_cli import existing_folder, script_parser
@@ -78,7 +78,8 @@ def metric_col(metric: str) -> str:
 
 def choose_metrics(available: set[str] | None) -> list[str]:
     """The required metrics, and the optional ones this ncu lists (none when the listing is unknown)."""
-    return list(REQUIRED_METRICS) + split_available(OPTIONAL_METRICS, available or set())[0]
+    return (list(REQUIRED_METRICS) + split_available(OPTIONAL_METRICS, available or set())[0]
+            + tensor_ops_metrics(available))
 
 
 def ncu_command(ncu: str, metrics: Sequence[str], outdir: Path, extra: Sequence[str] = ()) -> list[str]:
@@ -116,7 +117,7 @@ def _thread_inst(rows: list[dict], op: str) -> float | None:
     return _sum(rows, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum")
 
 
-def compare_entry(e: dict, rows: list[dict] | None, l2_bytes: int, cc: str | None = None) -> list[dict]:
+def compare_entry(e: dict, rows: list[dict] | None, l2_bytes: int) -> list[dict]:
     """The selfcheck rows of one entry (see the module docstring for the rules)."""
     base = {"index": e["index"], "benchmark": e["benchmark"], "backend": e["backend"],
             "plan": e["plan_index"], "kernel": e["kernel_match"] or "(library)", "launches": 0,
@@ -140,7 +141,7 @@ def compare_entry(e: dict, rows: list[dict] | None, l2_bytes: int, cc: str | Non
     for precision, declared in e["work"]["flops"].items():
         out.append({**base, **_flops_row(e, precision, declared, rows)})
         if e["pipe"] == "tensor" and e["backend"] != "library":
-            out.append({**base, **_analysis_tensor_row(precision, declared, rows, cc)})
+            out.append({**base, **_tensor_ops_row(precision, declared, rows)})
     if _dram_rule_applies(e, l2_bytes):
         total = e["work"]["bytes_read"] + e["work"]["bytes_written"]
         for direction, key in (("read", "bytes_read"), ("write", "bytes_written")):
@@ -180,20 +181,25 @@ def _flops_row(e: dict, precision: str, declared: int, rows: list[dict]) -> dict
     return _exact({**row, "note": note}, counted)
 
 
-def _analysis_tensor_row(precision: str, declared: int, rows: list[dict], cc: str | None) -> dict:
-    """What `analysis.ncu` reports for this kernel: tensor-pipe instructions x its approximate per-CC rule
-    (analysis.metrics.TENSOR_FLOPS_PER_INST). Shown, not judged: its ratio to the declared FLOPs is the
-    measurement that confirms or corrects that rule."""
-    from analysis.metrics import TENSOR_FLOPS_PER_INST
+def _tensor_ops_row(precision: str, declared: int, rows: list[dict]) -> dict:
+    """What `analysis.ncu` reports for this kernel from the tensor FLOP counters (sm__ops_path_tensor_*),
+    against the declared 2mnk per mma: judged exactly, since one op is taken to be one FLOP (the evidence in
+    docs/ncu-ingestion.md); a first GPU run confirms or refutes it."""
+    import pandas as pd
 
-    row = {"quantity": f"flops_{precision} (analysis rule)", "declared": declared, "verdict": "info"}
-    inst, per_inst = _sum(rows, "sm__inst_executed_pipe_tensor.sum"), TENSOR_FLOPS_PER_INST.get(cc or "")
-    if inst is None or per_inst is None:
-        why = "no sm__inst_executed_pipe_tensor.sum" if inst is None else f"no rule for CC {cc}"
-        return {**row, "note": why}
-    counted = inst * per_inst
-    return {**row, "counted": counted, "ratio": _ratio(counted, declared),
-            "note": f"pipe_tensor warp instructions x {per_inst} (analysis.metrics, CC {cc}); ratio 1 confirms it"}
+    from analysis.metrics import tensor_ops_columns, tensor_work
+
+    row = {"quantity": f"flops_{precision} (tensor ops counters)", "declared": declared}
+    frame = pd.DataFrame(rows)
+    if not tensor_ops_columns(frame.columns):
+        return {**row, "verdict": "info", "note": "no sm__ops_path_tensor_* counter collected (not offered by "
+                                                  "this ncu?)"}
+    work = tensor_work(frame)
+    column = "ops_tensor_int" if precision.startswith("int") else "flops_tensor"
+    counted = work[column].sum(min_count=len(frame))
+    if pd.isna(counted):
+        return {**row, "verdict": "MISSING", "note": "a launch lacks the tensor ops counters"}
+    return _exact({**row, "note": "sum of sm__ops_path_tensor_* (analysis.metrics.tensor_work)"}, float(counted))
 
 
 def _exact(row: dict, counted: float) -> dict:
@@ -229,20 +235,13 @@ def _ratio(counted: float, declared: float) -> float | None:
     return counted / declared if declared else None
 
 
-def _compute_capability(work: dict) -> str | None:
-    """"9.0" from the probed device, else from the planned arch ("sm_90")."""
-    cc = (work.get("device") or {}).get("compute_capability")
-    arch = re.fullmatch(r"sm_(\d+)(\d)", str(work.get("arch", "")))
-    return cc or (f"{arch[1]}.{arch[2]}" if arch else None)
-
-
 def compare(work: dict, launches) -> tuple[list[dict], list[str]]:
     """All rows, and warnings about the profile as a whole."""
     by_entry, stray = segments(launches)
     warnings = [f"{stray} profiled launch(es) before the first marker were ignored"] if stray else []
     rows = []
     for e in work["entries"]:
-        rows.extend(compare_entry(e, by_entry.get(e["index"]), work.get("l2_bytes") or 0, _compute_capability(work)))
+        rows.extend(compare_entry(e, by_entry.get(e["index"]), work.get("l2_bytes") or 0))
     return rows, warnings
 
 

@@ -29,8 +29,9 @@ L2 = 50 * 2**20
 OPS = ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul", "hfma", "hadd", "hmul")
 METRICS = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in OPS] + [
     "dram__sectors_read.sum", "dram__sectors_write.sum", "gpu__time_duration.sum",
-    "sm__inst_executed_pipe_tensor_op_hmma.sum", "sm__inst_executed_pipe_tensor.sum"]
-UNITS = ["inst"] * 9 + ["sector", "sector", "ns", "inst", "inst"]
+    "sm__inst_executed_pipe_tensor_op_hmma.sum", "sm__inst_executed_pipe_tensor.sum",
+    "sm__ops_path_tensor_src_fp16_dst_fp32.sum"]
+UNITS = ["inst"] * 9 + ["sector", "sector", "ns", "inst", "inst", ""]
 META = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
         "Grid Size", "Device", "CC"]
 
@@ -62,6 +63,7 @@ def marker(i: int) -> tuple[str, dict]:
 FFMA, FADD, HFMA = (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("ffma", "fadd", "hfma"))
 READ, WRITE, HMMA = "dram__sectors_read.sum", "dram__sectors_write.sum", "sm__inst_executed_pipe_tensor_op_hmma.sum"
 PIPE = "sm__inst_executed_pipe_tensor.sum"
+TENSOR_OPS = "sm__ops_path_tensor_src_fp16_dst_fp32.sum"
 
 
 @pytest.fixture
@@ -87,7 +89,7 @@ def outdir(tmp_path):
         marker(0), ("void fma_peak<float, 8, 64, 8>(unsigned int *)", {FFMA: 1000, FADD: 10}),
         marker(1), ("cudapy::kernels::numba_fma::fma_peak_fp16x2_k8_n64[abi:v1](Array<float>)", {HFMA: 500}),
         marker(2), ("void dram_copy<256, 4, 8>(float4 const*, float4*)", {READ: 327680, WRITE: 294912}),
-        marker(3), ("void tensor_mma<Fp16, 4, 8>(unsigned const*)", {HMMA: 3, PIPE: 3}),
+        marker(3), ("void tensor_mma<Fp16, 4, 8>(unsigned const*)", {HMMA: 3, PIPE: 3, TENSOR_OPS: 3 * 4096}),
         marker(4), ("sm90_xmma_gemm_f32f32", {FFMA: 990}), ("splitKreduce_kernel", {FFMA: 0, FADD: 10}),
         marker(7),
     ]
@@ -118,15 +120,14 @@ def test_selfcheck_compares_counted_with_declared(outdir, capsys):
     assert "1 profiled launch(es) before the first marker were ignored" in err
 
 
-def test_tensor_rows_also_show_what_the_analysis_rule_reports(outdir):
-    """The approximate per-CC rule of analysis.metrics (9.0: 4096 dense FP16 FLOP/clk/SM / 4 sub-partitions
-    = 1024 per instruction) beside the exact mma shape (4096 per m16n8k16): shown, not judged, so a GPU run
-    tells which one ncu's instruction counter needs."""
+def test_tensor_rows_also_judge_the_tensor_ops_counters(outdir):
+    """The FLOP counter sm__ops_path_tensor_* (what analysis.ncu reads) against the declared 2mnk work: the
+    fixture's kernel counted 3 x 4096 ops where 3 x 4096 + 1 FLOPs were declared: a mismatch, exactly."""
     selfcheck.main(["--from-files", str(outdir)])
     with (outdir / selfcheck.CSV_FILE).open() as f:
-        row = next(r for r in csv.DictReader(f) if r["quantity"] == "flops_fp16 (analysis rule)")
-    assert row["verdict"] == "info" and float(row["counted"]) == 3 * 1024
-    assert float(row["ratio"]) == pytest.approx(3 * 1024 / (3 * 4096 + 1))
+        row = next(r for r in csv.DictReader(f) if r["quantity"] == "flops_fp16 (tensor ops counters)")
+    assert row["verdict"] == "MISMATCH" and float(row["counted"]) == 3 * 4096
+    assert float(row["ratio"]) == pytest.approx(3 * 4096 / (3 * 4096 + 1))
 
 
 def test_library_rows_sum_every_launch_between_markers(outdir):

@@ -1,0 +1,69 @@
+"""The registry of profile formats: how each is recognised, how it is read, and what it yields.
+
+Every reader follows one contract. `find(source)` looks at a file's content (never its name) and returns
+None when the file is not in that format, else whatever `read` needs to start (an offset, a match). `read(
+source, found)` returns one row per launch (or per kernel of a summary, with `launches` = N and values per
+launch) with the columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in
+base units (bytes, seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters,
+and often times) or TIMES (times only, matched to counters by kernel name).
+
+A new format is one module with one `Format`, listed in `FORMATS`; the first whose `find` answers wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+COUNTERS = "counters"
+TIMES = "times"
+# run: a pass or process in its file; process: its label ("1234@host") when the file names one; gpu: the
+# device's name when the profile records it; nvtx: the NVTX ranges (' > '-joined) the launch ran inside
+LAUNCH_COLUMNS = ["grid", "block", "device", "cc", "gpu"]
+META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "nvtx", "source",
+                "name_truncated"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
+    they were read from when those bytes are the file's own (read_csv may read it again, faster)."""
+
+    data: bytes
+    path: str
+    file: Path | None = None
+
+    @cached_property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    yields: str  # COUNTERS or TIMES
+    find: Callable[[Source], Any]
+    read: Callable[[Source, Any], pd.DataFrame]
+
+
+def formats() -> tuple[Format, ...]:
+    """Every text format, in the order they are tried (the most specific first). `.ncu-rep` (binary) is
+    recognised by its magic bytes before these."""
+    from . import ncu_csv, ncu_text, nsys, nvprof
+
+    return (ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, nsys.CSV, nvprof.TEXT, ncu_text.TEXT,
+            nsys.TEXT)
+
+
+def detect(source: Source) -> tuple[Format, Any] | None:
+    """The first format that recognises `source`, and what its `find` returned."""
+    for fmt in formats():
+        found = fmt.find(source)
+        if found is not None:
+            return fmt, found
+    return None

@@ -1,0 +1,32 @@
+"""nvprof output: recognised so that it is named as what it is, with the ncu command to use instead.
+
+nvprof does not support Volta's successors (compute capability 7.5 and later) and its metric names are not
+ncu's; its numbers are not read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ceilings.errors import CeilingsError
+
+from .formats import COUNTERS, Format, Source
+
+# "==12345== NVPROF is profiling process 12345, command: ./app" and "==12345== Profiling result:"
+NVPROF_LINE = re.compile(r"^==\d+== (?:NVPROF is profiling process|Profiling application:)", re.MULTILINE)
+
+
+def find(source: Source):
+    match = NVPROF_LINE.search(source.text)
+    if match is None:
+        return None
+    return source.text.count("\n", 0, match.start()) + 1
+
+
+def read(source: Source, line: int):
+    raise CeilingsError(f"{source.path}:{line}: nvprof output, not Nsight Compute: its metrics are not read "
+                        f"here; profile with `python -m analysis.profile --out NAME -- APP ARGS` (or `ncu "
+                        f"--csv --page raw --metrics ... APP`) instead")
+
+
+TEXT = Format("nvprof output", COUNTERS, find, read)
