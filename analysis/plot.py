@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.roofline import LEVELS, NO_FLOPS, PRECISIONS, Roofs, si
+from analysis.roofline import FOREIGN_PROFILE, LEVELS, NO_FLOPS, PRECISIONS, Roofs, percent, profile_line, si
 
 PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
                     NO_FLOPS: "#888888"}
@@ -59,11 +59,12 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     """Draw roofs, ridge points, kernels and (optionally) datasheet roofs and intensity sweeps on `ax`.
 
     table: analysis.roofline.roofline_table(...). level "all" draws each kernel's L1, L2 and DRAM points
-    joined by a line (hierarchical roofline); kernels without FLOPs cannot sit on log axes and are counted
-    in a note instead.
+    (of the levels the roofs have) joined by a line (hierarchical roofline); kernels without FLOPs cannot sit
+    on log axes and are counted in a note instead. The legend shows exactly the markers and lines drawn.
     """
     primary = "dram" if level == "all" else level
-    kernel_levels = list(LEVELS) if level == "all" else [primary]
+    # a kernel's point at a level without a roof is judged against nothing: not drawn
+    kernel_levels = [lv for lv in LEVELS if roofs.bandwidth(lv)] if level == "all" else [primary]
     drawn = _drawable(table, kernel_levels)
     (x_lo, x_hi), (y_lo, y_hi) = _limits(roofs, drawn, kernel_levels, primary, sweep)
     ax.set_xscale("log")
@@ -79,14 +80,13 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
         ax.plot([roofs.ridge(flat.key, primary)], [flat.value], marker="D", markersize=RIDGE_MARKER_SIZE,
                 color=PRECISION_COLORS[flat.key], markeredgecolor="white", linestyle="none", zorder=4,
                 gid=f"ridge:{flat.key}")
-    if sweep:
-        for s in roofs.sweeps:
-            x, y = zip(*s.points) if s.points else ((), ())
-            ax.plot(x, y, linestyle=":", marker=".", markersize=4, color="#555555", linewidth=1,
-                    gid=f"sweep:{s.name}", zorder=3)
-    _draw_kernels(ax, drawn, level, kernel_levels)
+    sweeps = [s for s in roofs.sweeps if s.points] if sweep else []
+    for s in sweeps:
+        ax.plot(*zip(*s.points), linestyle=":", marker=".", markersize=4, color="#555555", linewidth=1,
+                gid=f"sweep:{s.name}", zorder=3)
+    marks = _draw_kernels(ax, drawn, level, kernel_levels)
     _note_not_drawn(ax, table, drawn)
-    _legend(ax, roofs, drawn, level, datasheet, sweep)
+    _legend(ax, marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps))
 
     ax.set_xlabel(f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})")
     ax.set_ylabel("Performance (FLOP/s)")
@@ -99,9 +99,10 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     if title:
-        color = WARNING_COLOR if not roofs.measured else "black"
-        ax.set_title(f"{roofs.device}: kernels against the roofs\n{_wrap('roofs: ' + roofs.provenance)}",
-                     fontsize=10.5, color=color, loc="left")
+        profiled = profile_line(table.attrs.get("gpus", []), roofs)
+        color = WARNING_COLOR if not roofs.measured or profiled.startswith(FOREIGN_PROFILE) else "black"
+        ax.set_title(f"{roofs.device}: kernels against the roofs\n{_wrap('roofs: ' + roofs.provenance)}\n"
+                     f"{_wrap(profiled)}", fontsize=10.5, color=color, loc="left")
     # last: label placement measures text where the layout (legend, title) has put the axes
     _place_labels(ax, roofs, primary, drawn, top, "dram" if level == "all" else primary, (x_lo, x_hi))
 
@@ -166,24 +167,29 @@ def _area(share: pd.Series) -> np.ndarray:
     return MARKER_AREA_MIN + share.fillna(0).to_numpy(dtype=float) * MARKER_AREA_SPAN
 
 
-def _draw_kernels(ax, drawn: pd.DataFrame, level: str, levels: list[str]) -> None:
+def _draw_kernels(ax, drawn: pd.DataFrame, level: str, levels: list[str]) -> set[tuple[str, str]]:
+    """The kernels' markers (and, for level "all", the lines joining each kernel's levels); returns the
+    (precision, level) pairs that have at least one marker, for the legend."""
     if level == "all":
         for _, k in drawn.iterrows():
             pts = sorted((k[f"ai_{lv}"], k["flop_per_s"]) for lv in levels
                          if math.isfinite(k[f"ai_{lv}"]) and k[f"ai_{lv}"] > 0)
             ax.plot(*zip(*pts), color=PRECISION_COLORS.get(k["precision"], "#888888"), linewidth=0.9,
                     alpha=0.6, zorder=3, gid=f"hier:{k['kernel']}")
+    marks = set()
     for prec in (*PRECISIONS, NO_FLOPS):
         group = drawn[drawn["precision"] == prec]
-        if group.empty:
-            continue
         for lv in levels:
             ai = group[f"ai_{lv}"].astype(float)
             sel = np.isfinite(ai) & (ai > 0)
+            if not sel.any():
+                continue
+            marks.add((prec, lv))
             ax.scatter(ai[sel], group["flop_per_s"][sel], s=_area(group["share"][sel]),
                        c=PRECISION_COLORS[prec], marker=LEVEL_MARKERS[lv] if level == "all" else "o",
                        alpha=0.8, edgecolors="white", linewidths=0.6, zorder=5,
                        gid=f"kernels:{prec}" + (f":{lv}" if level == "all" else ""))
+    return marks
 
 
 class _Placer:
@@ -339,35 +345,43 @@ def _note_not_drawn(ax, table: pd.DataFrame, drawn: pd.DataFrame) -> None:
     missing = table.drop(drawn.index)
     if missing.empty:
         return
-    total = table["time_s"].sum()
+    total = table["time_s"].sum(min_count=1)
     no_flops = missing[missing["precision"] == NO_FLOPS]
     other = len(missing) - len(no_flops)
     parts = []
     if len(no_flops):
         parts.append(f"{len(no_flops)} kernel(s) without FLOPs (AI 0, memory-bound; "
-                     f"{no_flops['time_s'].sum() / total * 100:.1f}% of time)")
+                     f"{percent(no_flops['time_s'].sum(min_count=1), total)} of time)")
     if other:
         parts.append(f"{other} kernel(s) without counters to place them")
     ax.text(0.01, 0.01, "Not on the plot: " + "; ".join(parts) + ". See the table.", transform=ax.transAxes,
             fontsize=FONT_SIZE - 0.5, color="#555555", ha="left", va="bottom", gid="note:not-drawn")
 
 
-def _legend(ax, roofs: Roofs, drawn: pd.DataFrame, level: str, datasheet: Roofs | None, sweep: bool) -> None:
+def _legend(ax, marks: set[tuple[str, str]], level: str, *, ridges: bool, datasheet: Roofs | None,
+            sweeps: bool) -> None:
+    """One entry per kind of marker or line drawn (marks: the (precision, level) pairs with markers), none for
+    what is not drawn."""
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
-    def marker(color, label, shape="o", **kw):
-        return Line2D([], [], marker=shape, linestyle="none", color=color, markersize=7, label=label, **kw)
+    def marker(color, label, shape="o"):
+        return Line2D([], [], marker=shape, linestyle="none", color=color, markersize=7, label=label)
 
-    handles = [marker(PRECISION_COLORS[p], p if p != NO_FLOPS else "no FLOPs")
-               for p in (*PRECISIONS, NO_FLOPS) if (drawn["precision"] == p).any()]
-    if level == "all":
+    names = [(p, p if p != NO_FLOPS else "no FLOPs") for p in (*PRECISIONS, NO_FLOPS) if any(m[0] == p for m in marks)]
+    if level == "all":  # the shape says the level, so a precision is a colour (of its markers and joins)
+        handles = [Patch(color=PRECISION_COLORS[p], label=name) for p, name in names]
         handles += [marker("#555555", f"{lv.upper()} intensity", LEVEL_MARKERS[lv]) for lv in LEVELS
-                    if roofs.bandwidth(lv)]
-    handles.append(Line2D([], [], color="none", label="marker area ∝ share of time"))
-    handles.append(marker("#555555", "roof ridge point", "D"))
+                    if any(m[1] == lv for m in marks)]
+    else:
+        handles = [marker(PRECISION_COLORS[p], name) for p, name in names]
+    if marks:
+        handles.append(Line2D([], [], color="none", label="marker area ∝ share of time"))
+    if ridges:
+        handles.append(marker("#555555", "roof ridge point", "D"))
     if datasheet is not None:
         handles.append(Line2D([], [], color="#555555", linestyle=(0, (5, 3)), label=f"datasheet: {datasheet.device}"))
-    if sweep and roofs.sweeps:
+    if sweeps:
         handles.append(Line2D([], [], color="#555555", linestyle=":", marker=".", label="measured intensity sweep"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
               fontsize=FONT_SIZE, title="kernels (dominant precision)", title_fontsize=FONT_SIZE)

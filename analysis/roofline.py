@@ -1,8 +1,8 @@
 """Rooflines of profiled kernels against MEASURED roofs.
 
-`python -m analysis.roofline --roofs ROOFS.json PROFILE...` reads a roofs file (from `python -m
-ceilings.measure`) and Nsight Compute output (through `analysis.ncu.kernel_table`), judges every kernel
-against the measured roofs, and writes a picture, a Markdown report and a CSV table.
+`python -m analysis.roofline --roofs ROOFS.json|DATASHEET-NAME PROFILE...` reads a roofs file (from `python -m
+ceilings.measure`) or a datasheet row, and Nsight Compute output (through `analysis.ncu.kernel_table`), judges
+every kernel against the roofs, and writes a picture, a Markdown report and a CSV table.
 
 Computation only (DataFrames and frozen dataclasses); drawing is in `analysis.plot`.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -19,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ceilings.atomic import check_figure_path
+from ceilings.atomic import STDOUT, check_figure_path, check_target
 from ceilings.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.roofline"
@@ -38,11 +40,19 @@ DEFAULT_TOP = 10
 # the Markdown report lists this many kernels; the CSV has them all
 REPORT_MAX_ROWS = 50
 
+# the device name of roofs or a profile that does not say which GPU it is
+UNKNOWN_GPU = "unknown GPU"
+# how to make a profile say which GPU it ran on
+GPU_NAME_HINT = "collect device__attribute_display_name with ncu to name it"
+# the first words of the warning about a profile taken on another GPU than the roofs'
+FOREIGN_PROFILE = "PROFILE FROM ANOTHER GPU:"
+DATASHEET = "datasheet"  # Roof.ceiling of a datasheet figure
+
 KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "sm_clock_hz")
 TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precision", "level", "ai",
                  "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s", "time_saved_s",
-                 "flops", "bytes", "ai_dram", "ai_l2", "ai_l1")
+                 "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source", "profile_gpu")
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,7 @@ class Roofs:
     memory_bytes: int | None = None
     sweeps: tuple[Sweep, ...] = ()
     clock_scale: float = 1.0  # compute roofs were multiplied by this (--scale-clock)
+    compute_capability: str | None = None  # "9.0"; None when the roofs do not say
 
     @classmethod
     def from_doc(cls, doc: Mapping, origin: str = "") -> Roofs:
@@ -103,13 +114,14 @@ class Roofs:
         sm_clock = float(np.median(clocks)) if clocks else device.get("max_sm_clock_hz")
         sweeps = tuple(Sweep(s["name"], tuple((float(x), float(y)) for x, y in s["points"]))
                        for s in doc.get("sweeps", []) if s["name"].startswith("intensity."))
-        return cls(device=device.get("name") or "unknown GPU",
+        return cls(device=device.get("name") or UNKNOWN_GPU,
                    bandwidths=tuple(r for r in bandwidths if r is not None),
                    flats=tuple(r for r in flats if r is not None),
                    sm_clock_hz=float(sm_clock) if sm_clock else None,
                    simulated=bool(doc.get("simulated")), source=doc.get("source"),
                    complete=bool(doc.get("complete", True)), origin=origin,
-                   memory_bytes=device.get("memory_bytes"), sweeps=sweeps)
+                   memory_bytes=device.get("memory_bytes"), sweeps=sweeps,
+                   compute_capability=device.get("compute_capability"))
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -117,12 +129,12 @@ class Roofs:
         peaks = row.peaks()
         wanted = {r.key: r.peak_key for r in like.flats} if like else {}
         keys = {p: wanted.get(p) or ("tensor.fp16" if p == "tensor" else p) for p in PRECISIONS}
-        flats = tuple(Roof(p, float(peaks[k]), "datasheet", k) for p, k in keys.items() if peaks.get(k))
+        flats = tuple(Roof(p, float(peaks[k]), DATASHEET, k) for p, k in keys.items() if peaks.get(k))
         if not peaks.get("dram"):
             raise CeilingsError(f"datasheet row {row.display_name!r} has no DRAM bandwidth")
-        return cls(device=row.display_name, bandwidths=(Roof("dram", float(peaks["dram"]), "datasheet", "dram"),),
+        return cls(device=row.display_name, bandwidths=(Roof("dram", float(peaks["dram"]), DATASHEET, "dram"),),
                    flats=flats, sm_clock_hz=None, source=f"datasheet figures for {row.display_name}",
-                   origin=f"datasheet {row.display_name}")
+                   origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability)
 
     def bandwidth(self, level: str) -> Roof | None:
         return next((r for r in self.bandwidths if r.key == level), None)
@@ -162,6 +174,15 @@ class Roofs:
     def measured(self) -> bool:
         return not self.simulated and not self.source
 
+    @property
+    def from_datasheet_row(self) -> bool:
+        return all(r.ceiling == DATASHEET for r in (*self.bandwidths, *self.flats))
+
+    @property
+    def label(self) -> str:
+        """The GPU with its compute capability: 'NVIDIA A100-SXM4-80GB (CC 8.0)'."""
+        return f"{self.device} (CC {self.compute_capability or 'unknown'})"
+
 
 def load(path: str | Path) -> Roofs:
     """load_roofs + Roofs.from_doc."""
@@ -170,11 +191,127 @@ def load(path: str | Path) -> Roofs:
     return Roofs.from_doc(load_roofs(path), origin=str(path))
 
 
-def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None) -> pd.DataFrame:
-    """The kernel table of profiler outputs (analysis.ncu.kernel_table)."""
+def target_roofs(spec: str, like: Roofs | None = None, option: str = "--on") -> Roofs:
+    """A roofs file (an existing path or a name ending .json), else the datasheet row matching `spec` (its
+    tensor flat for the same peak key as `like`'s). `option` names the command-line option in errors."""
+    path = Path(spec)
+    if path.exists() and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise CeilingsError(f"{option} {spec}: {what}, not a roofs file; give a roofs JSON file (from python -m "
+                            f"ceilings.measure) or a datasheet name such as 'A100 SXM4 80GB'")
+    if spec.endswith(".json") or path.is_file():
+        return load(spec)
+    from ceilings.datasheet import find_datasheet
+
+    try:
+        row = find_datasheet(spec)
+    except CeilingsError as exc:  # say that a roofs file was looked for too, not only a datasheet row
+        raise CeilingsError(f"{option} {spec}: no such roofs file, and {exc}") from None
+    return Roofs.from_datasheet(row, like=like)
+
+
+def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *, kernel_regex: str | None = None,
+                 nvtx: str | None = None, time_run: int | None = None) -> pd.DataFrame:
+    """The kernel table of profiler outputs (analysis.ncu.kernel_table), of the kernels whose name matches
+    `kernel_regex` (re.search) launched inside NVTX range `nvtx`; `time_run`: the run to take a kernel's time
+    from when runs disagree. A CeilingsError when no kernel is left."""
     from analysis.ncu import kernel_table
 
-    return kernel_table([str(p) for p in paths], nsys=None if nsys is None else str(nsys))
+    table = kernel_table([str(p) for p in paths], nsys=None if nsys is None else str(nsys),
+                         kernel_regex=kernel_regex, nvtx=nvtx, time_run=time_run)
+    if table.empty:
+        chosen = [f"{opt} {value!r}" for opt, value in (("--kernel", kernel_regex), ("--nvtx", nvtx)) if value]
+        raise CeilingsError(f"{', '.join(map(str, paths))}: no kernels found"
+                            + (f" with {' and '.join(chosen)}; check the name or range" if chosen else ""))
+    return table
+
+
+def add_profile_arguments(p: argparse.ArgumentParser) -> None:
+    """The profiles and how to read them: the same options for every command that reads kernels."""
+    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
+    p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
+    p.add_argument("--kernel", metavar="REGEX", help="only kernels whose full name matches REGEX (re.search)")
+    p.add_argument("--nvtx", metavar="RANGE", help="only launches inside the NVTX range named RANGE")
+    p.add_argument("--time-run", type=int, metavar="N",
+                   help="when runs disagree on a kernel's time, take it from run N")
+
+
+def kernels_of(args: argparse.Namespace) -> pd.DataFrame:
+    """read_kernels with the options of add_profile_arguments."""
+    return read_kernels(args.profiles, args.nsys, kernel_regex=args.kernel, nvtx=args.nvtx, time_run=args.time_run)
+
+
+def check_outputs(texts: Mapping[str, str | None], *, picture: str | None = None, force: bool) -> None:
+    """Before any work: each output can be written, names its own file, and without `force` is not there yet.
+    texts: option -> path of a text output ('-': standard output, always allowed); picture: the -o path."""
+    outputs = [("-o", picture, True)] if picture else []
+    outputs += [(option, path, False) for option, path in texts.items() if path and path != STDOUT]
+    seen: dict[Path, str] = {}
+    for option, path, is_picture in outputs:
+        target = check_figure_path(path, option) if is_picture else check_target(path)
+        if not force and target.exists():
+            raise CeilingsError(f"{option} {path}: the file exists; pass --force to overwrite it or give another "
+                                f"name")
+        key = target.resolve()
+        if key in seen:  # the second write would overwrite the first
+            raise CeilingsError(f"{seen[key]} and {option} {path} are the same file; give each its own file")
+        seen[key] = f"{option} {path}"
+
+
+def gpu_label(gpu: Mapping) -> str:
+    """One GPU of kernel_table's attrs["gpus"]: 'NVIDIA A100-SXM4-80GB (CC 8.0, device 0)'."""
+    extra = f", device {gpu['device']}" if gpu.get("device") is not None else ""
+    return f"{gpu.get('gpu') or UNKNOWN_GPU} (CC {gpu.get('cc') or 'unknown'}{extra})"
+
+
+def profile_device(gpus: Sequence[Mapping]) -> str:
+    """The GPU(s) a profile ran on (kernel_table's attrs["gpus"]), for every table, report and plot."""
+    return "; ".join(gpu_label(g) for g in gpus) if gpus else UNKNOWN_GPU
+
+
+def _loose_name(name: str) -> str:
+    # "NVIDIA A100-SXM4-80GB" (CUDA) == "NVIDIA A100 SXM4 80GB" (datasheet display name)
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _datasheet_row(name: str, memory_bytes: int | None):
+    """The datasheet row of a device name: a row's own name (roofs from a datasheet), else match_device."""
+    from ceilings import datasheet
+
+    return (next((r for r in datasheet.load_datasheets() if name in r.names()), None)
+            or datasheet.match_device(name, memory_bytes))
+
+
+def foreign_gpus(roofs: Roofs, gpus: Sequence[Mapping]) -> list[Mapping]:
+    """The profiled GPUs that are not the roofs' GPU: another compute capability when both are known, else
+    (same or unknown CC) another name, compared loosely (case and punctuation, or the same datasheet row).
+    A GPU whose name or CC the profile or the roofs do not give cannot be told apart and is not listed."""
+    out = []
+    for g in gpus:
+        if g.get("cc") and roofs.compute_capability and str(g["cc"]).strip() != str(roofs.compute_capability).strip():
+            out.append(g)
+        elif g.get("gpu") and roofs.device != UNKNOWN_GPU and _loose_name(g["gpu"]) != _loose_name(roofs.device):
+            home = _datasheet_row(roofs.device, roofs.memory_bytes)
+            if home is None or home is not _datasheet_row(g["gpu"], None):
+                out.append(g)
+    return out
+
+
+def device_warning(roofs: Roofs, gpus: Sequence[Mapping], remedy: str) -> str | None:
+    """The warning about a profile from another GPU than the roofs' (FOREIGN_PROFILE first), or None."""
+    foreign = foreign_gpus(roofs, gpus)
+    if not foreign:
+        return None
+    return (f"{FOREIGN_PROFILE} the profile ran on {profile_device(foreign)}, the roofs are of {roofs.label}: "
+            f"{remedy}")
+
+
+def unknown_device_warning(roofs: Roofs, gpus: Sequence[Mapping]) -> str | None:
+    """A warning when the profile does not name its GPU, so it cannot be checked against the roofs'."""
+    if gpus and all(g.get("gpu") or g.get("cc") for g in gpus):
+        return None
+    return (f"the profile does not say which GPU it ran on, so it cannot be checked against the roofs' "
+            f"{roofs.label}: {GPU_NAME_HINT}")
 
 
 def short_name(name: str) -> str:
@@ -206,14 +343,13 @@ def _check_columns(kernels: pd.DataFrame) -> None:
 
 
 def dominant_precision(row: Mapping) -> str | None:
-    """The precision with the most FLOPs; NO_FLOPS for a kernel with zero FLOPs; None when unknown."""
+    """The precision with the most FLOPs; NO_FLOPS for a kernel with zero FLOPs; None when unknown (also when
+    the total is unknown and no known precision has FLOPs: the missing ones may have them all)."""
     counts = {p: row[f"flops_{p}"] for p in PRECISIONS}
     known = {p: v for p, v in counts.items() if not pd.isna(v)}
-    if pd.isna(row["flops"]) and not known:
-        return None
-    if (0 if pd.isna(row["flops"]) else row["flops"]) == 0 and not any(v > 0 for v in known.values()):
-        return NO_FLOPS
-    return max(known, key=known.get) if known else None
+    if not any(v > 0 for v in known.values()):
+        return NO_FLOPS if row["flops"] == 0 else None
+    return max(known, key=known.get)
 
 
 def _intensity(flops: float, nbytes: float) -> float:
@@ -228,17 +364,27 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                    precision: str | None = None) -> pd.DataFrame:
     """Judge every kernel against the roofs; one row per kernel, sorted by time_saved_s (largest first).
 
-    level: "dram", "l2", "l1", or "all" (the slowest of the measured levels binds: hierarchical roofline).
+    level: "dram", "l2", "l1", or "all" (the slowest of the measured levels binds: hierarchical roofline; a
+    warning names the levels the roofs lack).
     precision: judge every kernel against this flat instead of its dominant precision.
     time_at_roof_s = max(bytes / bandwidth, sum over precisions of flops_p / flat_p) (one precision:
     flops / min(bandwidth x AI, flat));
     pct_of_roof = 100 x time_at_roof_s / time_s; kernels without FLOPs have AI 0 and are memory-bound.
     The result keeps the index of `kernels`. Warnings (kernels that could not be judged, kernels above their
-    roof) are in `table.attrs["warnings"]`.
+    roof) are in `table.attrs["warnings"]`; the profile's GPUs (kernels.attrs["gpus"]) in `table.attrs["gpus"]`
+    and, as text, in the profile_gpu column beside the roofs' GPU and provenance.
     """
     _check_columns(kernels)
+    warnings: list[str] = []
     if level == "all":
         levels = [lv for lv in LEVELS if roofs.bandwidth(lv)]
+        unmeasured = [lv for lv in LEVELS if lv not in levels]
+        if unmeasured:
+            warnings.append(f"--level all: the roofs ({roofs.origin or roofs.device}) have no valid "
+                            f"{' or '.join(unmeasured)} bandwidth ceiling, so kernels are judged and drawn against "
+                            f"{', '.join(levels)} only; measure {'/'.join(f'{lv}.read' for lv in unmeasured)} with "
+                            f"`python -m ceilings.measure` (the bandwidth group; a run with --only must include "
+                            f"them)")
     elif level in LEVELS:
         if not roofs.bandwidth(level):
             raise CeilingsError(f"{roofs.origin or 'roofs'}: no valid {level} bandwidth ceiling; choose "
@@ -249,9 +395,10 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     if precision is not None and precision not in PRECISIONS:
         raise CeilingsError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
 
-    warnings: list[str] = []
     not_judged: list[str] = []
     total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
+    gpus = list(kernels.attrs.get("gpus", []))
+    provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
     rows = []
     for _, k in kernels.iterrows():
         prec = dominant_precision(k)
@@ -264,7 +411,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                "flop_per_s": k["flops"] / k["time_s"] if k["time_s"] > 0 else math.nan,
                "roof_flop_per_s": math.nan, "bound": math.nan, "pct_of_roof": math.nan,
                "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
-               **{f"ai_{lv}": ais[lv] for lv in LEVELS}}
+               **{f"ai_{lv}": ais[lv] for lv in LEVELS}, **provenance}
         rows.append(row)
         why = _judge(row, k, roofs, levels, forced=precision is not None)
         if why:
@@ -283,6 +430,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     table.attrs["warnings"] = warnings
     table.attrs["not_judged"] = not_judged
     table.attrs["level"] = level
+    table.attrs["gpus"] = gpus
     return table
 
 
@@ -297,10 +445,10 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
         return ("no FLOP counters" if len(missing) == len(PRECISIONS) else
                 f"total FLOPs unknown: {', '.join(missing)} missing (a counter some launches lack, or tensor "
                 "instructions without a compute capability)")
-    if row["precision"] is None:
-        return "no FLOP counters"
     if k["flops"] < 0 or any(k[f"{lv}_bytes"] < 0 for lv in levels):
         return "negative FLOP or byte counts (a corrupt or edited input)"
+    if row["precision"] is None:
+        return "no FLOP counters"
     if row["precision"] == NO_FLOPS:
         parts = {}
     elif forced:
@@ -331,13 +479,14 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
 
 
 def totals(table: pd.DataFrame) -> dict[str, float]:
-    """Total time, total time at the roofs and the potential saving over the judged kernels."""
+    """Total time, total time at the roofs and the potential saving over the judged kernels (NaN if none)."""
     judged = table[table["time_at_roof_s"].notna()]
+    # NaN, not 0, when no kernel has a time or none was judged: a sum of nothing is unknown
     return {"kernels": len(table), "judged": len(judged),
-            "time_s": float(np.nansum(table["time_s"])),
-            "judged_time_s": float(judged["time_s"].sum()),
-            "time_at_roof_s": float(judged["time_at_roof_s"].sum()),
-            "time_saved_s": float(judged["time_saved_s"].sum())}
+            "time_s": float(table["time_s"].sum(min_count=1)),
+            "judged_time_s": float(judged["time_s"].sum(min_count=1)),
+            "time_at_roof_s": float(judged["time_at_roof_s"].sum(min_count=1)),
+            "time_saved_s": float(judged["time_saved_s"].sum(min_count=1))}
 
 
 def profile_sm_clock(kernels: pd.DataFrame) -> float | None:
@@ -347,16 +496,32 @@ def profile_sm_clock(kernels: pd.DataFrame) -> float | None:
 
 
 def clock_warning(roofs: Roofs, profile_clock_hz: float | None) -> str | None:
-    """A warning when the profile ran at a different SM clock than the roofs were measured at."""
+    """A warning when the profile ran at a different SM clock than the roofs were measured at: which way, and
+    its likely cause."""
     if not profile_clock_hz or not roofs.sm_clock_hz:
         return None
     ratio = profile_clock_hz / roofs.sm_clock_hz
     if abs(ratio - 1) <= CLOCK_MISMATCH_TOLERANCE:
         return None
-    return (f"the profile ran at an SM clock of {profile_clock_hz / 1e9:.3f} GHz (median over kernels), the "
-            f"roofs at {roofs.sm_clock_hz / 1e9:.3f} GHz ({(ratio - 1) * 100:+.0f}%): ncu locks clocks to "
-            f"base unless `--clock-control none`; reprofile with it (python -m analysis.profile does) or pass "
-            f"--scale-clock to scale the compute roofs (bandwidth roofs are not scaled)")
+    measured = (f"the profile ran at an SM clock of {profile_clock_hz / 1e9:.3f} GHz (median over kernels), "
+                f"{abs(ratio - 1) * 100:.0f}% {'below' if ratio < 1 else 'above'} the roofs' "
+                f"{roofs.sm_clock_hz / 1e9:.3f} GHz")
+    scale = "--scale-clock scales the compute roofs to the profile's clock (bandwidth roofs are not scaled)"
+    if ratio < 1:
+        return (f"{measured}: ncu's default `--clock-control base` locks the SM clock to base (reprofile with "
+                f"`--clock-control none`, which `python -m analysis.profile` does), or the GPU throttled (thermal "
+                f"or power) while profiled; compute-bound kernels look further from their roof than they are; "
+                f"{scale}")
+    return (f"{measured}: the roofs were measured at a lower clock (the GPU throttled or was power-capped during "
+            f"`python -m ceilings.measure`: check the clock notes of its ceilings), so the compute roofs are low; "
+            f"remeasure, or {scale}")
+
+
+def percent(part: float, whole: float) -> str:
+    """100 x part / whole with one decimal, or "n/a" when either is unknown or whole is not positive."""
+    if pd.isna(part) or pd.isna(whole) or not whole > 0:
+        return "n/a"
+    return f"{part / whole * 100:.1f}%"
 
 
 def si(value: float | None, unit: str) -> str:
@@ -377,6 +542,17 @@ def seconds(value: float) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.3g} {unit}"
     return f"{value / 1e-9:.3g} ns"
+
+
+def profile_line(gpus: Sequence[Mapping], roofs: Roofs | None = None) -> str:
+    """Which GPU the profile came from, for every table, report and plot: how to find out when the profile does
+    not say, and FOREIGN_PROFILE first when it is not the GPU of `roofs`."""
+    text = f"profiled on {profile_device(gpus)}"
+    if roofs is not None and foreign_gpus(roofs, gpus):
+        text = f"{FOREIGN_PROFILE} {text}, not on the roofs' {roofs.label}"
+    if not gpus or not all(g.get("gpu") for g in gpus):
+        text += f"; {GPU_NAME_HINT}"
+    return text
 
 
 def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
@@ -422,11 +598,13 @@ def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> 
 
 
 def render_kernels(roofs: Roofs, table: pd.DataFrame) -> str:
-    """Every kernel as a fixed-width text table (the report's columns and units), for a terminal."""
+    """Every kernel as a fixed-width text table (the report's columns and units), for a terminal, under the
+    roofs' GPU and provenance and the profile's GPU."""
     cells = [list(KERNEL_HEADER), *kernel_rows(roofs, table)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(KERNEL_HEADER))]
-    return "\n".join("  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
-                               for c, w, h in zip(row, widths, KERNEL_HEADER)).rstrip() for row in cells)
+    head = [f"roofs: {roofs.label}: {roofs.provenance}", profile_line(table.attrs.get("gpus", []), roofs), ""]
+    return "\n".join(head + ["  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
+                                       for c, w, h in zip(row, widths, KERNEL_HEADER)).rstrip() for row in cells])
 
 
 def _md(text: str) -> str:
@@ -438,10 +616,15 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
     """The Markdown report: provenance, roofs, totals, kernels ranked by time saved, warnings."""
     level = table.attrs.get("level", "dram")
     t = totals(table)
+    profiled = profile_line(table.attrs.get("gpus", []), roofs)
     out = [f"# Roofline: {roofs.device}", ""]
+    if profiled.startswith(FOREIGN_PROFILE):
+        out += [f"**{_md(profiled)}.** Every % of roof below compares these kernels with another GPU; see the "
+                f"warnings.", ""]
     if not roofs.measured:
         out += [f"**{roofs.provenance}.** These roofs are not measurements made on this machine.", ""]
-    out += [f"- Roofs: {roofs.provenance}; from {roofs.origin}", f"- Profile: {', '.join(map(str, profiles)) or '-'}",
+    out += [f"- Roofs: {roofs.label}: {roofs.provenance}; from {roofs.origin}",
+            f"- Profile: {', '.join(map(str, profiles)) or '-'}; {_md(profiled)}",
             f"- Level: {level}" + (" (each kernel against its slowest measured level)" if level == "all" else ""),
             "", "## Roofs used", ""]
     out += [f"- {line}" for line in roofs_lines(roofs, level)]
@@ -449,17 +632,22 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
         out += ["", f"Datasheet ({datasheet.device}), for comparison only: "
                 + "; ".join(f"{r.key} {si(r.value, 'B/s' if r.key in LEVELS else 'FLOP/s')}"
                             for r in (*datasheet.bandwidths, *datasheet.flats))]
-    share = t["time_saved_s"] / t["time_s"] * 100 if t["time_s"] else math.nan
+    if t["judged"]:
+        at_roof = f"{seconds(t['time_at_roof_s'])} (measured: {seconds(t['judged_time_s'])})"
+        saving = f"{seconds(t['time_saved_s'])} ({percent(t['time_saved_s'], t['time_s'])} of total kernel time)"
+    else:
+        at_roof = saving = ("n/a: no kernel has a time (the profile lacks gpu__time_duration.sum; profile with "
+                            "python -m analysis.profile or give --nsys)" if pd.isna(t["time_s"]) else
+                            "n/a: no kernel could be judged (see the warnings)")
     out += ["", "## Totals", "",
             f"- Kernels: {t['kernels']} ({t['judged']} judged against the roofs)",
             f"- Total kernel time: {seconds(t['time_s'])}",
-            (f"- Time of the judged kernels at their roofs: {seconds(t['time_at_roof_s'])} "
-            f"(measured: {seconds(t['judged_time_s'])})"),
-            f"- Potential saving: {seconds(t['time_saved_s'])} ({share:.1f}% of total kernel time)", ""]
+            f"- Time of the judged kernels at their roofs: {at_roof}",
+            f"- Potential saving: {saving}", ""]
     no_flops = table[table["precision"] == NO_FLOPS]
     if len(no_flops):
         out += [(f"Kernels without floating-point work ({len(no_flops)}, "
-                f"{no_flops['time_s'].sum() / t['time_s'] * 100:.1f}% of time: copies, memsets, gathers) have "
+                f"{percent(no_flops['time_s'].sum(min_count=1), t['time_s'])} of time: copies, memsets, gathers) have "
                 f"arithmetic intensity 0: they are memory-bound, their time at the roof is bytes / bandwidth, "
                 f"and they are in the table but not on the log-log plot; the table gives their achieved "
                 f"bandwidth against the bandwidth roof."), ""]
@@ -479,26 +667,30 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
 
 
 def datasheet_roofs(roofs: Roofs, name: str | None = None) -> Roofs | None:
-    """The datasheet row named by `name` (a fragment), else the row matching the roofs' device, or None."""
+    """The datasheet row named by `name` (a fragment), else the row matching the roofs' device, or None (also
+    for roofs that are a datasheet row: they would be drawn over themselves)."""
     from ceilings import datasheet
 
-    row = datasheet.find_datasheet(name) if name else datasheet.match_device(roofs.device, roofs.memory_bytes)
+    if name:
+        return Roofs.from_datasheet(datasheet.find_datasheet(name), like=roofs)
+    row = None if roofs.from_datasheet_row else datasheet.match_device(roofs.device, roofs.memory_bytes)
     return Roofs.from_datasheet(row, like=roofs) if row is not None else None
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Roofline of profiled kernels against the roofs measured by "
-        "`python -m ceilings.measure`: a picture, a report ranking kernels by the time they would save at "
-        "their roof, and a per-kernel table.",
+        "`python -m ceilings.measure` (or a datasheet's): a picture, a report ranking kernels by the time they "
+        "would save at their roof, and a per-kernel table.",
         epilog="Profiles: ncu text, CSV (details or raw page) or the kernel-table CSV of analysis.ncu; "
         "make one with `python -m analysis.profile`. Without -o/--report/--csv the table goes to stdout.")
-    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
-    p.add_argument("--roofs", required=True, metavar="ROOFS.json", help="roofs file from ceilings.measure")
-    p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
+    add_profile_arguments(p)
+    p.add_argument("--roofs", required=True, metavar="ROOFS.json|NAME",
+                   help="roofs file from ceilings.measure, or a datasheet name (e.g. 'A100 SXM4 80GB')")
     p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
     p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
     p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
+    p.add_argument("--force", action="store_true", help="overwrite existing -o/--report/--csv files")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
                    help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
     p.add_argument("--level", choices=(*LEVELS, "all"), default="dram",
@@ -519,15 +711,20 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.output:
-        check_figure_path(args.output)
+    check_outputs({"--report": args.report, "--csv": args.csv}, picture=args.output, force=args.force)
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
-    roofs = load(args.roofs)
-    kernels = read_kernels(args.profiles, args.nsys)
-    if kernels.empty:
-        raise CeilingsError(f"{', '.join(args.profiles)}: no kernels found")
-    warnings = list(kernels.attrs.get("warnings", []))
+    roofs = target_roofs(args.roofs, option="--roofs")
+    kernels = kernels_of(args)
+    gpus = kernels.attrs.get("gpus", [])
+    command = " ".join(shlex.quote(str(a)) for a in ("python", "-m", "analysis.whatif", *args.profiles, "--on",
+                                                      args.roofs))
+    foreign = device_warning(roofs, gpus, "every % of roof and time at roof compares these kernels with another "
+                             f"GPU's roofs; to project them onto this GPU run `{command} --roofs <roofs of the "
+                             f"profiled GPU>`")
+    # the foreign-GPU warning first: it makes every number after it wrong
+    warnings = [w for w in (foreign, unknown_device_warning(roofs, gpus)) if w]
+    warnings += kernels.attrs.get("warnings", [])
     clock = profile_sm_clock(kernels)
     mismatch = clock_warning(roofs, clock)
     if args.scale_clock:
@@ -538,6 +735,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.append(mismatch)
     if roofs.simulated:
         warnings.append("the roofs file is SIMULATED (Numba CUDA simulator): its numbers mean nothing")
+    elif not roofs.measured:
+        warnings.append(f"the roofs are {roofs.provenance}: every % of roof is against these figures, not "
+                        f"against what a measured GPU reaches")
     if args.sweep and not roofs.sweeps:
         warnings.append(f"--sweep: {args.roofs} has no intensity sweeps (intensity.*, measured by the intensity "
                         f"benchmarks of python -m ceilings.measure); nothing to overlay")
@@ -554,18 +754,18 @@ def _write_outputs(args, roofs: Roofs, table: pd.DataFrame, warnings: list[str],
     from ceilings.atomic import save_figure, write_text
 
     if args.csv:
-        write_text(args.csv, table.to_csv(index=False))
+        write_text(args.csv, table.to_csv(index=False), force=args.force)
         print(f"wrote {args.csv}", file=sys.stderr)
     if args.report:
         write_text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
-                                              datasheet=datasheet))
+                                              datasheet=datasheet), force=args.force)
         print(f"wrote {args.report}", file=sys.stderr)
     if args.output:
         from analysis.plot import roofline_figure
 
         fig = roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
                               sweep=args.sweep)
-        save_figure(fig, args.output, dpi=150, bbox_inches="tight")
+        save_figure(fig, args.output, force=args.force, dpi=150, bbox_inches="tight")
         print(f"wrote {args.output}", file=sys.stderr)
     if not (args.csv or args.report or args.output):
         print(render_kernels(roofs, table))

@@ -1,8 +1,8 @@
 """What if these kernels ran on another GPU? Project each kernel's FLOPs and bytes onto other roofs.
 
-`python -m analysis.whatif PROFILE... --on ROOFS.json|DATASHEET-NAME ... [--roofs HOME.json]`: for every
-target GPU (a roofs file, or a datasheet row named by a fragment), each kernel's time at that GPU's roof and,
-when the roofs of the GPU it was profiled on are given (--roofs), its time at its current efficiency
+`python -m analysis.whatif PROFILE... --on ROOFS.json|DATASHEET-NAME ... [--roofs HOME.json|DATASHEET-NAME]`:
+for every target GPU (a roofs file, or a datasheet row named by a fragment), each kernel's time at that GPU's
+roof and, when the roofs of the GPU it was profiled on are given (--roofs), its time at its current efficiency
 (the same % of roof as measured at home). Same FLOPs and bytes everywhere: a projection, not a prediction
 (caches, occupancy and library kernel choices differ between GPUs).
 """
@@ -13,31 +13,29 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
-from analysis.roofline import LEVELS, PRECISIONS, Roofs, load, read_kernels, roofline_table, seconds
+from analysis.roofline import (
+    LEVELS,
+    PRECISIONS,
+    Roofs,
+    add_profile_arguments,
+    check_outputs,
+    device_warning,
+    kernels_of,
+    profile_line,
+    roofline_table,
+    seconds,
+    target_roofs,
+    unknown_device_warning,
+)
 from ceilings.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.whatif"
 
 WHATIF_COLUMNS = ("gpu", "kernel", "short_name", "precision", "bound", "time_s", "pct_of_roof",
-                  "time_at_roof_s", "time_at_efficiency_s", "speedup")
-
-
-def target_roofs(spec: str, like: Roofs | None = None) -> Roofs:
-    """A roofs file (an existing path or a name ending .json), else the datasheet row matching `spec`."""
-    path = Path(spec)
-    if path.exists() and not path.is_file():
-        what = "a folder" if path.is_dir() else "not a regular file"
-        raise CeilingsError(f"--on {spec}: {what}, not a roofs file; give a roofs JSON file (from python -m "
-                            f"ceilings.measure) or a datasheet name such as 'A100 SXM4 80GB'")
-    if spec.endswith(".json") or path.is_file():
-        return load(spec)
-    from ceilings.datasheet import find_datasheet
-
-    return Roofs.from_datasheet(find_datasheet(spec), like=like)
+                  "time_at_roof_s", "time_at_efficiency_s", "speedup", "roofs_source", "profile_gpu")
 
 
 def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs | None = None,
@@ -47,7 +45,8 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
     time_at_efficiency_s = time_at_roof_s on the target / (pct_of_roof at home / 100); NaN without `home`.
     speedup = measured time_s / time_at_efficiency_s. With `home`, its own rows come first (a check:
     there time_at_efficiency_s equals time_s). Kernels a GPU cannot judge (no roof for their precision)
-    are listed in `table.attrs["warnings"]`.
+    are listed in `table.attrs["warnings"]`; the profile's GPUs (kernels.attrs["gpus"]) are in
+    `table.attrs["gpus"]` and the profile_gpu column.
     """
     gpus = ([home] if home is not None else []) + list(targets)
     if not gpus:
@@ -59,7 +58,8 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
         t = roofline_table(gpu, kernels, level=level, precision=precision)
         # "above its roof" compares with the time measured at home: meaningful on the home GPU only
         warnings += [f"{gpu.device}: {w}" for w in t.attrs["warnings" if gpu is home else "not_judged"]]
-        out = t[["kernel", "short_name", "precision", "bound", "time_s", "time_at_roof_s"]].copy()
+        out = t[["kernel", "short_name", "precision", "bound", "time_s", "time_at_roof_s", "roofs_source",
+                 "profile_gpu"]].copy()
         out.insert(0, "gpu", gpu.device if gpu is not home else f"{gpu.device} (profiled)")
         out["pct_of_roof"] = pct  # aligned on the kernel table's index
         out["time_at_efficiency_s"] = out["time_at_roof_s"] / (out["pct_of_roof"] / 100.0)
@@ -67,13 +67,14 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
         parts.append(out[list(WHATIF_COLUMNS)])
     table = pd.concat(parts, ignore_index=True)
     table.attrs["warnings"] = warnings
+    table.attrs["gpus"] = list(kernels.attrs.get("gpus", []))
     return table
 
 
 def whatif_totals(table: pd.DataFrame) -> pd.DataFrame:
     """Per GPU: measured kernel time, time at the roofs, time at the current efficiency, over the kernels
     judged on every GPU (home included), so that every GPU's totals cover the same kernels.
-    `totals.attrs["left_out"]`: how many kernels that leaves out."""
+    `totals.attrs["left_out"]`: how many kernels that leaves out; `totals.attrs["gpus"]`: the profile's GPUs."""
     usable = table["time_at_roof_s"].notna()
     if table["time_at_efficiency_s"].notna().any():  # with a home GPU, also an efficiency (none for 0 work)
         usable &= table["time_at_efficiency_s"].notna()
@@ -85,10 +86,12 @@ def whatif_totals(table: pd.DataFrame) -> pd.DataFrame:
     out["speedup"] = out["time_s"] / out["time_at_efficiency_s"]
     out = out.reset_index()
     out.attrs["left_out"] = table.loc[~everywhere, "kernel"].nunique()
+    out.attrs["gpus"] = table.attrs.get("gpus", [])
     return out
 
 
 def render_totals(totals: pd.DataFrame, gpus: Sequence[Roofs]) -> str:
+    """The totals per GPU, then where each GPU's roofs and the profile come from."""
     lines = [f"{'GPU':40} {'kernels':>7} {'measured':>10} {'at roof':>10} {'at current eff.':>16} {'speedup':>8}"]
     for r in totals.itertuples():
         eff = seconds(r.time_at_efficiency_s) if not pd.isna(r.time_at_efficiency_s) else "(needs --roofs)"
@@ -99,7 +102,9 @@ def render_totals(totals: pd.DataFrame, gpus: Sequence[Roofs]) -> str:
     if totals.attrs["left_out"]:
         lines += [f"{totals.attrs['left_out']} kernel(s) left out of the totals: not judged on every GPU (see the "
                   f"warnings)", ""]
-    lines += [f"{g.device}: {g.provenance}" for g in gpus]
+    lines += [f"{g.label}: {g.provenance}" for g in gpus]
+    # the targets are other GPUs by design: whether the home roofs are the profiled GPU's is a warning of main
+    lines.append(f"Profile: {profile_line(totals.attrs.get('gpus', []))}")
     return "\n".join(lines)
 
 
@@ -109,40 +114,44 @@ def _parser() -> argparse.ArgumentParser:
         "target's roof and at its current efficiency (% of roof kept), with totals per GPU.",
         epilog="A projection with the same FLOPs and bytes, not a prediction: caches, occupancy and the "
         "kernels libraries choose differ between GPUs. Datasheet rows give DRAM and peak FLOP/s only.")
-    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
+    add_profile_arguments(p)
     p.add_argument("--on", nargs="+", action="extend", required=True, metavar="ROOFS.json|NAME",
                    help="target GPU(s): a roofs file or a datasheet name fragment (e.g. 'A100 SXM')")
-    p.add_argument("--roofs", metavar="HOME.json",
-                   help="roofs of the GPU the profile was taken on: gives each kernel's current efficiency")
-    p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
+    p.add_argument("--roofs", metavar="HOME.json|NAME",
+                   help="roofs of the GPU the profile was taken on (a roofs file or a datasheet name): gives each "
+                        "kernel's current efficiency")
     p.add_argument("--level", choices=LEVELS, default="dram", help="memory level (default dram)")
     p.add_argument("--precision", choices=PRECISIONS,
                    help="judge every kernel against this flat (default: each kernel's dominant precision)")
-    p.add_argument("--csv", metavar="FILE.csv", help="write the per-kernel table here")
+    p.add_argument("--csv", metavar="FILE.csv", help="write the per-kernel table here ('-': standard output)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
     return p
 
 
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    home = load(args.roofs) if args.roofs else None
+    check_outputs({"--csv": args.csv}, force=args.force)
+    home = target_roofs(args.roofs, option="--roofs") if args.roofs else None
     targets = [target_roofs(spec, like=home) for spec in args.on]
-    kernels = read_kernels(args.profiles, args.nsys)
-    if kernels.empty:
-        raise CeilingsError(f"{', '.join(args.profiles)}: no kernels found")
+    kernels = kernels_of(args)
     table = whatif_table(kernels, targets, home=home, level=args.level, precision=args.precision)
+    gpus = kernels.attrs.get("gpus", [])
     if home is None:
-        print("warning: without --roofs (the profiled GPU's roofs) only the time at the roof is projected",
-              file=sys.stderr)
-    for w in kernels.attrs.get("warnings", []) + table.attrs["warnings"]:
+        warnings = ["without --roofs (the profiled GPU's roofs) only the time at the roof is projected"]
+    else:  # the foreign-GPU warning first: it makes every efficiency wrong
+        warnings = [w for w in (device_warning(home, gpus, f"--roofs {args.roofs} must be the roofs of the GPU the "
+                                               "profile ran on, else every current efficiency and time at it is "
+                                               "wrong; measure that GPU or give its datasheet name"),
+                                unknown_device_warning(home, gpus)) if w]
+    warnings += kernels.attrs.get("warnings", []) + table.attrs["warnings"]
+    warnings += [f"{gpu.device}: {gpu.provenance}" for gpu in ([home] if home else []) + targets if not gpu.measured]
+    for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    for gpu in ([home] if home else []) + targets:
-        if not gpu.measured:
-            print(f"warning: {gpu.device}: {gpu.provenance}", file=sys.stderr)
     if args.csv:
         from ceilings.atomic import write_text
 
-        write_text(args.csv, table.to_csv(index=False))
+        write_text(args.csv, table.to_csv(index=False), force=args.force)
         print(f"wrote {args.csv}", file=sys.stderr)
     print(render_totals(whatif_totals(table), ([home] if home else []) + targets))
     return 0

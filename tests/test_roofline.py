@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -164,6 +165,20 @@ def test_clock_check_and_scaling(roofs, kernels):
     assert g["time_at_roof_s"] == pytest.approx(5e9 / 8e12)
 
 
+def test_clock_warning_says_which_way_and_why(roofs):
+    slower = roofline.clock_warning(roofs, 1.2e9)  # 1.2 / 1.5: 20 % below
+    assert "1.200 GHz (median over kernels), 20% below the roofs' 1.500 GHz" in slower
+    for cause in ("`--clock-control base` locks the SM clock to base", "`--clock-control none`",
+                  "python -m analysis.profile", "throttled"):
+        assert cause in slower
+    faster = roofline.clock_warning(roofs, 1.8e9)  # 1.8 / 1.5: 20 % above
+    assert "1.800 GHz (median over kernels), 20% above the roofs' 1.500 GHz" in faster
+    assert "measured at a lower clock" in faster and "python -m ceilings.measure" in faster
+    assert "compute roofs are low" in faster and "--clock-control" not in faster
+    for warning in (slower, faster):
+        assert "--scale-clock scales the compute roofs" in warning and "bandwidth roofs are not scaled" in warning
+
+
 @pytest.mark.parametrize("full, short", [
     (("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
      "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)"),
@@ -199,6 +214,22 @@ def by_gid(artists, prefix):
     return [a for a in artists if (a.get_gid() or "").startswith(prefix)]
 
 
+def legend(ax) -> list[tuple[str, str, str]]:
+    """(label, marker, line style) of every legend entry; a colour swatch is ("label", "patch", "patch")."""
+    out = []
+    for handle, text in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts()):
+        if hasattr(handle, "get_marker"):
+            out.append((text.get_text(), str(handle.get_marker()), handle.get_linestyle()))
+        else:
+            out.append((text.get_text(), "patch", "patch"))
+    return out
+
+
+def drawn_levels(ax) -> set[str]:
+    """The levels of the kernel markers drawn in a hierarchical plot (gid kernels:<precision>:<level>)."""
+    return {c.get_gid().split(":")[2] for c in by_gid(ax.collections, "kernels:")}
+
+
 def test_plot_has_roofs_ridges_and_kernels(roofs, kernels):
     table = roofline_table(roofs, kernels)
     datasheet = Roofs(device="Sheet X100", bandwidths=(roofline.Roof("dram", 1.2e12, "datasheet"),),
@@ -226,7 +257,10 @@ def test_plot_has_roofs_ridges_and_kernels(roofs, kernels):
     note = by_gid(ax.texts, "note:not-drawn")[0].get_text()
     assert "1 kernel(s) without FLOPs" in note and "1 kernel(s) without counters" in note
     assert "Test GPU X100" in ax.get_title(loc="left")
-    assert ax.get_legend() is not None
+    # drawn: fp64 (dgemm), fp32 and tensor kernels as circles, ridge points, datasheet dashes, the sweep
+    assert legend(ax) == [("fp64", "o", "None"), ("fp32", "o", "None"), ("tensor", "o", "None"),
+                          ("marker area ∝ share of time", "None", "-"), ("roof ridge point", "D", "None"),
+                          ("datasheet: Sheet X100", "None", "--"), ("measured intensity sweep", ".", ":")]
 
 
 def test_hierarchical_plot_joins_levels(roofs, kernels):
@@ -237,6 +271,35 @@ def test_hierarchical_plot_joins_levels(roofs, kernels):
     assert list(stencil.get_xdata()) == [1.0, 2.0, 20.0] and set(stencil.get_ydata()) == {4e12}
     assert by_gid(ax.collections, "kernels:fp32:l2") and by_gid(ax.collections, "kernels:fp32:l1")
     assert not by_gid(ax.texts, "kernel-label")
+    assert [entry[:2] for entry in legend(ax)[3:6]] == [("DRAM intensity", "o"), ("L2 intensity", "s"),
+                                                        ("L1 intensity", "^")]
+
+
+def test_hierarchical_legend_shows_the_level_markers_drawn_and_no_other(kernels):
+    """Roofs without an L1 ceiling: no L1 points, no L1 entry (kernels with L2 bytes: gemm, elementwise,
+    stencil, all fp32). Then full roofs but only kernels without L2/L1 bytes (hgemm, dgemm): DRAM only."""
+    no_l1 = Roofs.from_doc(doc_without("l1.read"))
+    _, ax = draw(no_l1, roofline_table(no_l1, kernels, level="all"), level="all", top=0)
+    assert drawn_levels(ax) == {"dram", "l2"}
+    assert legend(ax) == [("fp64", "patch", "patch"), ("fp32", "patch", "patch"), ("tensor", "patch", "patch"),
+                          ("DRAM intensity", "o", "None"), ("L2 intensity", "s", "None"),
+                          ("marker area ∝ share of time", "None", "-"), ("roof ridge point", "D", "None")]
+    full = Roofs.from_doc(json.loads(ROOFS.read_text()))
+    dram_only = kernels[kernels["kernel"].isin(["hgemm_tensor", "void dgemm<double>(double const*, double*, int)"])]
+    _, ax = draw(full, roofline_table(full, dram_only, level="all"), level="all", top=0)
+    assert drawn_levels(ax) == {"dram"}
+    assert [label for label, *_ in legend(ax)] == ["fp64", "tensor", "DRAM intensity", "marker area ∝ share of time",
+                                                   "roof ridge point"]
+
+
+def test_level_all_names_the_levels_the_roofs_lack(kernels):
+    no_caches = Roofs.from_doc(doc_without("l1.read", "l2.read"))
+    warned = [w for w in roofline_table(no_caches, kernels, level="all").attrs["warnings"] if "--level all" in w]
+    assert len(warned) == 1
+    assert "no valid l2 or l1 bandwidth ceiling" in warned[0] and "against dram only" in warned[0]
+    assert "l2.read/l1.read with `python -m ceilings.measure`" in warned[0]
+    full = Roofs.from_doc(json.loads(ROOFS.read_text()))
+    assert not any("--level all" in w for w in roofline_table(full, kernels, level="all").attrs["warnings"])
 
 
 def test_plot_with_dram_roof_only_and_no_kernel_on_it(kernels):
@@ -247,6 +310,15 @@ def test_plot_with_dram_roof_only_and_no_kernel_on_it(kernels):
     (x_lo, x_hi), (y_lo, y_hi) = ax.get_xlim(), ax.get_ylim()
     assert y_lo <= 1e12 * x_lo < 1e12 * x_hi <= y_hi  # the whole slope is inside
     assert by_gid(ax.lines, "roof:dram") and not by_gid(ax.collections, "kernels:")
+    assert legend(ax) == []  # no kernel marker, no ridge point (no flats), no datasheet, no sweep
+
+
+def test_legend_has_no_sweep_entry_without_sweeps(kernels):
+    doc = json.loads(ROOFS.read_text())
+    doc["sweeps"] = []
+    bare = Roofs.from_doc(doc)
+    _, ax = draw(bare, roofline_table(bare, kernels), sweep=True)
+    assert not by_gid(ax.lines, "sweep:") and "measured intensity sweep" not in [e[0] for e in legend(ax)]
 
 
 def label_boxes(fig, ax):
@@ -324,10 +396,37 @@ def test_simulated_title(kernels):
 
 # ---- the CLI ----------------------------------------------------------------------------------------------
 
+class FixtureProfiles:
+    """Stands in for analysis.ncu.kernel_table: reads a kernel-table CSV (KERNEL_COLUMNS) and sets the attrs
+    kernel_table sets (`gpus`, `warnings`: give them before the call); records the keywords of every call."""
+
+    def __init__(self):
+        self.gpus: list[dict] = []
+        self.warnings: list[str] = []
+        self.calls: list[dict] = []
+        self.empty = False  # return no kernels (as a --kernel that matches nothing would)
+
+    def __call__(self, paths, nsys=None, per_launch=False, **options):
+        self.calls.append({"paths": paths, "nsys": nsys, **options})
+        table = pd.read_csv(paths[0])
+        table = table.iloc[:0] if self.empty else table
+        table.attrs.update(gpus=list(self.gpus), warnings=list(self.warnings))
+        return table
+
+    @classmethod
+    def install(cls, monkeypatch) -> FixtureProfiles:
+        from analysis import ncu
+
+        reader = cls()
+        monkeypatch.setattr(ncu, "kernel_table", reader)
+        return reader
+
+
 @pytest.fixture
-def fixture_reader(monkeypatch):
-    """The CLI reads profiles through analysis.ncu; here the fixture kernel table stands in for it."""
-    monkeypatch.setattr(roofline, "read_kernels", lambda paths, nsys=None: pd.read_csv(paths[0]))
+def fixture_reader(monkeypatch) -> FixtureProfiles:
+    """The CLIs read profiles through roofline.read_kernels and analysis.ncu.kernel_table; here the fixture
+    kernel table stands in for the latter."""
+    return FixtureProfiles.install(monkeypatch)
 
 
 def test_cli_writes_picture_report_and_table(tmp_path, fixture_reader, capsys):
@@ -368,7 +467,10 @@ def test_cli_level_without_its_roof(tmp_path, fixture_reader, capsys):
 
 def test_cli_stdout_table_is_readable_and_csv_stays_in_base_units(tmp_path, fixture_reader, capsys):
     assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    head, lines = capsys.readouterr().out.split("\n\n", 1)
+    assert head.splitlines() == [f"roofs: Test GPU X100 (CC unknown): measured roofs ({ROOFS.name})",
+                                 f"profiled on unknown GPU; {roofline.GPU_NAME_HINT}"]
+    lines = lines.splitlines()
     assert lines[0].split() == ["#", "kernel", "precision", "bound", "AI", "(FLOP/B)", "achieved", "roof", "%", "of",
                                 "roof", "time", "at", "roof", "saved", "share"]
     assert len({len(line) for line in lines[:6]}) == 1  # fixed width (rows with every column filled)
@@ -412,15 +514,9 @@ def test_sweep_without_sweeps_is_warned_about(tmp_path, fixture_reader, capsys):
     assert "--sweep" not in capsys.readouterr().err  # the fixture has intensity.fp32
 
 
-def test_cli_passes_on_the_kernel_table_warnings(tmp_path, monkeypatch, capsys):
+def test_cli_passes_on_the_kernel_table_warnings(tmp_path, fixture_reader, capsys):
     lost = "dram_bytes: missing for 1 kernel(s) because only some of their launches have it"
-
-    def read_kernels(paths, nsys=None):
-        table = pd.read_csv(paths[0])
-        table.attrs["warnings"] = [lost]
-        return table
-
-    monkeypatch.setattr(roofline, "read_kernels", read_kernels)
+    fixture_reader.warnings = [lost]
     report = tmp_path / "r.md"
     assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--report", str(report)]) == 0
     assert f"warning: {lost}" in capsys.readouterr().err.splitlines()
@@ -496,3 +592,209 @@ def test_unknown_total_flops_say_which_precision_is_missing(roofs):
     k = _one_kernel(time_s=1e-3, flops_fp64=0.0, flops_fp32=4e9, flops_fp16=0.0, dram_bytes=1e6)  # tensor NaN
     t = roofline_table(roofs, k)
     assert any("not judged (total FLOPs unknown: flops_tensor missing" in w for w in t.attrs["warnings"])
+
+
+def test_unknown_total_with_no_known_flops_is_not_called_flop_free(roofs):
+    """fp32 counted 0, the other precisions missing (tensor instructions without FLOPs): not 'none' (no FLOPs)."""
+    k = _one_kernel(time_s=1e-3, flops_fp32=0.0, dram_bytes=1e6)
+    t = roofline_table(roofs, k)
+    assert t.iloc[0]["precision"] is None and roofline.kernel_rows(roofs, t)[0][2] == "unknown"
+    assert any("total FLOPs unknown" in w for w in t.attrs["warnings"])
+
+
+# ---- roofs from a datasheet row ---------------------------------------------------------------------------
+
+A100_NAME = "A100 SXM4 80GB"
+A100_ROOFS = Path(__file__).parent / "data" / "roofs" / "a100.json"  # NVIDIA A100-SXM4-80GB, CC 8.0
+
+
+def test_roofs_can_be_a_datasheet_row_labelled_as_such_everywhere(tmp_path, fixture_reader, capsys):
+    from analysis.plot import WARNING_COLOR
+    from ceilings.datasheet import find_datasheet
+
+    sheet = find_datasheet(A100_NAME)
+    provenance = f"datasheet figures for {sheet.display_name} (not measured here)"
+    png, md, csv = tmp_path / "r.png", tmp_path / "r.md", tmp_path / "k.csv"
+    assert roofline.main(["--roofs", A100_NAME, str(KERNELS), "-o", str(png), "--report", str(md),
+                          "--csv", str(csv)]) == 0
+    assert f"the roofs are {provenance}" in capsys.readouterr().err
+    report = md.read_text()
+    assert report.startswith(f"# Roofline: {sheet.display_name}\n\n**{provenance}.**")
+    assert f"- Roofs: {sheet.display_name} (CC {sheet.compute_capability}): {provenance}" in report
+    table = pd.read_csv(csv)
+    assert set(table["roofs_source"]) == {provenance}
+    assert set(table["roofs_gpu"]) == {f"{sheet.display_name} (CC {sheet.compute_capability})"}
+    copy = table.set_index("short_name").loc["copy_kernel"]
+    assert copy["time_at_roof_s"] == pytest.approx(4e8 / (sheet.memory_bandwidth_gbs * 1e9))
+    roofs = roofline.target_roofs(A100_NAME, option="--roofs")
+    assert roofs.compute_capability == sheet.compute_capability and roofs.from_datasheet_row
+    assert roofline.datasheet_roofs(roofs) is None  # the default overlay would be the roofs themselves
+    _, ax = draw(roofs, roofline_table(roofs, pd.read_csv(KERNELS)))
+    assert f"roofs: {provenance}" in ax.get_title(loc="left") and ax._left_title.get_color() == WARNING_COLOR
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ("{tmp}", "--roofs {tmp}: a folder, not a roofs file"),
+    ("H1000 SMX", "--roofs H1000 SMX: no such roofs file, and no datasheet row matches 'H1000 SMX'; closest:"),
+])
+def test_roofs_that_are_neither_file_nor_datasheet_name_are_one_line(spec, needle, tmp_path, fixture_reader,
+                                                                       capsys):
+    assert roofline.main(["--roofs", spec.format(tmp=tmp_path), str(KERNELS)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle.format(tmp=tmp_path) in err
+    assert fixture_reader.calls == []  # before reading any profile
+
+
+def test_roofs_carry_the_compute_capability(roofs):
+    assert roofline.load(A100_ROOFS).compute_capability == "8.0"  # device.compute_capability of the file
+    assert roofs.compute_capability is None and roofs.label == "Test GPU X100 (CC unknown)"
+
+
+# ---- outputs are not overwritten without --force ----------------------------------------------------------
+
+ROOFLINE_ARGS = ["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]
+
+
+@pytest.mark.parametrize("option, name", [("-o", "r.png"), ("--report", "r.md"), ("--csv", "k.csv")])
+def test_outputs_are_kept_without_force_and_checked_before_any_work(option, name, tmp_path, fixture_reader,
+                                                                     capsys):
+    old = tmp_path / name
+    old.write_text("old\n")
+    other = tmp_path / ("k.csv" if option != "--csv" else "r.md")  # a second output: not written either
+    other_option = "--csv" if option != "--csv" else "--report"
+    args = [*ROOFLINE_ARGS, option, str(old), other_option, str(other)]
+    assert roofline.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{option} {old}: the file exists; pass --force" in err
+    assert old.read_text() == "old\n" and not other.exists() and fixture_reader.calls == []
+    assert roofline.main([*args, "--force"]) == 0
+    assert old.read_bytes() != b"old\n" and other.exists()
+
+
+def test_stdout_outputs_need_no_force_and_two_outputs_cannot_share_a_file(tmp_path, monkeypatch, fixture_reader,
+                                                                           capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_text("a file named -\n")  # '-' is standard output, never this file
+    assert roofline.main([*ROOFLINE_ARGS, "--csv", "-"]) == 0
+    assert capsys.readouterr().out.startswith("kernel,short_name,")
+    assert (tmp_path / "-").read_text() == "a file named -\n"
+    assert roofline.main([*ROOFLINE_ARGS, "--csv", "same.txt", "--report", "./same.txt"]) == 2
+    assert "--report ./same.txt and --csv same.txt are the same file" in capsys.readouterr().err
+    assert not (tmp_path / "same.txt").exists()
+
+
+# ---- which kernels: --kernel, --nvtx, --time-run ----------------------------------------------------------
+
+def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
+    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1"]) == 0
+    assert fixture_reader.calls[-1] | {"paths": None} == {"paths": None, "nsys": None, "kernel_regex": "gemm",
+                                                          "nvtx": "step 3", "time_run": 1}
+    assert roofline.main(ROOFLINE_ARGS) == 0
+    assert fixture_reader.calls[-1] == {"paths": [str(KERNELS)], "nsys": None, "kernel_regex": None, "nvtx": None,
+                                        "time_run": None}
+
+
+def test_no_kernel_left_names_the_filters(fixture_reader, capsys):
+    fixture_reader.empty = True
+    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "nomatch", "--nvtx", "step"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{KERNELS}: no kernels found with --kernel 'nomatch' and --nvtx 'step'" in err
+
+
+# ---- which GPU the profile came from ----------------------------------------------------------------------
+
+H100 = {"gpu": "NVIDIA H100 80GB HBM3", "cc": "9.0", "device": "0"}
+A100 = {"gpu": "NVIDIA A100-SXM4-80GB", "cc": "8.0", "device": "0"}
+
+
+def test_gpu_labels():
+    assert roofline.profile_device([]) == "unknown GPU"
+    assert roofline.profile_device([A100, {**H100, "device": "1"}]) == \
+        "NVIDIA A100-SXM4-80GB (CC 8.0, device 0); NVIDIA H100 80GB HBM3 (CC 9.0, device 1)"
+    assert roofline.gpu_label({"gpu": None, "cc": None, "device": None}) == "unknown GPU (CC unknown)"
+
+
+@pytest.mark.parametrize("roofs_spec, gpu, foreign", [
+    (A100_ROOFS, A100, False),
+    (A100_ROOFS, H100, True),
+    (A100_ROOFS, {"gpu": None, "cc": "9.0"}, True),  # the compute capability alone tells them apart
+    (A100_ROOFS, {"gpu": "NVIDIA A100-SXM4-40GB", "cc": "8.0"}, True),  # same CC, another part
+    (A100_ROOFS, {"gpu": "NVIDIA A100-SXM4-80GB", "cc": None}, False),
+    (A100_ROOFS, {"gpu": None, "cc": "8.0"}, False),  # cannot be told apart
+    ("A100 SXM4 80GB", A100, False),  # datasheet name "NVIDIA A100 SXM4 80GB" against the CUDA name
+    ("H100 SXM", H100, False),  # another spelling of the same datasheet row
+    ("H100 SXM", {"gpu": "NVIDIA H100 PCIe", "cc": "9.0"}, True),
+])
+def test_a_profile_from_another_gpu_is_told_apart(roofs_spec, gpu, foreign):
+    roofs = roofline.target_roofs(str(roofs_spec))
+    assert (roofline.foreign_gpus(roofs, [gpu]) == [gpu]) is foreign
+
+
+def test_a_profile_from_another_gpu_is_the_first_and_loud_warning(tmp_path, fixture_reader, capsys):
+    from analysis.plot import WARNING_COLOR
+
+    fixture_reader.gpus = [H100]
+    md, csv = tmp_path / "r.md", tmp_path / "k.csv"
+    assert roofline.main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet", "--report", str(md),
+                          "--csv", str(csv)]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("warning: PROFILE FROM ANOTHER GPU: the profile ran on NVIDIA H100 80GB HBM3 (CC 9.0, "
+                            "device 0), the roofs are of NVIDIA A100-SXM4-80GB (CC 8.0)")
+    assert first.endswith(f"`python -m analysis.whatif {KERNELS} --on {A100_ROOFS} --roofs <roofs of the profiled "
+                          f"GPU>`")
+    report = md.read_text().splitlines()
+    assert report[2].startswith("**PROFILE FROM ANOTHER GPU: profiled on NVIDIA H100 80GB HBM3 (CC 9.0, device 0), "
+                                "not on the roofs' NVIDIA A100-SXM4-80GB (CC 8.0).**")
+    assert report[report.index("## Warnings") + 2] == f"- {first.removeprefix('warning: ')}"
+    assert set(pd.read_csv(csv)["profile_gpu"]) == {"NVIDIA H100 80GB HBM3 (CC 9.0, device 0)"}
+    roofs, kernels = roofline.load(A100_ROOFS), pd.read_csv(KERNELS)
+    kernels.attrs["gpus"] = [H100]
+    _, ax = draw(roofs, roofline_table(roofs, kernels))
+    title = ax.get_title(loc="left")
+    assert "PROFILE FROM ANOTHER GPU: profiled on NVIDIA H100 80GB HBM3" in title
+    assert ax._left_title.get_color() == WARNING_COLOR
+
+
+def test_the_profiled_gpu_is_named_in_table_report_and_plot(tmp_path, fixture_reader, capsys):
+    fixture_reader.gpus = [A100]
+    md = tmp_path / "r.md"
+    assert roofline.main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet", "--report", str(md)]) == 0
+    err = capsys.readouterr().err
+    assert "ANOTHER GPU" not in err and "does not say which GPU" not in err
+    assert "; profiled on NVIDIA A100-SXM4-80GB (CC 8.0, device 0)\n" in md.read_text()
+    assert roofline.main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "profiled on NVIDIA A100-SXM4-80GB (CC 8.0, device 0)"
+    roofs, kernels = roofline.load(A100_ROOFS), pd.read_csv(KERNELS)
+    kernels.attrs["gpus"] = [A100]
+    _, ax = draw(roofs, roofline_table(roofs, kernels))
+    assert ax.get_title(loc="left").endswith("\nprofiled on NVIDIA A100-SXM4-80GB (CC 8.0, device 0)")
+
+
+def test_a_profile_that_does_not_name_its_gpu_says_how_to(tmp_path, fixture_reader, capsys):
+    md, csv = tmp_path / "r.md", tmp_path / "k.csv"
+    assert roofline.main([*ROOFLINE_ARGS, "--report", str(md), "--csv", str(csv)]) == 0
+    hint = "collect device__attribute_display_name with ncu"
+    assert any("does not say which GPU it ran on" in w and hint in w for w in capsys.readouterr().err.splitlines())
+    assert f"profiled on unknown GPU; {hint}" in md.read_text()
+    assert set(pd.read_csv(csv)["profile_gpu"]) == {"unknown GPU"}
+
+
+# ---- nothing is printed as "nan" --------------------------------------------------------------------------
+
+def test_without_kernel_times_the_report_says_n_a_not_nan(roofs, kernels):
+    timeless = kernels.assign(time_s=math.nan)
+    table = roofline_table(roofs, timeless)
+    assert math.isnan(totals(table)["time_s"])  # unknown, not 0
+    report = roofline.render_report(roofs, table)
+    assert "- Potential saving: n/a: no kernel has a time" in report
+    assert "- Total kernel time: n/a\n" in report and "Kernels without floating-point work (1, n/a of time" in report
+    _, ax = draw(roofs, table)
+    texts = [report, roofline.render_kernels(roofs, table), *(t.get_text() for t in ax.texts)]
+    assert not any(re.search(r"\bnan\b", text, re.IGNORECASE) for text in texts)
+
+
+def test_without_a_judged_kernel_the_saving_is_n_a(kernels):
+    dram_only = Roofs(device="X", bandwidths=(roofline.Roof("dram", 1e12, "dram.read"),), flats=(), sm_clock_hz=None)
+    flops_only = kernels[kernels["kernel"].str.contains("gemm")]  # every one needs a flat the roofs lack
+    report = roofline.render_report(dram_only, roofline_table(dram_only, flops_only))
+    assert "- Potential saving: n/a: no kernel could be judged (see the warnings)" in report

@@ -10,6 +10,7 @@ import pytest
 
 from analysis import roofline, whatif
 from analysis.roofline import Roofs
+from tests.test_roofline import FixtureProfiles
 
 DATA = Path(__file__).parent / "data" / "roofline"
 ROOFS = DATA / "roofs.json"
@@ -32,13 +33,18 @@ def twice_as_fast(tmp_path) -> Path:
     return path
 
 
+@pytest.fixture
+def fixture_reader(monkeypatch) -> FixtureProfiles:
+    return FixtureProfiles.install(monkeypatch)
+
+
 def pick(table, gpu, name):
     return table[(table["gpu"] == gpu) & (table["short_name"] == name)].iloc[0]
 
 
 def test_whatif_arithmetic(tmp_path, kernels):
     home = roofline.load(ROOFS)
-    x200 = whatif.target_roofs(str(twice_as_fast(tmp_path)))
+    x200 = roofline.target_roofs(str(twice_as_fast(tmp_path)))
     t = whatif.whatif_table(kernels, [x200], home=home)
     g = pick(t, "Test GPU X200", "gemm_kernel")  # 5e9 FLOPs on 2e13 = 0.25 ms; 50 % of roof at home
     assert g["time_at_roof_s"] == pytest.approx(5e9 / 2e13)
@@ -89,14 +95,14 @@ def test_a_kernel_without_work_stays_out_of_the_totals(kernels):
 
 
 def test_whatif_without_home_has_no_efficiency(tmp_path, kernels):
-    t = whatif.whatif_table(kernels, [whatif.target_roofs(str(twice_as_fast(tmp_path)))])
+    t = whatif.whatif_table(kernels, [roofline.target_roofs(str(twice_as_fast(tmp_path)))])
     assert set(t["gpu"]) == {"Test GPU X200"} and t["time_at_efficiency_s"].isna().all()
 
 
 def test_datasheet_target(kernels):
     datasheet = pytest.importorskip("ceilings.datasheet")
     row = datasheet.find_datasheet("A100 SXM4 80GB")
-    target = whatif.target_roofs("A100 SXM4 80GB", like=roofline.load(ROOFS))
+    target = roofline.target_roofs("A100 SXM4 80GB", like=roofline.load(ROOFS))
     assert isinstance(target, Roofs) and not target.measured and target.device == row.display_name
     t = whatif.whatif_table(kernels, [target])
     c = pick(t, row.display_name, "copy_kernel")
@@ -105,9 +111,6 @@ def test_datasheet_target(kernels):
     assert h["time_at_roof_s"] == pytest.approx(max(2e11 / row.peaks()["tensor.fp16"], 1e9 / row.peaks()["dram"]))
 
 
-@pytest.fixture
-def fixture_reader(monkeypatch):
-    monkeypatch.setattr(whatif, "read_kernels", lambda paths, nsys=None: pd.read_csv(paths[0]))
 
 
 def test_cli(tmp_path, fixture_reader, capsys):
