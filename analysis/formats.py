@@ -56,8 +56,8 @@ def formats() -> tuple[Format, ...]:
     recognised by its magic bytes before these."""
     from . import ncu_csv, ncu_text, nsys, nvprof
 
-    return (ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, nsys.CSV, nvprof.TEXT, ncu_text.TEXT,
-            nsys.TEXT)
+    return (ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV, nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
+            nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
 
 
 def detect(source: Source) -> tuple[Format, Any] | None:

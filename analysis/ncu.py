@@ -394,7 +394,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
                             f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
                             "no rates")
-        time_only = _time_only_rows(nsys_rows, set(launches["kernel"]), times)
+        time_only = _time_only_rows(nsys_rows, set(launches["kernel"]))
         if len(launches) and len(time_only):
             warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
                             f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
@@ -454,18 +454,17 @@ def _filter(launches: pd.DataFrame, nsys_rows: pd.DataFrame, pattern, nvtx: str 
     return launches.reset_index(drop=True), nsys_rows.reset_index(drop=True)
 
 
-def _time_only_rows(nsys_rows: pd.DataFrame, profiled: set[str], matched: dict[str, float]) -> pd.DataFrame:
-    """nsys rows no ncu kernel took a time from and whose kernel ncu did not profile. Cut names keep the
-    ellipsis and stay apart from each other (two kernels may share the first 100 characters)."""
-    used = {k for k in profiled}
-    cut_used = {p for p in nsys_rows.loc[nsys_rows["name_truncated"], "kernel"]
-                if any(k.startswith(p) for k in matched)}
-    rows = nsys_rows[~nsys_rows["kernel"].isin(used) & ~(nsys_rows["name_truncated"]
-                                                         & nsys_rows["kernel"].isin(cut_used))].copy()
+def _time_only_rows(nsys_rows: pd.DataFrame, profiled: set[str]) -> pd.DataFrame:
+    """nsys rows of kernels ncu did not profile: neither its full name nor, cut, the start of a profiled
+    name (an ambiguous cut name belongs to profiled kernels, whose time it would count twice). Cut names
+    keep the ellipsis and stay apart from each other (two kernels may share the first 100 characters)."""
+    cut = nsys_rows["name_truncated"].astype(bool)
+    claimed = {p for p in nsys_rows.loc[cut, "kernel"] if any(k.startswith(p) for k in profiled)}
+    rows = nsys_rows[~nsys_rows["kernel"].isin(profiled) & ~(cut & nsys_rows["kernel"].isin(claimed))].copy()
     truncated = rows["name_truncated"].astype(bool)
     rows.loc[truncated, "kernel"] = rows.loc[truncated, "kernel"] + "…"
-    rows["_key"] = rows["kernel"].where(~truncated, rows["kernel"] + "#" + rows.groupby(
-        ["kernel", "run"]).cumcount().astype(str))
+    # a cut name is never merged with another row, of its run or of another run: which kernel it is, is unknown
+    rows["_key"] = rows["kernel"].where(~truncated, rows["kernel"] + "#" + rows.index.astype(str))
     rows["process"] = "nsys run " + (rows["run"].astype(int) + 1).astype(str)
     return rows.reset_index(drop=True)
 
@@ -602,19 +601,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog=PROG,
         description="Tabulate FLOPs, bytes and time per kernel from Nsight Compute (text, CSV, raw CSV, "
                     ".ncu-rep) and Nsight Systems outputs; formats are detected from content.",
-        epilog="Several files (e.g. one ncu run per metric) are merged by kernel name and launch order. "
-               "Missing metrics stay empty (CSV) / null (JSON), never 0. See docs/ncu-ingestion.md.")
+        epilog="Runs that collected different metrics over the same launches (one ncu run per metric, a "
+               "sections run then a --metrics run) are merged by kernel name and launch order; runs that "
+               "measured the same metrics (two processes or ranks) are distinct launches, summed per kernel "
+               "(--per-process shows them apart). Kernels only nsys saw are rows with times only. Missing "
+               "metrics stay empty (CSV) / null (JSON), never 0. See docs/ncu-ingestion.md.")
     parser.add_argument("files", nargs="+", help="ncu/nsys outputs, or this tool's own --csv output")
     parser.add_argument("--nsys", action="append", default=[], metavar="FILE",
                         help="nsys cuda_gpu_kern_sum/gpukernsum output (CSV or text) for kernel times")
     parser.add_argument("--csv", metavar="OUT", help="write the table as CSV ('-': standard output)")
     parser.add_argument("--json", metavar="OUT", help="write the table as JSON records ('-': standard output)")
     parser.add_argument("--per-launch", action="store_true", help="one row per launch instead of per kernel")
+    parser.add_argument("--per-process", action="store_true",
+                        help="one row per process and kernel (ranks under one ncu --target-processes all)")
+    add_profile_filters(parser)
     parser.add_argument("--top", type=int, default=TOP_KERNELS, help="rows of the printed table (default 20)")
     args = parser.parse_args(argv)
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
-    table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch)
+    table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch, per_process=args.per_process,
+                         **profile_filters(args))
     for w in table.attrs.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
@@ -622,10 +628,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         write_text(args.json, table.to_json(orient="records", indent=1) + "\n")
     if not (args.csv or args.json):
+        print(f"GPU: {describe_gpus(table.attrs.get('gpus', []))}")
         print(format_table(table, args.top))
         print(f"{len(table)} {'launches' if args.per_launch else 'kernels'}, top {min(args.top, len(table))} "
               f"by time shown", file=sys.stderr)
     return 0
+
+
+def add_profile_filters(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that reads profiles: which kernels, which NVTX range, which timing run."""
+    parser.add_argument("--kernel", metavar="REGEX", help="only kernels whose full name matches REGEX")
+    parser.add_argument("--nvtx", metavar="RANGE", help="only launches inside the NVTX range RANGE (ncu --nvtx)")
+    parser.add_argument("--time-run", type=int, metavar="N",
+                        help="where runs disagree on a kernel's time, take it from run N (the warnings number "
+                             "the runs)")
+
+
+def profile_filters(args: argparse.Namespace) -> dict:
+    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run}
+
+
+def describe_gpus(gpus: Sequence[dict]) -> str:
+    """'NVIDIA A100-SXM4-80GB (CC 8.0)' for each GPU the profile ran on, or what is known and how to get
+    the rest."""
+    if not gpus:
+        return ("unknown (the profile names no GPU; collect device__attribute_display_name and "
+                "device__attribute_compute_capability_major/_minor with ncu)")
+    parts = []
+    for g in gpus:
+        name = g.get("gpu") or (f"device {g['device']}" if g.get("device") else "unnamed GPU")
+        parts.append(f"{name} (CC {g.get('cc') or 'unknown'})")
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

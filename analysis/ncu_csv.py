@@ -322,6 +322,42 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
     return out
 
 
+SUMMARY_KEYS = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device"]
+
+
+def _find_summary(src: Source) -> int | None:
+    """`--print-summary per-kernel --csv`: no ID column; Invocations and Minimum/Maximum/Average instead."""
+    return next((pos for pos, line in lines_starting(src.data, b'"Process ID",')
+                 if b'"Invocations"' in line and b'"Average"' in line and b'"Kernel Name"' in line), None)
+
+
+def read_summary(src: Source, start: int) -> pd.DataFrame:
+    """One row per summarised kernel (and grid, block, device, process): launches = Invocations, each metric
+    its Average in base units."""
+    records = csv_records(src.data, start)
+    header = _header(records[0], src.path)
+    df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False)
+    keys = [k for k in SUMMARY_KEYS if k in df.columns]
+    named = df[df["Metric Name"] != ""]
+    first = named.drop_duplicates(keys)
+    launch = pd.Series(range(len(first)), index=pd.MultiIndex.from_frame(first[keys]))
+    codes = launch.reindex(pd.MultiIndex.from_frame(named[keys])).to_numpy()
+    values = parse_values(named["Average"]).to_numpy() * unit_factors(named["Metric Unit"])
+    metrics = pd.DataFrame({"_launch": codes, "metric": [metric_key(sec, name) for sec, name in
+                                                         zip(named.get("Section Name", [None] * len(named)),
+                                                             named["Metric Name"])],
+                            "value": values}).dropna(subset=["value"])
+    wide = metrics.drop_duplicates(["_launch", "metric"]).pivot(index="_launch", columns="metric", values="value")
+    first = first.assign(run=0, _id=range(len(first)))
+    meta = _launch_meta(first, np.arange(len(first)))
+    counts = parse_values(first["Invocations"]).to_numpy()
+    if np.isnan(counts).any() or header.count("Invocations") != 1:
+        raise CeilingsError(f"{src.path}: per-kernel summary CSV with a kernel lacking its Invocations count; "
+                            f"truncated or edited file?")
+    meta["launches"] = counts.astype("int64")
+    return pd.concat([meta, wide.reindex(range(len(first))).reset_index(drop=True)], axis=1)
+
+
 def _find_details(src: Source) -> int | None:
     header = find_ncu_header(src.data)
     return header[0] if header and b'"Metric Name"' in header[1] else None
@@ -334,4 +370,5 @@ def _find_raw(src: Source) -> int | None:
 
 OWN_CSV = Format("ceilings kernel table (CSV)", COUNTERS, lambda src: find_own_csv(src.data), read_own)
 DETAILS_CSV = Format("ncu --csv (details page)", COUNTERS, _find_details, read_details)
+SUMMARY_CSV = Format("ncu --print-summary per-kernel --csv", COUNTERS, _find_summary, read_summary)
 RAW_CSV = Format("ncu --csv --page raw", COUNTERS, _find_raw, read_raw)

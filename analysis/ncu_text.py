@@ -28,11 +28,17 @@ _PROCESS = re.compile(r"^\[(\d+)\] (.*)@(.*?)\s*$")
 # Anchored from the right: names contain commas, parentheses, templates and lambdas.
 _HEADING_NEW = re.compile(
     r"^(?P<name>\S.*?)(?: \((?P<grid>\d+, \d+, \d+)\)x\((?P<block>\d+, \d+, \d+)\))?"
-    r"(?:, Context (?P<ctx>\d+), Stream (?P<stream>\d+))?, Device (?P<dev>\d+), CC (?P<cc>\d+\.\d+)"
+    r"(?:, Context (?P<ctx>\d+), Stream (?P<stream>\d+))?, Device (?P<dev>\d+), CC (?P<cc>\d+\.\d+|\?)"
     r"(?:, Invocations (?P<n>\d+))?\s*$")
 _HEADING_OLD = re.compile(
     r"^(?P<name>\S.*), (?P<when>\d{4}-\w{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}), Context (?P<ctx>\d+),"
     r" Stream (?P<stream>\d+)\s*$")
+# `--print-summary per-gpu`: a GPU heading at 2 spaces, then each kernel (and grid) one level deeper:
+#   "  Device 0, CC 9.0" / "    NAME (g, g, g)x(b, b, b), Invocations 300" / "      Section: ..."
+# older ncu: "  Device 0" / "    NAME, Block Size 256, Grid Size 512, 1 invocations" (header row, then one dash row)
+_GPU_HEADING = re.compile(r"^  Device (?P<dev>\d+)(?:, CC (?P<cc>\d+\.\d+))?\s*$", re.MULTILINE)
+_GPU_KERNEL = re.compile(r"^    (?P<name>\S.*?)(?:, Invocations (?P<n>\d+)|, Block Size \d+, Grid Size \d+, "
+                         r"(?P<old>\d+) invocations)\s*$")
 _SPANS = re.compile(r"-+")
 # any kernel heading, found cheaply: the scanner matches them exactly
 _ANY_HEADING = re.compile(r"^  \S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)", re.MULTILINE)
@@ -77,6 +83,39 @@ def _spans(line: str) -> list[tuple[int, int]]:
 
 def _tuple(text: str | None) -> str | None:
     return f"({text})" if text else None
+
+
+def per_gpu_as_per_kernel(text: str) -> str:
+    """A `--print-summary per-gpu` text in the per-kernel layout: each kernel line becomes a per-kernel
+    heading naming its GPU, the lines under it move up one level, and an old table whose header row has no
+    dash row above it gets one (the per-kernel scanner opens tables at a dash row)."""
+    lines = text.split("\n")
+    out, device, close = [], None, None  # close: the dash row an old table (no closing row) ends with
+    for i, line in enumerate(lines):
+        if close is not None and not line.strip():
+            out.append(close)
+            close = None
+        gpu = _GPU_HEADING.match(line)
+        if gpu:
+            device = f", Device {gpu['dev']}" + (f", CC {gpu['cc']}" if gpu["cc"] else ", CC ?")
+            continue
+        kernel = _GPU_KERNEL.match(line) if device else None
+        if kernel:
+            out.append(f"  {kernel['name']}{device}, Invocations {kernel['n'] or kernel['old']}")
+            continue
+        if device and line.startswith("      "):
+            line = line[2:]
+            if line.lstrip().startswith("Metric Name") and not _is_dash_row(out[-1].strip() if out else ""):
+                below = lines[i + 1][2:] if i + 1 < len(lines) else ""
+                if _is_dash_row(below.strip()):
+                    out.append(below)
+                    close = below
+        elif device and line and not line.startswith("    "):
+            device = None  # the summary ended (a process line, ==PROF== output)
+        out.append(line)
+    if close is not None:
+        out.append(close)
+    return "\n".join(out)
 
 
 def scan_text(text: str, path: str) -> list[Launch]:
@@ -188,7 +227,8 @@ def scan_text(text: str, path: str) -> list[Launch]:
                     g = m.groupdict() if m else None
             if g is not None:
                 current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
-                                 block=_tuple(g.get("block")), device=g.get("dev"), cc=g.get("cc"),
+                                 block=_tuple(g.get("block")), device=g.get("dev"),
+                                 cc=None if g.get("cc") == "?" else g.get("cc"),
                                  launches=int(g["n"]) if g.get("n") else 1, process=process)
                 launches.append(current)
                 launch_in_run += 1
@@ -214,12 +254,15 @@ def scan_text(text: str, path: str) -> list[Launch]:
 
 
 def _find(source: Source):
-    """A kernel heading (old or new style) at the start of a line, indented two spaces."""
-    return True if _ANY_HEADING.search(source.text) else None
+    """A kernel heading (old or new style) or a per-gpu summary's GPU heading."""
+    return True if _ANY_HEADING.search(source.text) or _GPU_HEADING.search(source.text) else None
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    launches = scan_text(source.text, source.path)
+    text = source.text
+    if _GPU_HEADING.search(text):
+        text = per_gpu_as_per_kernel(text)
+    launches = scan_text(text, source.path)
     columns = ["run", "id", "kernel", "launches", "grid", "block", "device", "cc", "gpu", "process", "nvtx"]
     meta = pd.DataFrame.from_records([tuple(getattr(x, c) for c in columns) for x in launches], columns=columns)
     metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)

@@ -1,0 +1,336 @@
+"""analysis.ncu on the cases real profiles bring: tensor FLOP counters, HFMA2.MMA moves, ranks and passes,
+time sources, nsys runs and cut names, summaries, nvprof, GPU names, NVTX and kernel filters.
+
+Fixtures are written in ncu's exact CSV layout (every cell quoted, base units as `--csv` prints them);
+every expected value is worked out by hand in the test from the numbers written into the fixture.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis.formats import Source, detect
+from analysis.metrics import tensor_ops_columns
+from analysis.ncu import kernel_table, main, read_profile
+from ceilings.errors import CeilingsError
+
+DATA = Path(__file__).parent / "data" / "ncu"
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ncu-samples"
+needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/ncu-samples is absent")
+
+HEADER = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+          "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
+FFMA, FADD, FMUL, HFMA, HADD, HMUL = (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"
+                                      for op in ("ffma", "fadd", "fmul", "hfma", "hadd", "hmul"))
+PIPE = "sm__inst_executed_pipe_tensor.sum"
+TIME = "gpu__time_duration.sum"
+
+
+def details_csv(path: Path, launches: list[tuple], cc: str = "8.0") -> Path:
+    """launches: (id, pid, kernel, {metric: (unit, value)}) in ncu's details-page layout."""
+    def quoted(cells):
+        return ",".join(f'"{c}"' for c in cells)
+
+    lines = ["==PROF== Connected to process 1 (/usr/bin/app)", quoted(HEADER)]
+    for lid, pid, kernel, metrics in launches:
+        for name, (unit, value) in metrics.items():
+            lines.append(quoted([lid, pid, "app", "node7", kernel, 1, 7, "(256, 1, 1)", "(1024, 1, 1)", 0, cc,
+                                 "Command line profiler metrics", name, unit, value]))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def only(table, prefix: str):
+    hits = table[table["kernel"].str.startswith(prefix)]
+    assert len(hits) == 1, list(table["kernel"])
+    return hits.iloc[0]
+
+
+# ------------------------------------------------------------------------------------ tensor FLOPs
+SGEMM = "ampere_sgemm_128x64_nn"
+T = 67_108_864  # tensor-pipe warp instructions: every one an HFMA2.MMA register move
+
+
+def test_an_sgemm_with_hfma2_mma_moves_has_no_phantom_fp16_or_tensor_flops(tmp_path):
+    """The A100 SGEMM signature: hfma thread instructions = 32 x tensor-pipe warp instructions exactly."""
+    f = details_csv(tmp_path / "sgemm.csv", [(0, 1, SGEMM, {
+        FFMA: ("inst", f"{34_359_738_368:,}"), FADD: ("inst", "0"), FMUL: ("inst", "1,024"),
+        HFMA: ("inst", f"{32 * T:,}"), HADD: ("inst", "0"), HMUL: ("inst", "0"),
+        PIPE: ("inst", f"{T:,}"), TIME: ("nsecond", "12,500,000")})])
+    k = kernel_table([f]).iloc[0]
+    assert k["flops_fp32"] == 2 * 34_359_738_368 + 1024
+    assert k["flops_fp16"] == 0  # 2 x (32T - 32T) + 0 + 0
+    assert k["flops_tensor"] == 0  # the tensor-pipe instructions were the moves
+    assert k["flops"] == 2 * 34_359_738_368 + 1024
+    (w,) = [w for w in kernel_table([f]).attrs["warnings"] if "HFMA2.MMA" in w]
+    assert w.startswith(f"flops_fp16/flops_tensor: {2 * 32 * T:.4g} FLOPs of 1 launch(es) of 1 kernel(s) left out")
+
+
+def test_with_the_mma_sub_counters_only_the_non_mma_tensor_instructions_are_moves(tmp_path):
+    """pipe 1000 = 600 HMMA + 400 others; hfma = 32 x 400: those 400 are HFMA2.MMA. CC 7.0 (HMMA.884 only):
+    600 x 512 tensor FLOPs; fp16 = 2 x (12800 - 12800) + 5 hadd."""
+    f = details_csv(tmp_path / "parts.csv", [(0, 1, "volta_h884gemm", {
+        HFMA: ("inst", "12,800"), HADD: ("inst", "5"), HMUL: ("inst", "0"), PIPE: ("inst", "1,000"),
+        "sm__inst_executed_pipe_tensor_op_hmma.sum": ("inst", "600"), TIME: ("usecond", "2.00")})], cc="7.0")
+    k = kernel_table([f]).iloc[0]
+    assert k["flops_tensor"] == 600 * 512 and k["flops_fp16"] == 5
+
+
+def test_nersc_v100_rule_x512_per_tensor_instruction_still_holds(tmp_path):
+    """NERSC's V100 recipe: tensor FLOPs = 512 x sm__inst_executed_pipe_tensor.sum; time = cycles / rate."""
+    f = details_csv(tmp_path / "v100.csv", [(0, 1, "volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", {
+        PIPE: ("inst", "2,097,152"), HFMA: ("inst", "0"), HADD: ("inst", "0"), HMUL: ("inst", "0"),
+        "sm__cycles_elapsed.avg": ("cycle", "153,000"), "sm__cycles_elapsed.avg.per_second": ("cycle/nsecond", "1.53"),
+        "dram__bytes.sum": ("Mbyte", "25.17")})], cc="7.0")
+    k = kernel_table([f]).iloc[0]
+    assert k["flops_tensor"] == 512 * 2_097_152 and k["flops"] == 512 * 2_097_152
+    assert k["time_s"] == pytest.approx(153_000 / 1.53e9)
+    assert k["ai_dram"] == pytest.approx(512 * 2_097_152 / 25.17e6)
+
+
+def test_tensor_ops_counters_are_flops_and_are_used_first(tmp_path):
+    """H100: the bf16 total beside its hgmma sparsity split (same FLOPs, not thrice), a _realtime copy, and
+    int8 ops (not FLOPs); the instruction count (no rule for CC 9.0) is not needed."""
+    ops = "sm__ops_path_tensor"
+    f = details_csv(tmp_path / "h100.csv", [(0, 1, "sm90_xmma_gemm_bf16bf16_bf16f32", {
+        f"{ops}_src_bf16_dst_fp32.sum": ("", "68,719,476,736"),
+        f"{ops}_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum": ("", "68,719,476,736"),
+        f"{ops}_op_hgmma_src_bf16_dst_fp32_sparsity_on.sum": ("", "0"),
+        f"{ops}_src_bf16_dst_fp32_realtime.sum": ("", "68,719,476,736"),
+        f"{ops}_src_int8_dst_int32.sum": ("", "1,000"),
+        PIPE: ("inst", "262,144"), TIME: ("msecond", "0.10")})], cc="9.0")
+    k = kernel_table([f]).iloc[0]
+    assert k["flops_tensor"] == 68_719_476_736 and k["flops"] == 68_719_476_736
+    assert k["ops_tensor_int"] == 1000
+    assert k["flop_per_s"] == pytest.approx(68_719_476_736 / 1e-4)
+
+
+def test_the_least_split_ops_counters_of_each_type_are_chosen():
+    ops = "sm__ops_path_tensor"
+    names = [f"{ops}_op_hmma_src_fp16_dst_fp32_sparsity_off.sum", f"{ops}_op_hmma_src_fp16_dst_fp32_sparsity_on.sum",
+             f"{ops}_op_hgmma_src_fp16_dst_fp32_sparsity_off.sum", f"{ops}_src_fp8_realtime.sum",
+             f"{ops}_op_hmma_src_tf32_dst_fp32.sum", f"{ops}_op_hgmma_src_tf32_dst_fp32.sum", "dram__bytes.sum"]
+    chosen = tensor_ops_columns(names)
+    assert sorted(chosen["fp16"]) == sorted(names[:3])  # no total: every (op, sparsity) part
+    assert chosen["fp8"] == [names[3]]  # a _realtime name alone is used
+    assert sorted(chosen["tf32"]) == sorted(names[4:6])
+    assert set(chosen) == {"fp16", "fp8", "tf32"}
+
+
+def test_tensor_instructions_on_hopper_without_ops_counters_are_missing_with_the_remedy(tmp_path):
+    f = details_csv(tmp_path / "h.csv", [(0, 1, "gemm", {PIPE: ("inst", "100"), TIME: ("usecond", "1.0")})],
+                    cc="9.0")
+    t = kernel_table([f])
+    assert math.isnan(t.iloc[0]["flops_tensor"])
+    (w,) = [w for w in t.attrs["warnings"] if w.startswith("flops_tensor")]
+    assert "(CC 9.0)" in w and "sm__ops_path_tensor_*" in w and "python -m analysis.profile" in w
+
+
+def test_impossible_flops_per_sm_cycle_are_flagged(tmp_path):
+    """CC 8.0 does 128 fp32 FLOPs per SM per cycle: 108 SMs x 1000 cycles x 128 = 13,824,000 at most."""
+    f = details_csv(tmp_path / "bad.csv", [(0, 1, "k", {
+        FFMA: ("inst", "7,500,000"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "1.0"),
+        "sm__cycles_elapsed.avg": ("cycle", "1,000"), "device__attribute_multiprocessor_count": ("", "108")})])
+    (w,) = [w for w in kernel_table([f]).attrs["warnings"] if w.startswith("flops_fp32")]
+    assert "more FLOPs per SM cycle than CC 8.0 can do" in w and "138.9 > 128" in w  # 15e6 / 108e3
+
+
+# --------------------------------------------------------------------------------- runs and processes
+def test_two_ranks_with_the_same_metrics_are_distinct_launches(tmp_path):
+    launch = {FFMA: ("inst", "100"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "2.0")}
+    f = details_csv(tmp_path / "ranks.csv", [(0, 101, "k", launch), (1, 101, "k", launch),
+                                             (0, 202, "k", launch), (1, 202, "k", launch)])
+    k = kernel_table([f]).iloc[0]
+    assert k["launches"] == 4 and k["time_s"] == pytest.approx(8e-6) and k["flops"] == 4 * 200
+    per = kernel_table([f], per_process=True)
+    assert sorted(per["process"]) == ["101 app@node7", "202 app@node7"]
+    assert list(per["launches"]) == [2, 2] and list(per["flops"]) == [400, 400]
+    assert any(w.startswith("2 processes") for w in kernel_table([f]).attrs["warnings"])
+
+
+def test_two_passes_merge_and_disagreeing_times_are_reported_and_choosable(tmp_path, capsys):
+    """Pass 1 (pid 1) DRAM bytes, timed 10 us; pass 2 (pid 2) FLOP counters, timed 25 us: 2.5x apart."""
+    a = details_csv(tmp_path / "a.csv", [(0, 1, "k", {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")})])
+    b = details_csv(tmp_path / "b.csv", [(0, 2, "k", {FFMA: ("inst", "1,000"), FADD: ("inst", "0"),
+                                                      FMUL: ("inst", "0"), TIME: ("usecond", "25")})])
+    t = kernel_table([a, b])
+    k = t.iloc[0]
+    assert k["launches"] == 1 and k["dram_bytes"] == 64_000 and k["flops"] == 2000
+    assert k["time_s"] == pytest.approx(10e-6)  # the first run's
+    (w,) = [w for w in t.attrs["warnings"] if "disagree" in w]
+    assert "by 2.5x" in w and "run 1 (a.csv, process 1 app@node7) 0.01 ms" in w and "used run 1" in w
+    assert kernel_table([a, b], time_run=2).iloc[0]["time_s"] == pytest.approx(25e-6)
+    with pytest.raises(CeilingsError, match=r"--time-run 3: the ncu inputs hold 2 run\(s\)"):
+        kernel_table([a, b], time_run=3)
+    assert main([str(a), str(b), "--time-run", "2", "--csv", str(tmp_path / "out.csv")]) == 0
+    assert kernel_table([tmp_path / "out.csv"]).iloc[0]["time_s"] == pytest.approx(25e-6)
+
+
+def test_a_kernel_timed_only_by_smsp_cycles_gets_its_time(tmp_path):
+    f = details_csv(tmp_path / "smsp.csv", [(0, 1, "k", {
+        "smsp__cycles_elapsed.avg": ("cycle", "14,100"), "smsp__cycles_elapsed.avg.per_second": ("Ghz", "1.41"),
+        "dram__bytes.sum": ("byte", "1,000")})])
+    k = kernel_table([f]).iloc[0]
+    assert k["time_s"] == pytest.approx(14_100 / 1.41e9) and k["sm_clock_hz"] == pytest.approx(1.41e9)
+
+
+def test_gpc_elapsed_cycles_over_their_rate_are_a_time_source(tmp_path):
+    f = details_csv(tmp_path / "gpc.csv", [(0, 1, "k", {
+        "gpc__cycles_elapsed.max": ("cycle", "2,000"), "gpc__cycles_elapsed.avg.per_second": ("cycle/usecond", "1,000")})])
+    assert kernel_table([f]).iloc[0]["time_s"] == pytest.approx(2000 / 1e9)
+
+
+# ---------------------------------------------------------------------------------------------- nsys
+def _nsys_table(rows: list[tuple[int, int, str]]) -> list[str]:
+    """An nsys cuda_gpu_kern_sum text table: (total ns, instances, name); names over 100 chars are cut."""
+    head = (" Time (%)  Total Time (ns)  Instances  Avg (ns)  Med (ns)  Min (ns)  Max (ns)  StdDev (ns)  Name")
+    dash = (" --------  ---------------  ---------  --------  --------  --------  --------  -----------  "
+            + "-" * 100)
+    out = [head, dash]
+    for total, n, name in rows:
+        shown = name if len(name) <= 100 else name[:99] + "…"
+        avg = total / n
+        out.append(f" {50.0:8.1f}  {total:15,}  {n:9}  {avg:8.1f}  {avg:8.1f}  {int(avg):8}  {int(avg):8}  "
+                   f"{0.0:11.1f}  {shown}")
+    return out
+
+
+LONG = "void cutlass::Kernel<cutlass::gemm::kernel::DefaultGemm<cutlass::half_t, cutlass::layout::RowMajor, 8, "
+
+
+def test_nsys_runs_cut_names_and_kernels_only_nsys_saw(tmp_path):
+    a, b = LONG + "A>>(Params)", LONG + "B>>(Params)"  # distinct kernels, the same first 100 characters
+    text = ["[6/8] Executing 'cuda_gpu_kern_sum' stats report", "",
+            *_nsys_table([(9_000, 3, a), (4_000, 2, "copy(float*)")]), "",
+            "[6/8] Executing 'cuda_gpu_kern_sum' stats report", "",
+            *_nsys_table([(6_000, 3, b), (8_000, 2, "copy(float*)")]), ""]
+    f = tmp_path / "nsys.txt"
+    f.write_text("\n".join(text) + "\n")
+    alone = kernel_table([f], per_process=True)
+    # two runs: each kernel of each run is its own row; the two cut names stay apart
+    assert sorted(alone["launches"]) == [2, 2, 3, 3]
+    cut = alone[alone["kernel"].str.endswith("…")]
+    assert len(cut) == 2 and sorted(cut["time_s"]) == pytest.approx([6e-6, 9e-6])
+    summed = kernel_table([f])
+    assert only(summed, "copy(")["time_s"] == pytest.approx(12e-6) and only(summed, "copy(")["launches"] == 4
+    assert len(summed[summed["kernel"].str.endswith("…")]) == 2  # never merged by their cut name
+    # ncu profiled both long kernels and not copy: the cut names are ambiguous, copy stays as a time-only row
+    ncu = details_csv(tmp_path / "ncu.csv", [(0, 1, a, {FFMA: ("inst", "10"), FADD: ("inst", "0"), FMUL: ("inst", "0")}),
+                                            (1, 1, b, {FFMA: ("inst", "20"), FADD: ("inst", "0"), FMUL: ("inst", "0")})])
+    t = kernel_table([ncu], nsys=[f])
+    assert math.isnan(only(t, a)["time_s"]) and math.isnan(only(t, b)["time_s"])
+    assert only(t, "copy(")["launches"] == 4 and math.isnan(only(t, "copy(")["flops"])
+    assert any("begin several distinct kernels" in w for w in t.attrs["warnings"])
+    assert any(w.startswith("1 kernel(s) only nsys saw") for w in t.attrs["warnings"])
+
+
+def test_an_nsys_time_over_two_runs_is_total_time_over_total_launches(tmp_path):
+    text = [*_nsys_table([(3_000, 1, "copy(float*)")]), "", *_nsys_table([(5_000, 3, "copy(float*)")]), ""]
+    f = tmp_path / "nsys.txt"
+    f.write_text("\n".join(text) + "\n")
+    ncu = details_csv(tmp_path / "ncu.csv", [(0, 1, "copy(float*)", {"dram__bytes.sum": ("byte", "4,096")})])
+    k = kernel_table([ncu], nsys=[f]).iloc[0]
+    # one ncu launch x 2000 ns (nsys prints Avg to 0.1 ns: 1666.7 x 3)
+    assert k["time_s"] == pytest.approx((3_000 + 5_000) / 4 * 1e-9, rel=1e-4)
+
+
+# ---------------------------------------------------------------------------------- layouts, formats
+def test_print_summary_per_gpu_new_layout():
+    t = kernel_table([DATA / "summary_per_gpu.txt"], per_launch=True)
+    m = only(t, "bitonic_merge")
+    assert (m["launches"], m["grid"], m["block"], m["cc"], m["device"]) == (300, "(16384, 1, 1)", "(512, 1, 1)",
+                                                                            "9.0", "0")
+    assert m["time_s"] == pytest.approx(300 * 10e-6)  # Average x Invocations
+    assert only(t, "fill_padding")["time_s"] == pytest.approx(20e-6)
+
+
+def test_print_summary_per_gpu_old_layout():
+    """ncu of about 2020: `  Device 0` without CC, `NAME, Block Size B, Grid Size G, N invocations`, one dash
+    row under the header and none closing the table."""
+    t = kernel_table([DATA / "summary_per_gpu_old.txt"])
+    r = only(t, "raytrace_kernel")
+    assert r["launches"] == 4 and r["time_s"] == pytest.approx(4 * 2.5e-3) and r["sm_clock_hz"] == pytest.approx(1.40e9)
+    k = only(t, "Kokkos::")
+    assert k["launches"] == 1 and k["time_s"] == pytest.approx(4.10e-6)
+    assert t.attrs["gpus"] == [{"gpu": None, "cc": None, "device": "0"}]
+
+
+def test_print_summary_per_kernel_csv():
+    t = kernel_table([DATA / "summary_per_kernel.csv"])
+    s = only(t, "void saxpy")
+    assert s["launches"] == 10 and s["time_s"] == pytest.approx(10 * 10e-6)
+    assert s["flops"] == 10 * 2 * 1_048_576 and s["dram_bytes"] == pytest.approx(10 * 12.58e6)
+    r = only(t, "reduce(")
+    assert r["launches"] == 2 and r["time_s"] == pytest.approx(2 * 3e-6) and r["dram_bytes"] == pytest.approx(2 * 160e3)
+
+
+def test_nvprof_output_is_named_with_the_ncu_command(tmp_path):
+    f = tmp_path / "nvprof.log"
+    f.write_text("==4242== NVPROF is profiling process 4242, command: ./app\n==4242== Profiling application: ./app\n"
+                 "==4242== Profiling result:\n            Type  Time(%)      Time     Calls       Avg  Name\n")
+    with pytest.raises(CeilingsError, match=rf"^{f}:1: nvprof output, not Nsight Compute.*python -m analysis.profile"):
+        read_profile(f)
+
+
+def test_each_fixture_is_recognised_as_its_format():
+    expected = {"summary_per_gpu.txt": "ncu text", "summary_per_kernel.csv": "ncu --print-summary per-kernel --csv",
+                "details_12col.csv": "ncu --csv (details page)", "raw.csv": "ncu --csv --page raw",
+                "nsys_kern_sum.csv": "nsys kernel summary (CSV)"}
+    for name, fmt in expected.items():
+        data = (DATA / name).read_bytes()
+        assert detect(Source(data, name))[0].name == fmt, name
+
+
+# ------------------------------------------------------------------------------- device, filters
+def test_gpu_name_and_cc_from_the_device_attributes(tmp_path):
+    f = details_csv(tmp_path / "dev.csv", [(0, 1, "k", {"device__attribute_display_name": ("", "NVIDIA A100-SXM4-80GB"),
+                                                        TIME: ("usecond", "1.0")})])
+    t = kernel_table([f])
+    assert t.attrs["gpus"] == [{"gpu": "NVIDIA A100-SXM4-80GB", "cc": "8.0", "device": "0"}]
+    assert t.iloc[0]["gpu"] == "NVIDIA A100-SXM4-80GB"
+
+
+@needs_samples
+def test_gpu_name_in_a_real_raw_page():
+    t = kernel_table([SAMPLES / "microgpusim_gtx1080_ncu2019_raw/nsight_vectoradd_100_32_metrics_all.csv"])
+    assert {g["gpu"] for g in t.attrs["gpus"]} == {"NVIDIA GeForce GTX 1080"}
+
+
+@needs_samples
+@pytest.mark.parametrize("sample", ["ai4materials_a100_ncu2020.2/metrics_713.txt",
+                                    "ai4materials_a100_ncu2020.2/metrics_713_paddle_.csv"])
+def test_nvtx_ranges_of_real_samples_filter_launches(sample):
+    """Both samples ran every kernel inside the range `linear_nvtx` (read off their NVTX blocks/columns)."""
+    everything = kernel_table([SAMPLES / sample], per_launch=True)
+    inside = kernel_table([SAMPLES / sample], per_launch=True, nvtx="linear_nvtx")
+    assert len(inside) == len(everything) > 0
+    with pytest.raises(CeilingsError, match=r"--nvtx 'backward': no launch ran inside such a range; the profile's "
+                                            r"ranges: linear_nvtx"):
+        kernel_table([SAMPLES / sample], nvtx="backward")
+
+
+def test_nvtx_filter_on_a_profile_without_ranges_says_how_to_get_them():
+    with pytest.raises(CeilingsError, match=r"records no NVTX ranges; profile with ncu --nvtx"):
+        kernel_table([DATA / "details_12col.csv"], nvtx="step")
+
+
+def test_kernel_regex_keeps_matching_kernels_only(tmp_path):
+    launch = {TIME: ("usecond", "1.0")}
+    f = details_csv(tmp_path / "k.csv", [(0, 1, "gemm_a", launch), (1, 1, "copy_b", launch), (2, 1, "gemm_c", launch)])
+    assert sorted(kernel_table([f], kernel_regex="^gemm")["kernel"]) == ["gemm_a", "gemm_c"]
+    with pytest.raises(CeilingsError, match=r"--kernel 'nothing': no kernel name matches"):
+        kernel_table([f], kernel_regex="nothing")
+    with pytest.raises(CeilingsError, match=r"--kernel '\(': not a valid regular expression"):
+        kernel_table([f], kernel_regex="(")
+
+
+def test_missing_roofline_inputs_are_named_with_the_command_that_collects_them(tmp_path):
+    f = details_csv(tmp_path / "t.csv", [(0, 1, "k", {TIME: ("usecond", "1.0")})])
+    t = kernel_table([f])
+    assert t.attrs["missing"] == ["flops", "dram_bytes", "l2_bytes", "l1_bytes"]
+    (w,) = t.attrs["warnings"]
+    assert w == (f"{f}: no kernel has flops, dram_bytes, so the roofline cannot place them; collect them with: "
+                 f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)")
