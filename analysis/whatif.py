@@ -30,6 +30,7 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
+from ceilings.atomic import STDOUT
 from ceilings.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.whatif"
@@ -153,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         write_text(args.csv, table.to_csv(index=False), force=args.force)
         print(f"wrote {args.csv}", file=sys.stderr)
-    print(render_totals(whatif_totals(table), ([home] if home else []) + targets))
+    # with the table on standard output the totals go to stderr, so that the output stays one CSV
+    print(render_totals(whatif_totals(table), ([home] if home else []) + targets),
+          file=sys.stderr if args.csv == STDOUT else sys.stdout)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -149,3 +150,72 @@ def test_cli_roofs_file_as_profile(capsys):
     err = capsys.readouterr().err
     assert err == (f"python -m analysis.whatif: error: {ROOFS} is a roofs file (ceilings.measure output); "
                    f"pass it with --roofs\n")
+
+
+A100_ROOFS = Path(__file__).parent / "data" / "roofs" / "a100.json"  # NVIDIA A100-SXM4-80GB, CC 8.0
+H100 = {"gpu": "NVIDIA H100 80GB HBM3", "cc": "9.0", "device": "0"}
+
+
+def test_target_roofs_is_the_one_of_roofline():
+    assert whatif.target_roofs is roofline.target_roofs
+
+
+def test_home_roofs_can_be_a_datasheet_name(kernels, fixture_reader, capsys):
+    from ceilings.datasheet import find_datasheet
+
+    sheet = find_datasheet("A100 SXM4 80GB")
+    assert whatif.main([str(KERNELS), "--roofs", "A100 SXM4 80GB", "--on", str(ROOFS)]) == 0
+    out, err = capsys.readouterr()
+    assert f"{sheet.display_name} (profiled)" in out
+    assert f"{sheet.display_name} (CC {sheet.compute_capability}): datasheet figures for {sheet.display_name} " \
+           f"(not measured here)" in out
+    assert f"warning: {sheet.display_name}: datasheet figures" in err
+
+
+def test_csv_is_kept_without_force_and_checked_before_any_work(tmp_path, fixture_reader, capsys):
+    old = tmp_path / "w.csv"
+    old.write_text("old\n")
+    args = [str(KERNELS), "--roofs", str(ROOFS), "--on", str(twice_as_fast(tmp_path)), "--csv", str(old)]
+    assert whatif.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--csv {old}: the file exists; pass --force" in err
+    assert old.read_text() == "old\n" and fixture_reader.calls == []
+    assert whatif.main([*args, "--force"]) == 0
+    assert len(pd.read_csv(old)) == 2 * 7
+    capsys.readouterr()
+    assert whatif.main([str(KERNELS), "--on", str(ROOFS), "--csv", "-"]) == 0  # standard output: no --force
+    out, err = capsys.readouterr()
+    assert len(pd.read_csv(io.StringIO(out))) == 7 and "speedup" in err  # one CSV; the totals on stderr
+
+
+def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
+    assert whatif.main([str(KERNELS), "--on", str(ROOFS), "--kernel", "gemm", "--nvtx", "step", "--time-run", "2"]) == 0
+    call = fixture_reader.calls[-1]
+    assert (call["kernel_regex"], call["nvtx"], call["time_run"]) == ("gemm", "step", 2)
+
+
+def test_home_roofs_of_another_gpu_are_the_first_warning(tmp_path, fixture_reader, capsys):
+    fixture_reader.gpus = [H100]
+    csv = tmp_path / "w.csv"
+    assert whatif.main([str(KERNELS), "--roofs", str(A100_ROOFS), "--on", str(ROOFS), "--csv", str(csv)]) == 0
+    out, err = capsys.readouterr()
+    first = err.splitlines()[0]
+    assert first.startswith("warning: PROFILE FROM ANOTHER GPU: the profile ran on NVIDIA H100 80GB HBM3 (CC 9.0, "
+                            "device 0), the roofs are of NVIDIA A100-SXM4-80GB (CC 8.0)")
+    assert f"--roofs {A100_ROOFS} must be the roofs of the GPU the profile ran on" in first
+    assert out.splitlines()[-1] == "Profile: profiled on NVIDIA H100 80GB HBM3 (CC 9.0, device 0)"
+    assert set(pd.read_csv(csv)["profile_gpu"]) == {"NVIDIA H100 80GB HBM3 (CC 9.0, device 0)"}
+
+
+def test_targets_are_other_gpus_by_design(fixture_reader, capsys):
+    fixture_reader.gpus = [H100]
+    assert whatif.main([str(KERNELS), "--on", str(A100_ROOFS)]) == 0
+    assert "ANOTHER GPU" not in capsys.readouterr().err
+
+
+def test_totals_name_an_unknown_profile_gpu_and_print_no_nan(kernels):
+    home = roofline.load(ROOFS)
+    table = whatif.whatif_table(kernels.assign(time_s=float("nan")), [home], home=home)
+    text = whatif.render_totals(whatif.whatif_totals(table), [home])
+    assert text.splitlines()[-1] == f"Profile: profiled on unknown GPU; {roofline.GPU_NAME_HINT}"
+    assert "nan" not in text.lower().split()
