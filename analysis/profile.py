@@ -30,7 +30,10 @@ ROOFLINE_METRICS = SEED_METRICS + tuple(
     f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"
     for op in ("dadd", "dmul", "dfma", "hadd", "hmul", "hfma")) + (
     "sm__inst_executed_pipe_tensor.sum",
-    "gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second")
+    "gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
+    # which GPU (named in every table, compared with the roofs) and its SMs (FLOPs per SM cycle check)
+    "device__attribute_display_name", "device__attribute_compute_capability_major",
+    "device__attribute_compute_capability_minor", "device__attribute_multiprocessor_count")
 HIERARCHICAL_METRICS = ROOFLINE_METRICS + ("lts__t_bytes.sum", "l1tex__t_bytes.sum")
 METRIC_SETS = {"roofline": ROOFLINE_METRICS, "hierarchical": HIERARCHICAL_METRICS,
                "full": HIERARCHICAL_METRICS}

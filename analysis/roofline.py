@@ -228,17 +228,18 @@ def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *,
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     """The profiles and how to read them: the same options for every command that reads kernels."""
+    from analysis.ncu import add_profile_filters
+
     p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
     p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
-    p.add_argument("--kernel", metavar="REGEX", help="only kernels whose full name matches REGEX (re.search)")
-    p.add_argument("--nvtx", metavar="RANGE", help="only launches inside the NVTX range named RANGE")
-    p.add_argument("--time-run", type=int, metavar="N",
-                   help="when runs disagree on a kernel's time, take it from run N")
+    add_profile_filters(p)
 
 
 def kernels_of(args: argparse.Namespace) -> pd.DataFrame:
     """read_kernels with the options of add_profile_arguments."""
-    return read_kernels(args.profiles, args.nsys, kernel_regex=args.kernel, nvtx=args.nvtx, time_run=args.time_run)
+    from analysis.ncu import profile_filters
+
+    return read_kernels(args.profiles, args.nsys, **profile_filters(args))
 
 
 def check_outputs(texts: Mapping[str, str | None], *, picture: str | None = None, force: bool) -> None:

@@ -106,7 +106,7 @@ app() {
         -- "$PY" "$@"
     if [ -s "$OUT/$name.csv" ] && [ -n "$ROOFS" ]; then
         step "$name-roofline" 40 "$PY" -m analysis.roofline --roofs "$ROOFS" "$OUT/$name.csv" \
-            -o "$OUT/$name-roofline.png" --report "$OUT/$name-report.md" --csv "$OUT/$name-kernels.csv"
+            -o "$OUT/$name-roofline.png" --report "$OUT/$name-report.md" --csv "$OUT/$name-kernels.csv" --force
     else
         skip "$name-roofline" "no profile or no roofs file"
     fi
@@ -185,7 +185,7 @@ else
     fi
     # the drawing path, on the roofline tests' hand-made profile (no measurement)
     step roofline-fixture 60 "$PY" -m analysis.roofline --roofs tests/data/roofline/roofs.json \
-        tests/data/roofline/kernels.csv -o "$OUT/fixture-roofline.png" --report "$OUT/fixture-report.md"
+        tests/data/roofline/kernels.csv -o "$OUT/fixture-roofline.png" --report "$OUT/fixture-report.md" --force
 fi
 
 printf '# total\t%s s\n' "$(( $(date +%s) - START ))" >> "$SUMMARY"
