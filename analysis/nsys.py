@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NoReturn
 
 import pandas as pd
 
@@ -44,6 +45,7 @@ DEVICE = re.compile(r"(?P<gpu>.*\S)\s+\((?P<id>\d+)\)")  # trace "Device": "NVID
 BLANK_LINE = re.compile(rb"\n[ \t]*(?:\n|\Z)")  # a table ends at a blank line or at the end of the file
 DASHES = re.compile(r"-+")
 TEXT_CELL_GAP = re.compile(r"\s{2,}")  # text columns are two spaces apart; names hold single spaces only
+OPTIONAL = dict.fromkeys(("grid", "block", "device", "gpu", "process"))  # None where a report lacks them
 
 
 class BadRow(ValueError):
@@ -60,7 +62,7 @@ class Report:
 
 
 def _cell(cells: dict[str, str], key: str) -> str:
-    return (cells.get(key) or "").strip()  # a CSV row cut short leaves its last cells None
+    return (cells.get(key) or "").strip()  # a CSV row cut short has no cells for its last columns
 
 
 def _count(cells: dict[str, str], key: str) -> int:
@@ -164,15 +166,19 @@ def _line_end(data: bytes, start: int) -> int:
     return len(data) if end < 0 else end
 
 
+def _line(data: bytes, start: int) -> str:
+    return data[start:_line_end(data, start)].decode("utf-8", errors="replace")
+
+
 def _header_starts(source: Source, report: Report, text: bool) -> list[int]:
     """Byte offsets of the lines that open a table of `report`: its header (text: with a dash row below)."""
     data, starts = source.data, []
     pos = data.find(report.needle)
     while pos >= 0:
         start, end = data.rfind(b"\n", 0, pos) + 1, _line_end(data, pos)
-        line = data[start:end].decode("utf-8", errors="replace")
+        line = _line(data, start)
         if report.is_header(_text_names(line) if text else _csv_names(line)) and (
-                not text or _is_dash_row(data[end + 1:_line_end(data, end + 1)].decode("utf-8", "replace"))):
+                not text or _is_dash_row(_line(data, end + 1))):
             starts.append(start)
         pos = data.find(report.needle, end)
     return starts
@@ -215,7 +221,7 @@ def _text_rows(source: Source, report: Report, header_line: int, lines: list[str
         yield cells, header_line + offset
 
 
-def _fail(source: Source, line: int, report: Report, why: str, what: str = "row"):
+def _fail(source: Source, line: int, report: Report, why: str, what: str = "row") -> NoReturn:
     raise CeilingsError(f"{source.path}:{line}: unreadable {what} in the nsys {report.title} ({report.command}): "
                         f"{why}; export the report again (`nsys stats --report {report.command} --format csv "
                         f"REPORT.nsys-rep`) or fix the file")
@@ -236,10 +242,10 @@ def _reader(report: Report, text: bool) -> Callable[[Source, list[int]], pd.Data
                 if row is None:
                     dropped += 1
                     continue
-                rows.append({"run": run, "id": index, **row, "source": "nsys"})
+                rows.append({"run": run, "id": index, **OPTIONAL, **row, "source": "nsys"})
                 index += 1
         df = pd.DataFrame(rows)
-        if report is TRACE:
+        if report is TRACE:  # the only report that lists memory operations beside the kernels
             df.attrs["memory_operations"] = dropped
         return df
 
