@@ -13,7 +13,7 @@ A new format is one module with one `Format`, listed in `FORMATS`; the first who
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,13 @@ META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "
 @dataclass(frozen=True)
 class Source:
     """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
-    they were read from when those bytes are the file's own (read_csv may read it again, faster)."""
+    they were read from when those bytes are the file's own (read_csv may read it again, faster). `memo`:
+    what readers found once and share (a scan of a 100 MB file is worth doing once)."""
 
     data: bytes
     path: str
     file: Path | None = None
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def text(self) -> str:

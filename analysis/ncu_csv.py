@@ -358,13 +358,20 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     return pd.concat([meta, wide.reindex(range(len(first))).reset_index(drop=True)], axis=1)
 
 
+def _ncu_header(src: Source) -> tuple[int, bytes] | None:
+    """find_ncu_header, once per source (the details and raw formats both ask)."""
+    if "ncu_header" not in src.memo:
+        src.memo["ncu_header"] = find_ncu_header(src.data)
+    return src.memo["ncu_header"]
+
+
 def _find_details(src: Source) -> int | None:
-    header = find_ncu_header(src.data)
+    header = _ncu_header(src)
     return header[0] if header and b'"Metric Name"' in header[1] else None
 
 
 def _find_raw(src: Source) -> int | None:
-    header = find_ncu_header(src.data)
+    header = _ncu_header(src)
     return header[0] if header and b'"Metric Name"' not in header[1] else None
 
 

@@ -253,15 +253,18 @@ def scan_text(text: str, path: str) -> list[Launch]:
     return launches
 
 
+def _per_gpu(source: Source) -> bool:
+    """A `--print-summary per-gpu` layout (a bytes search first: the pattern alone is slow on big logs)."""
+    return b"\n  Device " in source.data and _GPU_HEADING.search(source.text) is not None
+
+
 def _find(source: Source):
     """A kernel heading (old or new style) or a per-gpu summary's GPU heading."""
-    return True if _ANY_HEADING.search(source.text) or _GPU_HEADING.search(source.text) else None
+    return True if _ANY_HEADING.search(source.text) or _per_gpu(source) else None
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    text = source.text
-    if _GPU_HEADING.search(text):
-        text = per_gpu_as_per_kernel(text)
+    text = per_gpu_as_per_kernel(source.text) if _per_gpu(source) else source.text
     launches = scan_text(text, source.path)
     columns = ["run", "id", "kernel", "launches", "grid", "block", "device", "cc", "gpu", "process", "nvtx"]
     meta = pd.DataFrame.from_records([tuple(getattr(x, c) for c in columns) for x in launches], columns=columns)
