@@ -51,20 +51,25 @@ class Format:
     yields: str  # COUNTERS or TIMES
     find: Callable[[Source], Any]
     read: Callable[[Source, Any], pd.DataFrame]
+    binary: bool = False  # recognised by magic bytes, before a file is taken for text
 
 
 def formats() -> tuple[Format, ...]:
-    """Every text format, in the order they are tried (the most specific first). `.ncu-rep` (binary) is
-    recognised by its magic bytes before these."""
-    from . import ncu_csv, ncu_text, nsys, nvprof
+    """Every format, in the order they are tried (the most specific first)."""
+    from . import ncu_csv, ncu_rep, ncu_text, nsys, nvprof
 
-    return (ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV, nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
+    return (ncu_rep.REPORT,
+            ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV,
+            nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
             nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
 
 
-def detect(source: Source) -> tuple[Format, Any] | None:
-    """The first format that recognises `source`, and what its `find` returned."""
+def detect(source: Source, binary: bool = False) -> tuple[Format, Any] | None:
+    """The first format that recognises `source`, and what its `find` returned: of the binary formats
+    (magic bytes) or of the text ones."""
     for fmt in formats():
+        if fmt.binary != binary:
+            continue
         found = fmt.find(source)
         if found is not None:
             return fmt, found

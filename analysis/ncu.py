@@ -15,15 +15,13 @@ See docs/ncu-ingestion.md for the formulas and their caveats.
 from __future__ import annotations
 
 import argparse
-import glob
-import importlib
+import gzip
 import json
-import math
 import os
 import re
-import shutil
 import stat
 import sys
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,25 +30,21 @@ import numpy as np
 import pandas as pd
 
 from ceilings.atomic import write_text
-from ceilings.errors import CeilingsError, cli_entry
+from ceilings.errors import CeilingsError, cli_entry, describe
 
 from . import ncu_csv
 from .formats import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source, detect
 from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
                       launch_time, with_rates)
-from .units import unit_factor
 
 PROG = "python -m analysis.ncu"
-NCU_REP_MAGIC = b"NVR\0"
 UTF8_BOM = b"\xef\xbb\xbf"
+GZIP_MAGIC = b"\x1f\x8b"
 BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
-NCU_REP = Format(".ncu-rep (through ncu_report)", COUNTERS, lambda src: None, lambda src, found: None)
 # lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
 PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
 TOP_KERNELS = 20  # rows of the printed table
 PRINT_NAME_WIDTH = 60
-NCU_REPORT_DIRS = ("/opt/nvidia/nsight-compute/*/extras/python", "/opt/nvidia/nsight-compute*/extras/python",
-                   "/usr/local/cuda*/nsight-compute*/extras/python", "/usr/local/NVIDIA-Nsight-Compute*/extras/python")
 
 
 def read_profile(path: str | os.PathLike) -> pd.DataFrame:
@@ -70,22 +64,30 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
         raise CeilingsError(f"{p}: is a folder; pass the profiler output files") from None
     except OSError as exc:
         raise CeilingsError(f"{p}: cannot read ({exc.strerror})") from None
+    # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
+    # not a file whose bytes were changed below (decompressed; a BOM: the header must start the line)
+    file = p if stat.S_ISREG(p.stat().st_mode) else None
+    if data.startswith(GZIP_MAGIC):  # torch.profiler's .json.gz, or any profile gzipped: by content
+        try:
+            data, file = gzip.decompress(data), None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise CeilingsError(f"{p}: a gzip file that does not decompress ({describe(exc)}); truncated "
+                                f"download?") from None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
-    if data.startswith(NCU_REP_MAGIC):
-        return _finish(_read_ncu_rep(p), p, data, NCU_REP)
-    if b"\0" in data[:BINARY_PROBE_BYTES]:
-        raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
-    # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
-    # not a file whose bytes were changed below (a BOM: the header must start the line)
-    file = p if stat.S_ISREG(p.stat().st_mode) and not data.startswith(UTF8_BOM) else None
-    data = data.removeprefix(UTF8_BOM)  # Windows `Out-File -Encoding utf8`
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n")
     source = Source(data, str(p), file)
-    found = detect(source)
+    found = detect(source, binary=True)
     if found is None:
-        _not_a_profile(source)
+        if b"\0" in data[:BINARY_PROBE_BYTES]:
+            raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
+        if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
+            data, file = data.removeprefix(UTF8_BOM), None
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        source = Source(data, str(p), file)
+        found = detect(source)
+        if found is None:
+            _not_a_profile(source)
     fmt, where = found
     return _finish(fmt.read(source, where), p, data, fmt)
 
@@ -155,64 +157,6 @@ def _first_error(data: bytes) -> str:
     pos, line = hit
     lineno = data.count(b"\n", 0, pos) + 1
     return f"; its first error, at line {lineno}: {line.decode(errors='replace').strip()}"
-
-
-# ---------------------------------------------------------------------------------------------- .ncu-rep
-def _import_ncu_report():
-    try:
-        return importlib.import_module("ncu_report")
-    except ImportError:
-        pass
-    candidates = []
-    ncu = shutil.which("ncu")
-    if ncu:
-        candidates.append(str(Path(ncu).resolve().parent / "extras" / "python"))
-    for pattern in NCU_REPORT_DIRS:
-        candidates.extend(sorted(glob.glob(pattern), reverse=True))  # newest version first
-    for folder in candidates:
-        if (Path(folder) / "ncu_report.py").is_file():
-            sys.path.insert(0, folder)
-            try:
-                return importlib.import_module("ncu_report")
-            except ImportError:
-                sys.path.remove(folder)
-    return None
-
-
-def _read_ncu_rep(path: Path) -> pd.DataFrame:
-    module = _import_ncu_report()
-    if module is None:
-        raise CeilingsError(f"{path}: an .ncu-rep report needs NVIDIA's ncu_report module (ships with Nsight "
-                            f"Compute in extras/python; not found); convert it with: ncu --import {path} --csv "
-                            f"--page raw > {path}.csv")
-    try:
-        context = module.load_report(str(path))
-        rows = []
-        for r in range(context.num_ranges()):
-            rng = context.range_by_idx(r)
-            for a in range(rng.num_actions()):
-                rows.append(_action_row(rng.action_by_idx(a), r, a))
-    except CeilingsError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure inside NVIDIA's module is a bad report
-        raise CeilingsError(f"{path}: ncu_report could not read it ({type(exc).__name__}: {exc}); convert it "
-                            f"with: ncu --import {path} --csv --page raw > {path}.csv") from None
-    return pd.DataFrame(rows)
-
-
-def _action_row(action, run: int, index: int) -> dict:
-    from .ncu_text import metric_key
-
-    row = {"run": run, "id": index, "kernel": action.name(), "launches": 1}
-    for name in action.metric_names():
-        metric = action.metric_by_name(name)
-        try:
-            value = float(metric.as_double())
-        except (TypeError, ValueError):
-            continue
-        if not math.isnan(value):
-            row[metric_key(None, name)] = value * unit_factor(metric.unit())
-    return row
 
 
 # -------------------------------------------------------------------------------------------- the table

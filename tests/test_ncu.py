@@ -301,9 +301,9 @@ def test_truncated_mid_table_names_file_and_line(tmp_path, capsys):
 
 
 def test_ncu_rep_without_ncu_report_says_how_to_convert(tmp_path, capsys, monkeypatch):
-    from analysis import ncu
+    from analysis import ncu_rep
 
-    monkeypatch.setattr(ncu, "_import_ncu_report", lambda: None)
+    monkeypatch.setattr(ncu_rep, "_import_ncu_report", lambda: None)
     f = tmp_path / "r.ncu-rep"
     f.write_bytes(b"NVR\0\x02\x00\x00\x00junk")
     line = _error_line(capsys, [str(f)])
@@ -311,7 +311,7 @@ def test_ncu_rep_without_ncu_report_says_how_to_convert(tmp_path, capsys, monkey
 
 
 def test_ncu_rep_through_ncu_report_module(tmp_path, monkeypatch):
-    from analysis import ncu
+    from analysis import ncu_rep
 
     class Metric:
         def __init__(self, v, u):
@@ -357,7 +357,7 @@ def test_ncu_rep_through_ncu_report_module(tmp_path, monkeypatch):
         def load_report(path):
             return Context()
 
-    monkeypatch.setattr(ncu, "_import_ncu_report", lambda: Module)
+    monkeypatch.setattr(ncu_rep, "_import_ncu_report", lambda: Module)
     f = tmp_path / "r.ncu-rep"
     f.write_bytes(b"NVR\0rest")
     t = kernel_table([f], per_launch=True).iloc[0]
@@ -454,9 +454,9 @@ def test_sample_summary_failed_nvtx_raw_nsys(capsys):
 
 @needs_samples
 def test_sample_ncu_rep_without_module(capsys, monkeypatch):
-    from analysis import ncu
+    from analysis import ncu_rep
 
-    monkeypatch.setattr(ncu, "_import_ncu_report", lambda: None)
+    monkeypatch.setattr(ncu_rep, "_import_ncu_report", lambda: None)
     f = SAMPLES / "gene_v100_ncu2020.1_csv/dram_ncuroof-time-0.ncu-rep"
     line = _error_line(capsys, [str(f)])
     assert "ncu --import" in line
