@@ -1,0 +1,281 @@
+"""FLOPs and algorithmic bytes of a torch.profiler op, rebuilt from the shapes its chrome trace recorded.
+
+An exported trace carries no FLOPs, even with `with_flops=True` (they exist only in `key_averages()`), so they
+are rebuilt here from a cpu_op's "Input Dims", "Input type" and "Concrete Inputs", with PyTorch's own rules:
+`computeFlops` in torch/csrc/profiler/util.cpp (what `with_flops=True` counts) and `torch.utils.flop_counter`
+(FlopCounterMode). `OPS` says, per op name, where the op's arguments are (by position in its aten schema) and
+which rule counts it:
+
+- GEMMs: 2*m*k*n per matrix product, batch and broadcast dimensions multiplying it. The added tensor of
+  addmm/baddbmm/linear (bias, beta*self) and alpha/beta are not counted: both PyTorch counters leave them out.
+- Convolutions: 2 * batch * prod(weight shape) * prod(output spatial), or prod(input spatial) when transposed
+  (flop_counter's conv_flop_count; util.cpp's conv2d formula is the same number). Bias is not counted.
+- Attention: 2*L*S*(E + Ev) per batch and head (flop_counter's sdpa_flop_count; grouped-query attention
+  counts the query's heads). flop_counter ignores is_causal ("NB: We aren't accounting for causal attention
+  here") and counts the whole L x S score matrix. PyTorch has no causal rule, so ours counts only the
+  unmasked pairs of the causal mask sdpa documents, aligned to the top left: query i sees keys 0..i, which
+  is L*(L+1)/2 of L*L pairs when L == S. The math variant still computes every pair (its aten::bmm children
+  say so); this number is the work the masked attention needs. Softmax, scaling, dropout and the mask add
+  are not counted (nor by PyTorch).
+
+`with_flops=True` also counts aten::add and aten::mul as the element count of their first input. They are
+not in `OPS`: that rule undercounts broadcasts (a [1] + [n] add is 1 FLOP to it), ignores alpha, and skips
+the in-place add_/mul_ that dominate training traces.
+
+A number is the work of that one call, including the ops it calls: aten::linear's is that of the aten::addmm
+or aten::matmul inside it, aten::conv2d's that of its aten::convolution -> aten::_convolution ->
+aten::cudnn_convolution chain, and the math attention variant calls aten::bmm. A sum over a trace must take
+one op per call tree (the outermost one in `OPS`), else it counts the same work two to four times.
+
+Bytes are ALGORITHMIC: every tensor input and the output, elements x dtype size from the recorded shapes, the
+least traffic the op can have (not what DRAM saw). An expanded (stride-0) input counts at its full shape, as
+recorded. Auxiliary outputs that attention variants keep for the backward pass (logsumexp, RNG state, the
+math variant's attention weights) are not counted: they are not the attention's result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OpWork:
+    flops: float
+    precision: str | None  # the input dtype in ceilings' names (fp64, fp32, fp16, bf16, fp8, int8); None: other
+    bytes: float | None  # algorithmic; None where a tensor's dtype size is unknown
+
+
+# "Input type" string (caffe2 TypeMeta name) -> (precision, bytes per element). Precision names the dtype as
+# ceilings names its peaks (fp16, tensor.fp16...); whether a tensor core ran it, and TF32 for fp32, is not in
+# a trace. Dtypes without a roof of their own have no precision but a size, for the bytes of masks and indices.
+DTYPES: dict[str, tuple[str | None, int]] = {
+    "double": ("fp64", 8),
+    "float": ("fp32", 4),
+    "c10::Half": ("fp16", 2),
+    "c10::BFloat16": ("bf16", 2),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+    "signed char": ("int8", 1),
+    "unsigned char": (None, 1),
+    "bool": (None, 1),
+    "short int": (None, 2),
+    "int": (None, 4),
+    "long int": (None, 8),
+    "c10::complex<c10::Half>": (None, 4),
+    "c10::complex<float>": (None, 8),
+    "c10::complex<double>": (None, 16),
+}
+
+
+@dataclass(frozen=True)
+class _Args:
+    dims: Sequence
+    types: Sequence
+    concrete: Sequence | None
+
+    def tensor(self, i: int | None) -> tuple[list[int], str] | None:
+        """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
+        if i is None or i >= len(self.types) or i >= len(self.dims) or self.types[i] == "":
+            return None
+        return list(self.dims[i]), self.types[i]
+
+    def value(self, i: int):
+        """Argument i's recorded value, read as JSON (ints, lists of ints) or True/False; None where it was not
+        recorded."""
+        if self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
+            return None
+        text = self.concrete[i]
+        if text in ("True", "False"):
+            return text == "True"
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+
+def _work(flops: int, tensors: list[tuple[list[int], str]], out_shape: list[int] | None) -> OpWork:
+    """The op's work: `flops`, the precision of its first tensor, and the bytes of `tensors` plus an output of
+    `out_shape` in the first tensor's dtype (out_shape None: the output's dtype is not the inputs')."""
+    dtype = tensors[0][1]
+    precision = DTYPES[dtype][0] if dtype in DTYPES else None
+    if out_shape is None or any(t not in DTYPES for _, t in tensors):
+        return OpWork(float(flops), precision, None)
+    inputs = sum(math.prod(shape) * DTYPES[t][1] for shape, t in tensors)
+    return OpWork(float(flops), precision, float(inputs + math.prod(out_shape) * DTYPES[dtype][1]))
+
+
+def _matmul(a: list[int], b: list[int]) -> tuple[int, list[int]] | None:
+    """FLOPs and output shape of torch.matmul(a, b): a vector operand is one row (a) or one column (b), batch
+    dimensions broadcast."""
+    if not a or not b:
+        return None
+    m, k = (a[-2], a[-1]) if len(a) > 1 else (1, a[0])
+    k2, n = (b[-2], b[-1]) if len(b) > 1 else (b[0], 1)
+    batch_a, batch_b = a[:-2], b[:-2]
+    width = max(len(batch_a), len(batch_b))
+    batch_a = [1] * (width - len(batch_a)) + batch_a
+    batch_b = [1] * (width - len(batch_b)) + batch_b
+    if k != k2 or any(x != y and 1 not in (x, y) for x, y in zip(batch_a, batch_b)):
+        return None
+    batch = [max(x, y) for x, y in zip(batch_a, batch_b)]
+    out = batch + a[-2:-1] + b[-1:] if len(b) > 1 else batch + a[-2:-1]
+    return 2 * math.prod(batch) * m * k * n, out
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A matrix product a @ b (+ c). Argument positions; `ranks` the ranks a and b must have (None: matmul's
+    any); `args` the default overload's argument count: the .dtype overloads add an out_dtype, and their
+    output dtype is not the input's."""
+
+    a: int
+    b: int
+    args: int
+    c: int | None = None
+    ranks: tuple[int, int] | None = None
+    b_transposed: bool = False  # linear's weight is [out, in]
+
+    def work(self, x: _Args) -> OpWork | None:
+        a, b = x.tensor(self.a), x.tensor(self.b)
+        if a is None or b is None or (self.ranks is not None and (len(a[0]), len(b[0])) != self.ranks):
+            return None
+        product = _matmul(a[0], b[0][::-1] if self.b_transposed else b[0])
+        if product is None:
+            return None
+        flops, out = product
+        c = x.tensor(self.c)
+        tensors = [a, b] + ([c] if c is not None else [])
+        return _work(flops, tensors, out if len(x.types) == self.args else None)
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A convolution. Argument positions (schemas differ: cudnn_convolution has padding before stride and no
+    bias); `transposed` for ops that always are, `transposed_arg` where the op takes it as an argument."""
+
+    stride: int
+    padding: int
+    dilation: int
+    groups: int
+    bias: int | None = 2
+    output_padding: int | None = None
+    transposed: bool = False
+    transposed_arg: int | None = None
+
+    def work(self, x: _Args) -> OpWork | None:
+        inp, weight = x.tensor(0), x.tensor(1)
+        if inp is None or weight is None or len(weight[0]) < 3:
+            return None
+        spatial = len(weight[0]) - 2
+        # conv1d/2d/3d and conv_transpose*d also take an unbatched input: one rank less than the weight
+        batched = len(inp[0]) == len(weight[0])
+        if not batched and len(inp[0]) != len(weight[0]) - 1:
+            return None
+        shape = inp[0] if batched else [1] + inp[0]
+        transposed = x.value(self.transposed_arg) if self.transposed_arg is not None else self.transposed
+        lists = [x.value(self.stride), x.value(self.padding), x.value(self.dilation)]
+        lists.append(x.value(self.output_padding) if transposed else [0])  # only a transposed one has it
+        groups = x.value(self.groups)
+        if not isinstance(transposed, bool) or not isinstance(groups, int) or groups < 1:
+            return None
+        # aten::convolution repeats a one-value list over every spatial dimension
+        lists = [v * spatial if isinstance(v, list) and len(v) == 1 else v for v in lists]
+        if not all(isinstance(v, list) and len(v) == spatial and all(isinstance(e, int) for e in v)
+                   for v in lists):
+            return None
+        stride, padding, dilation, output_padding = lists
+        n, c_in, sizes = shape[0], shape[1], shape[2:]
+        w_out, w_in, kernel = weight[0][0], weight[0][1], weight[0][2:]
+        if transposed:  # weight [C_in, C_out/groups, k...]
+            c_out = w_in * groups
+            out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                   for i, s, p, d, k, o in zip(sizes, stride, padding, dilation, kernel, output_padding)]
+            ok = c_in == w_out
+        else:  # weight [C_out, C_in/groups, k...]
+            c_out = w_out
+            out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 if s > 0 else 0
+                   for i, s, p, d, k in zip(sizes, stride, padding, dilation, kernel)]
+            ok = c_in == w_in * groups
+        if not ok or min(out) < 1:
+            return None
+        flops = 2 * n * math.prod(weight[0]) * math.prod(sizes if transposed else out)
+        bias = x.tensor(self.bias)
+        tensors = [inp, weight] + ([bias] if bias is not None else [])
+        return _work(flops, tensors, ([n] if batched else []) + [c_out] + out)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Scaled dot-product attention of q, k, v (positions 0, 1, 2: [..., L, E], [..., S, E], [..., S, Ev]);
+    `is_causal` and `mask` (attn_mask / attn_bias) positions."""
+
+    is_causal: int
+    mask: int | None
+
+    def work(self, x: _Args) -> OpWork | None:
+        q, k, v = x.tensor(0), x.tensor(1), x.tensor(2)
+        causal = x.value(self.is_causal)
+        if q is None or k is None or v is None or not isinstance(causal, bool):
+            return None
+        (qs, _), (ks, _), (vs, _) = q, k, v
+        if not len(qs) == len(ks) == len(vs) >= 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+            return None
+        # key/value heads broadcast (1) or are shared by groups of query heads (GQA): the query's count is
+        # the larger one
+        batch = [max(d) for d in zip(qs[:-2], ks[:-2], vs[:-2])]
+        length, seen, e, ev = qs[-2], ks[-2], qs[-1], vs[-1]
+        # query i sees keys 0..i (top-left aligned causal mask, as sdpa documents it)
+        pairs = sum(min(i + 1, seen) for i in range(length)) if causal else length * seen
+        mask = x.tensor(self.mask)
+        tensors = [q, k, v] + ([mask] if mask is not None else [])
+        return _work(2 * math.prod(batch) * pairs * (e + ev), tensors, batch + [length, ev])
+
+
+_CONV = Conv(stride=3, padding=4, dilation=5, groups=6)
+_CONV_TRANSPOSE = Conv(stride=3, padding=4, output_padding=5, groups=6, dilation=7, transposed=True)
+_CONVOLUTION = Conv(stride=3, padding=4, dilation=5, transposed_arg=6, output_padding=7, groups=8)
+
+# op name -> where its arguments are and how it is counted; positions from the aten schemas (the tests check
+# them against torch._C._jit_get_schemas_for_operator)
+OPS: dict[str, Gemm | Conv | Attention] = {
+    "aten::mm": Gemm(a=0, b=1, args=2, ranks=(2, 2)),
+    "aten::addmm": Gemm(c=0, a=1, b=2, args=5, ranks=(2, 2)),
+    "aten::bmm": Gemm(a=0, b=1, args=2, ranks=(3, 3)),
+    "aten::baddbmm": Gemm(c=0, a=1, b=2, args=5, ranks=(3, 3)),
+    "aten::matmul": Gemm(a=0, b=1, args=2),
+    "aten::linear": Gemm(a=0, b=1, c=2, args=3, b_transposed=True),
+    # conv*d.padding (padding="same"/"valid") has the same name, but a trace does not record the string: None
+    "aten::conv1d": _CONV,
+    "aten::conv2d": _CONV,
+    "aten::conv3d": _CONV,
+    "aten::conv_transpose1d": _CONV_TRANSPOSE,
+    "aten::conv_transpose2d": _CONV_TRANSPOSE,
+    "aten::conv_transpose3d": _CONV_TRANSPOSE,
+    "aten::convolution": _CONVOLUTION,
+    "aten::_convolution": _CONVOLUTION,
+    "aten::cudnn_convolution": Conv(padding=2, stride=3, dilation=4, groups=5, bias=None),
+    "aten::cudnn_convolution_transpose": Conv(padding=2, output_padding=3, stride=4, dilation=5, groups=6,
+                                              bias=None, transposed=True),
+    "aten::scaled_dot_product_attention": Attention(mask=3, is_causal=5),
+    "aten::_scaled_dot_product_attention_math": Attention(mask=3, is_causal=5),
+    "aten::_scaled_dot_product_flash_attention": Attention(mask=None, is_causal=4),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": Attention(mask=5, is_causal=4),
+    "aten::_scaled_dot_product_efficient_attention": Attention(mask=3, is_causal=6),
+    "aten::_scaled_dot_product_cudnn_attention": Attention(mask=3, is_causal=6),
+}
+
+
+def op_work(name: str, dims: list, types: list, concrete: list | None) -> OpWork | None:
+    """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
+    "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch).
+
+    None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
+    or an attention's is_causal not recorded, shapes that do not fit the op).
+    """
+    rule = OPS.get(name)
+    return None if rule is None else rule.work(_Args(dims, types, concrete))
