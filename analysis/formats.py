@@ -56,9 +56,9 @@ class Format:
 
 def formats() -> tuple[Format, ...]:
     """Every format, in the order they are tried (the most specific first)."""
-    from . import ncu_csv, ncu_rep, ncu_text, nsys, nvprof
+    from . import ncu_csv, ncu_rep, ncu_text, nsys, nsys_sqlite, nvprof
 
-    return (ncu_rep.REPORT,
+    return (ncu_rep.REPORT, nsys_sqlite.SQLITE, nsys_sqlite.REPORT,
             ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV,
             nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
             nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
