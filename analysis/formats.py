@@ -22,10 +22,11 @@ import pandas as pd
 
 COUNTERS = "counters"
 TIMES = "times"
-# run: a pass or process in its file; process: its label ("1234@host") when the file names one; gpu: the
-# device's name when the profile records it; nvtx: the NVTX ranges (' > '-joined) the launch ran inside
+# run: a pass or process in its file; process: its label ("1234 app@host", "rank 0") when the file names one;
+# gpu: the device's name when the profile records it; nvtx: the NVTX / record_function ranges (a tuple,
+# outermost first) the launch ran inside; op, module: the framework operator and nn.Module that launched it
 LAUNCH_COLUMNS = ["grid", "block", "device", "cc", "gpu"]
-META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "nvtx", "source",
+META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "nvtx", "op", "module", "source",
                 "name_truncated"]
 
 
@@ -56,12 +57,12 @@ class Format:
 
 def formats() -> tuple[Format, ...]:
     """Every format, in the order they are tried (the most specific first)."""
-    from . import ncu_csv, ncu_rep, ncu_text, nsys, nsys_sqlite, nvprof
+    from . import ncu_csv, ncu_rep, ncu_text, nsys, nsys_sqlite, nvprof, torch_trace
 
     return (ncu_rep.REPORT, nsys_sqlite.SQLITE, nsys_sqlite.REPORT,
             ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV,
             nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
-            nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
+            torch_trace.TRACE, nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
 
 
 def detect(source: Source, binary: bool = False) -> tuple[Format, Any] | None:

@@ -63,10 +63,11 @@ HFMA_METRIC = "sm__sass_thread_inst_executed_op_hfma_pred_on.sum"
 
 OUTPUT_COLUMNS = ["kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
-                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int"]
-# summed over launches; ops_tensor_int: integer tensor operations (IMMA), which are not FLOPs
+                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes"]
+# summed over launches; ops_tensor_int: integer tensor operations (IMMA), which are not FLOPs; alg_bytes:
+# algorithmic bytes of framework operators (inputs + outputs, from shapes): a lower bound of DRAM traffic
 EXTENSIVE = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops",
-             "dram_bytes", "l2_bytes", "l1_bytes", "ops_tensor_int"]
+             "dram_bytes", "l2_bytes", "l1_bytes", "ops_tensor_int", "alg_bytes"]
 # metrics that time a launch or describe it: two passes over the same launches may both hold them
 TIME_METRICS = ("gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
                 "smsp__cycles_elapsed.avg", "smsp__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.max",
@@ -232,6 +233,7 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
     out["l2_bytes"] = _first(_col(raw, "l2_bytes"), _col(raw, "lts__t_bytes.sum"), _sectors(raw, "lts"))
     out["l1_bytes"] = _first(_col(raw, "l1_bytes"), _col(raw, "l1tex__t_bytes.sum"), _sectors(raw, "l1tex"))
     out["ops_tensor_int"] = _first(_col(raw, "ops_tensor_int"), tensor["ops_tensor_int"])
+    out["alg_bytes"] = _col(raw, "alg_bytes")
     out["phantom_flops"] = _first(_col(raw, "phantom_flops"), tensor["phantom_flops"])
     out["time_s"] = launch_time(raw)
     out["sm_clock_hz"] = launch_clock(raw)

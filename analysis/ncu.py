@@ -50,18 +50,30 @@ PRINT_NAME_WIDTH = 60
 def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
-    Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, source,
-    name_truncated), then one column per metric in base units (bytes, seconds, hertz, counts; percentages
-    in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it holds (COUNTERS or
-    TIMES, analysis.formats).
+    Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
+    module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
+    counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
+    holds (COUNTERS or TIMES, analysis.formats).
     """
+    source = read_source(path)
+    found = detect(source, binary=True) or detect(source)
+    if found is None:
+        _not_a_profile(source)
+    fmt, where = found
+    return _finish(fmt.read(source, where), Path(source.path), source.data, fmt)
+
+
+def read_source(path: str | os.PathLike) -> Source:
+    """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
+    dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except FileNotFoundError:
         raise CeilingsError(f"{p}: no such file") from None
     except IsADirectoryError:
-        raise CeilingsError(f"{p}: is a folder; pass the profiler output files") from None
+        raise CeilingsError(f"{p}: is a folder; pass the profiler output files (commands take a folder of "
+                            f"torch.profiler traces)") from None
     except OSError as exc:
         raise CeilingsError(f"{p}: cannot read ({exc.strerror})") from None
     # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
@@ -76,20 +88,15 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     source = Source(data, str(p), file)
-    found = detect(source, binary=True)
-    if found is None:
-        if b"\0" in data[:BINARY_PROBE_BYTES]:
-            raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
-        if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
-            data, file = data.removeprefix(UTF8_BOM), None
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n")
-        source = Source(data, str(p), file)
-        found = detect(source)
-        if found is None:
-            _not_a_profile(source)
-    fmt, where = found
-    return _finish(fmt.read(source, where), p, data, fmt)
+    if detect(source, binary=True) is not None:
+        return source
+    if b"\0" in data[:BINARY_PROBE_BYTES]:
+        raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
+    if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
+        data, file = data.removeprefix(UTF8_BOM), None
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    return Source(data, str(p), file)
 
 
 def _not_a_profile(source: Source) -> None:
@@ -115,6 +122,7 @@ def _is_roofs_file(data: bytes) -> bool:
 
 
 def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFrame:
+    attrs = dict(df.attrs)  # what the reader noted (notes, memory_operations, busy_s) survives the reshaping
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
     defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": ()}
@@ -130,7 +138,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
                             f"nothing{_first_error(data)}")
     df = df[META_COLUMNS + rest].reset_index(drop=True)
     df["launches"] = df["launches"].astype("int64")
-    df.attrs.update(format=fmt.name, yields=fmt.yields)
+    df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
 
 
@@ -287,7 +295,7 @@ def _nsys_times(kernels: Sequence[str], nsys: pd.DataFrame, warnings: list[str])
 def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
                  per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
-                 per_process: bool = False, time_run: int | None = None) -> pd.DataFrame:
+                 per_process: bool = False, time_run: int | None = None, by: str = "kernel") -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
@@ -295,10 +303,15 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     (merged by kernel name and launch order) or processes (kept apart), see `_group_runs`; `time_run` picks
     the run whose times count where runs disagree. Kernels that only nsys timed are rows without counters.
     `kernel_regex` keeps the kernels whose name matches (re.search); `nvtx` the launches inside an NVTX range
-    of that name. attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs
-    the profile lacks, by column).
+    of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
+    (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
+    group). attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
+    profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
+    timestamps: torch traces), "by".
     """
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if by not in GROUPINGS:
+        raise CeilingsError(f"--by {by}: not one of {', '.join(GROUPINGS)}")
+    paths = expand_inputs([paths] if isinstance(paths, (str, os.PathLike)) else list(paths))
     nsys = [nsys] if isinstance(nsys, (str, os.PathLike)) else list(nsys or [])
     if not paths:
         raise CeilingsError("no input files given")
@@ -345,21 +358,64 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         launches = pd.concat([launches, time_only], ignore_index=True)
         derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
-    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key"]
-                                if "_key" in launches else ["id", "kernel", "launches", *LAUNCH_COLUMNS,
-                                                            "process"]], derived], axis=1)
-    if "_key" not in table:
-        table["_key"] = table["kernel"]
-    table["_key"] = table["_key"].fillna(table["kernel"])
+    if "_key" not in launches:
+        launches["_key"] = launches["kernel"]
+    launches["_key"] = launches["_key"].fillna(launches["kernel"])
+    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS]],
+                       derived], axis=1)
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
-        out = with_rates(table)[["id", *OUTPUT_COLUMNS, *LAUNCH_COLUMNS, "process"]].reset_index(drop=True)
+        out = with_rates(table)[["id", *OUTPUT_COLUMNS, *LAUNCH_COLUMNS, "process", "op", "module"]
+                                ].reset_index(drop=True)
     else:
-        out = _per_kernel(table, per_process)
+        out = _per_kernel(_grouped(table, by), per_process)
     diagnosis = _diagnosis(table, paths, nsys)
-    out.attrs["warnings"] = warnings + out.attrs.get("warnings", []) + diagnosis
+    notes = [f"{p}: {note}" for p, f in zip(paths, frames) for note in f.attrs.get("notes", [])]
+    memory = sum(f.attrs.get("memory_operations", 0) for f in frames)
+    if memory:
+        notes.append(f"{memory} memcpy/memset operation(s) are not kernels: left out of the table")
+    out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
     out.attrs["missing"] = table.attrs["missing"]
     out.attrs["gpus"] = _gpus(table)
+    busy = [f.attrs.get("busy_s") for _, f in counted]
+    out.attrs["busy_s"] = sum(busy) if busy and all(b is not None for b in busy) else None
+    out.attrs["by"] = by
+    return out
+
+
+# what --by groups launches by: the column that names the group
+GROUPINGS = {"kernel": "kernel", "op": "op", "module": "module", "annotation": "nvtx"}
+GROUP_COLUMNS = ["op", "module", "nvtx"]
+
+
+def _grouped(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Launches keyed by their group: the kernel, or the op / module / innermost annotation that launched
+    them ("(none)" for launches the profile does not place in one)."""
+    if by == "kernel":
+        return table
+    column = table[GROUPINGS[by]]
+    if by == "annotation":
+        column = column.map(lambda ranges: ranges[-1] if isinstance(ranges, tuple) and ranges else None)
+    label = column.astype(object).where(column.notna(), f"(no {by})")
+    return table.assign(kernel=label, _key=label)
+
+
+TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")  # what torch's tensorboard_trace_handler writes
+
+
+def expand_inputs(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """Files as given; a folder stands for the torch.profiler traces in it (a TensorBoard log folder, one
+    trace per rank and step), in name order."""
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted({str(f) for pattern in TRACE_PATTERNS for f in p.glob(pattern)})
+            if not found:
+                raise CeilingsError(f"{p}: a folder without torch.profiler traces ({', '.join(TRACE_PATTERNS)}); "
+                                    f"pass the profiler output files")
+            out += found
+        else:
+            out.append(str(p))
     return out
 
 
@@ -381,16 +437,22 @@ def _filter(launches: pd.DataFrame, nsys_rows: pd.DataFrame, pattern, nvtx: str 
         if not len(launches) and not len(nsys_rows):
             raise CeilingsError(f"--kernel {pattern.pattern!r}: no kernel name matches")
     if nvtx is not None:
-        ranges = launches["nvtx"].map(lambda r: tuple(r) if isinstance(r, tuple) else ())
-        if not ranges.map(len).any():
+        def ranges(rows):
+            return rows["nvtx"].map(lambda r: tuple(r) if isinstance(r, tuple) else ())
+
+        ncu_ranges, nsys_ranges = ranges(launches), ranges(nsys_rows)
+        known = {n for r in (*ncu_ranges, *nsys_ranges) for n in r}
+        if not known:
             raise CeilingsError(f"--nvtx {nvtx!r}: the profile records no NVTX ranges; profile with ncu --nvtx "
-                                f"(and --nvtx-include to profile only that range)")
-        launches = launches[ranges.map(lambda r: nvtx in r)]
-        if not len(launches):
-            known = sorted({n for r in ranges for n in r})
+                                f"(and --nvtx-include to profile only that range), nsys --trace=cuda,nvtx (its "
+                                f".sqlite export), or torch.profiler around record_function ranges")
+        if nvtx not in known:
             raise CeilingsError(f"--nvtx {nvtx!r}: no launch ran inside such a range; the profile's ranges: "
-                                f"{', '.join(known[:10])}")
-        if len(nsys_rows):
+                                f"{', '.join(sorted(known)[:10])}")
+        launches = launches[ncu_ranges.map(lambda r: nvtx in r)]
+        if nsys_ranges.map(len).any():  # an nsys export with its NVTX ranges
+            nsys_rows = nsys_rows[nsys_ranges.map(lambda r: nvtx in r)]
+        elif len(nsys_rows):
             warnings.append(f"--nvtx {nvtx!r}: nsys kernel summaries have no NVTX ranges; their times are used "
                             f"for matching ncu kernels only")
             nsys_rows = nsys_rows[nsys_rows["kernel"].isin(set(launches["kernel"]))
@@ -550,7 +612,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                "measured the same metrics (two processes or ranks) are distinct launches, summed per kernel "
                "(--per-process shows them apart). Kernels only nsys saw are rows with times only. Missing "
                "metrics stay empty (CSV) / null (JSON), never 0. See docs/ncu-ingestion.md.")
-    parser.add_argument("files", nargs="+", help="ncu/nsys outputs, or this tool's own --csv output")
+    parser.add_argument("files", nargs="+", help="ncu/nsys outputs, torch.profiler traces (or a folder of them), or "
+                                                 "this tool's own --csv output")
     parser.add_argument("--nsys", action="append", default=[], metavar="FILE",
                         help="nsys cuda_gpu_kern_sum/gpukernsum output (CSV or text) for kernel times")
     parser.add_argument("--csv", metavar="OUT", help="write the table as CSV ('-': standard output)")
@@ -586,10 +649,13 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-run", type=int, metavar="N",
                         help="where runs disagree on a kernel's time, take it from run N (the warnings number "
                              "the runs)")
+    parser.add_argument("--by", choices=tuple(GROUPINGS), default="kernel",
+                        help="one row per kernel (default), or per operator, nn.Module or innermost NVTX / "
+                             "record_function range that launched the kernels (torch.profiler traces; ncu --nvtx)")
 
 
 def profile_filters(args: argparse.Namespace) -> dict:
-    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run}
+    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by}
 
 
 def describe_gpus(gpus: Sequence[dict]) -> str:

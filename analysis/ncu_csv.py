@@ -313,8 +313,8 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
         raise CeilingsError(f"{path}: kernel table CSV with a row lacking kernel or launches; truncated file?")
     out = pd.DataFrame({"run": 0, "id": df["id"] if "id" in df.columns else np.arange(len(df)),
                         "kernel": df["kernel"], "launches": launches.astype("int64")})
-    for col in EXTENSIVE:
-        out[col] = pd.to_numeric(df.get(col), errors="coerce") / launches
+    for col in EXTENSIVE:  # a column an older table lacks (ops_tensor_int, alg_bytes) is missing
+        out[col] = pd.to_numeric(df[col], errors="coerce") / launches if col in df.columns else float("nan")
     if "sm_clock_hz" in df.columns:
         out["sm_clock_hz"] = pd.to_numeric(df["sm_clock_hz"], errors="coerce")
     for col in ("grid", "block", "device", "cc", "gpu", "process"):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.roofline import FOREIGN_PROFILE, LEVELS, NO_FLOPS, PRECISIONS, Roofs, percent, profile_line, si
+from analysis.roofline import ALGORITHMIC, COUNTED, FOREIGN_PROFILE, LEVELS, NO_FLOPS, PRECISIONS, Roofs, percent, profile_line, si
 
 PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
                     NO_FLOPS: "#888888"}
@@ -40,6 +40,7 @@ LABEL_BOX = {"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "no
 LABEL_PAD_PX = 2.0
 LINE_STEP_PX = 3.0
 RIDGE_MARKER_SIZE = 5  # points
+APPLICATION_AREA = 260.0  # points^2: the application's star
 WARNING_COLOR = "#b2182b"
 
 
@@ -85,8 +86,11 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
         ax.plot(*zip(*s.points), linestyle=":", marker=".", markersize=4, color="#555555", linewidth=1,
                 gid=f"sweep:{s.name}", zorder=3)
     marks = _draw_kernels(ax, drawn, level, kernel_levels)
+    application = table.attrs.get("application")
+    application = application if _draw_application(ax, application, "dram" if level != "all" else "all") else None
     _note_not_drawn(ax, table, drawn)
-    _legend(ax, marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps))
+    _legend(ax, marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
+            application=application)
 
     ax.set_xlabel(f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})")
     ax.set_ylabel("Performance (FLOP/s)")
@@ -104,7 +108,8 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
         ax.set_title(f"{roofs.device}: kernels against the roofs\n{_wrap('roofs: ' + roofs.provenance)}\n"
                      f"{_wrap(profiled)}", fontsize=10.5, color=color, loc="left")
     # last: label placement measures text where the layout (legend, title) has put the axes
-    _place_labels(ax, roofs, primary, drawn, top, "dram" if level == "all" else primary, (x_lo, x_hi))
+    _place_labels(ax, roofs, primary, drawn, top, "dram" if level == "all" else primary, (x_lo, x_hi),
+                  application)
 
 
 def _wrap(text: str, width: int = 110) -> str:
@@ -177,19 +182,35 @@ def _draw_kernels(ax, drawn: pd.DataFrame, level: str, levels: list[str]) -> set
             ax.plot(*zip(*pts), color=PRECISION_COLORS.get(k["precision"], "#888888"), linewidth=0.9,
                     alpha=0.6, zorder=3, gid=f"hier:{k['kernel']}")
     marks = set()
+    algorithmic = drawn.get("bytes_kind", pd.Series(COUNTED, index=drawn.index)) == ALGORITHMIC
     for prec in (*PRECISIONS, NO_FLOPS):
-        group = drawn[drawn["precision"] == prec]
-        for lv in levels:
-            ai = group[f"ai_{lv}"].astype(float)
-            sel = np.isfinite(ai) & (ai > 0)
-            if not sel.any():
-                continue
-            marks.add((prec, lv))
-            ax.scatter(ai[sel], group["flop_per_s"][sel], s=_area(group["share"][sel]),
-                       c=PRECISION_COLORS[prec], marker=LEVEL_MARKERS[lv] if level == "all" else "o",
-                       alpha=0.8, edgecolors="white", linewidths=0.6, zorder=5,
-                       gid=f"kernels:{prec}" + (f":{lv}" if level == "all" else ""))
+        for estimated in (False, True):
+            group = drawn[(drawn["precision"] == prec) & (algorithmic == estimated)]
+            for lv in levels:
+                ai = group[f"ai_{lv}"].astype(float)
+                sel = np.isfinite(ai) & (ai > 0)
+                if not sel.any():
+                    continue
+                marks.add((prec, ALGORITHMIC if estimated else lv))
+                color = PRECISION_COLORS[prec]
+                # algorithmic bytes: hollow, since the point's intensity is an upper bound, not a count
+                ax.scatter(ai[sel], group["flop_per_s"][sel], s=_area(group["share"][sel]),
+                           c="none" if estimated else color, marker=LEVEL_MARKERS[lv] if level == "all" else "o",
+                           alpha=0.8, edgecolors=color if estimated else "white",
+                           linewidths=1.4 if estimated else 0.6, zorder=5,
+                           gid=f"kernels:{prec}" + (f":{lv}" if level == "all" else "")
+                           + (f":{ALGORITHMIC}" if estimated else ""))
     return marks
+
+
+def _draw_application(ax, point: dict | None, primary: str) -> bool:
+    """The whole application as one star (total FLOPs over GPU busy time), when the table has the point and
+    its bytes are of the drawn level."""
+    if point is None or primary != "dram" or not (point["ai"] > 0 and math.isfinite(point["ai"])):
+        return False
+    ax.scatter([point["ai"]], [point["flop_per_s"]], s=APPLICATION_AREA, marker="*", c="#ffd92f",
+               edgecolors="black", linewidths=0.9, zorder=5.5, gid="application")  # above kernels, under labels
+    return True
 
 
 class _Placer:
@@ -210,7 +231,7 @@ class _Placer:
         self.inside = ax.get_window_extent(self.renderer)
         self.boxes = [t.get_window_extent(self.renderer).padded(LABEL_PAD_PX) for t in ax.texts]
         px_per_pt = ax.figure.dpi / 72
-        markers = [c for c in ax.collections if (c.get_gid() or "").startswith("kernels:")]
+        markers = [c for c in ax.collections if (c.get_gid() or "").startswith(("kernels:", "application"))]
         for c in markers:
             centers = ax.transData.transform(c.get_offsets())
             radii = np.sqrt(np.broadcast_to(c.get_sizes(), len(centers))) / 2 * px_per_pt
@@ -286,7 +307,7 @@ def _align(dx: float, dy: float) -> dict:
 
 
 def _place_labels(ax, roofs: Roofs, primary: str, drawn: pd.DataFrame, top: int, level: str,
-                  x_range: tuple[float, float]) -> None:
+                  x_range: tuple[float, float], application: dict | None = None) -> None:
     """Bandwidth labels (lower left, under their slope), roof labels (at the left end of each flat, just
     above it, else at its right end), ridge labels, then the `top` kernels by time, each clear of the
     labels, markers and roof lines placed before it."""
@@ -320,6 +341,17 @@ def _place_labels(ax, roofs: Roofs, primary: str, drawn: pd.DataFrame, top: int,
                                gid=f"ridge-label:{flat.key}", bbox=LABEL_BOX, **_align(dx, dy))
 
         placer.place(ridge_label, ((-6, 4), (-6, 12), (-8, 0), (6, -4)))
+    if application is not None:  # its label first: it is the point people look for
+        xy, radius = (application["ai"], application["flop_per_s"]), math.sqrt(APPLICATION_AREA) / 2
+
+        def application_label(dx, dy, xy=xy):
+            return ax.annotate("application", xy, xytext=(dx, dy), textcoords="offset points", fontsize=FONT_SIZE,
+                               fontweight="bold", zorder=6, gid="application-label", bbox=LABEL_BOX,
+                               **_align(dx, dy))
+
+        placer.place(application_label, [((radius + gap) * ux / math.hypot(ux, uy),
+                                           (radius + gap) * uy / math.hypot(ux, uy))
+                                          for gap in LABEL_GAPS for ux, uy in LABEL_DIRECTIONS])
     if top <= 0:
         return
     for _, k in drawn.nlargest(top, "time_s").iterrows():
@@ -359,7 +391,7 @@ def _note_not_drawn(ax, table: pd.DataFrame, drawn: pd.DataFrame) -> None:
 
 
 def _legend(ax, marks: set[tuple[str, str]], level: str, *, ridges: bool, datasheet: Roofs | None,
-            sweeps: bool) -> None:
+            sweeps: bool, application: dict | None = None) -> None:
     """One entry per kind of marker or line drawn (marks: the (precision, level) pairs with markers), none for
     what is not drawn."""
     from matplotlib.lines import Line2D
@@ -375,8 +407,14 @@ def _legend(ax, marks: set[tuple[str, str]], level: str, *, ridges: bool, datash
                     if any(m[1] == lv for m in marks)]
     else:
         handles = [marker(PRECISION_COLORS[p], name) for p, name in names]
+    if any(m[1] == ALGORITHMIC for m in marks):
+        handles.append(Line2D([], [], marker="o", linestyle="none", markerfacecolor="none", color="#555555",
+                              markersize=7, label="hollow: algorithmic bytes (AI an upper bound)"))
     if marks:
         handles.append(Line2D([], [], color="none", label="marker area ∝ share of time"))
+    if application:
+        handles.append(Line2D([], [], marker="*", linestyle="none", markerfacecolor="#ffd92f", color="black",
+                              markersize=11, label=f"application: FLOPs / {application['time_kind'].split(' (')[0]}"))
     if ridges:
         handles.append(marker("#555555", "roof ridge point", "D"))
     if datasheet is not None:

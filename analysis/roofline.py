@@ -36,6 +36,7 @@ CLOCK_MISMATCH_TOLERANCE = 0.05
 # a kernel this far above its roof points at wrong roofs or wrong counters, not at a fast kernel
 ABOVE_ROOF_TOLERANCE = 1.05
 SHORT_NAME_MAX = 40
+NAMES_SHOWN = 5  # kernels named in a warning that covers many
 DEFAULT_TOP = 10
 # the Markdown report lists this many kernels; the CSV has them all
 REPORT_MAX_ROWS = 50
@@ -50,7 +51,11 @@ DATASHEET = "datasheet"  # Roof.ceiling of a datasheet figure
 
 KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "sm_clock_hz")
-TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precision", "level", "ai",
+# bytes_kind: "counted" (profiler counters) or ALGORITHMIC (a framework operator's inputs + outputs from its
+# shapes, torch traces: a lower bound of its DRAM traffic, so its AI is an upper bound and its % of roof a
+# lower bound)
+COUNTED, ALGORITHMIC = "counted", "algorithmic"
+TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precision", "level", "bytes_kind", "ai",
                  "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s", "time_saved_s",
                  "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source", "profile_gpu")
 
@@ -211,14 +216,15 @@ def target_roofs(spec: str, like: Roofs | None = None, option: str = "--on") -> 
 
 
 def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *, kernel_regex: str | None = None,
-                 nvtx: str | None = None, time_run: int | None = None) -> pd.DataFrame:
+                 nvtx: str | None = None, time_run: int | None = None, by: str = "kernel") -> pd.DataFrame:
     """The kernel table of profiler outputs (analysis.ncu.kernel_table), of the kernels whose name matches
     `kernel_regex` (re.search) launched inside NVTX range `nvtx`; `time_run`: the run to take a kernel's time
-    from when runs disagree. A CeilingsError when no kernel is left."""
+    from when runs disagree; `by`: rows per kernel, op, module or annotation. A CeilingsError when no kernel
+    is left."""
     from analysis.ncu import kernel_table
 
     table = kernel_table([str(p) for p in paths], nsys=None if nsys is None else str(nsys),
-                         kernel_regex=kernel_regex, nvtx=nvtx, time_run=time_run)
+                         kernel_regex=kernel_regex, nvtx=nvtx, time_run=time_run, by=by)
     if table.empty:
         chosen = [f"{opt} {value!r}" for opt, value in (("--kernel", kernel_regex), ("--nvtx", nvtx)) if value]
         raise CeilingsError(f"{', '.join(map(str, paths))}: no kernels found"
@@ -397,6 +403,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         raise CeilingsError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
 
     not_judged: list[str] = []
+    reasons: dict[str, list[str]] = {}  # why -> the kernels not judged for it
     total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
     gpus = list(kernels.attrs.get("gpus", []))
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
@@ -408,7 +415,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         ais = {lv: _intensity(k["flops"], k[f"{lv}_bytes"]) for lv in LEVELS}
         row = {"kernel": k["kernel"], "short_name": short_name(str(k["kernel"])), "launches": k["launches"],
                "time_s": k["time_s"], "share": k["time_s"] / total_time if total_time > 0 else math.nan,
-               "precision": prec, "level": math.nan, "ai": math.nan,
+               "precision": prec, "level": math.nan, "bytes_kind": COUNTED, "ai": math.nan,
                "flop_per_s": k["flops"] / k["time_s"] if k["time_s"] > 0 else math.nan,
                "roof_flop_per_s": math.nan, "bound": math.nan, "pct_of_roof": math.nan,
                "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
@@ -417,7 +424,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         why = _judge(row, k, roofs, levels, forced=precision is not None)
         if why:
             not_judged.append(f"{row['short_name']}: not judged ({why})")
-            warnings.append(not_judged[-1])
+            reasons.setdefault(why, []).append(row["short_name"])
+            row["bytes_kind"] = math.nan
         else:
             if row["borrowed"]:
                 warnings.append(f"{row['short_name']}: {', '.join(row['borrowed'])} charged at the "
@@ -425,6 +433,15 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
             if row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
                 warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
                                 f"may be low (clock, incomplete run) or the counters wrong")
+    for why, names in reasons.items():  # one line per reason: a trace can leave hundreds of kernels unjudged
+        shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+        warnings.append(f"{shown}: not judged ({why})" if len(names) == 1 else
+                        f"{len(names)} kernels not judged ({why}): {shown}")
+    estimated = sum(r["bytes_kind"] == ALGORITHMIC for r in rows)
+    if estimated:
+        warnings.append(f"{estimated} kernel(s) placed with ALGORITHMIC bytes (their operator's inputs + outputs, "
+                        f"from its shapes): a lower bound of DRAM traffic, so their intensity is an upper bound, "
+                        f"their % of roof a lower bound; profile with ncu for DRAM bytes")
     # the kernel table's index is kept, so tables judged against different roofs align row by row
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS), index=kernels.index)
     table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
@@ -432,7 +449,39 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     table.attrs["not_judged"] = not_judged
     table.attrs["level"] = level
     table.attrs["gpus"] = gpus
+    table.attrs["application"] = application_point(kernels)
     return table
+
+
+def application_line(point: dict | None) -> str:
+    """The application point in words, for the report and the terminal."""
+    if point is None:
+        return ("n/a: some timed kernels lack FLOPs or bytes, so a total would place the application wrongly "
+                "(see the warnings)")
+    return (f"{si(point['flops'], 'FLOP')} in {seconds(point['time_s'])} ({point['time_kind']}, "
+            f"{point['kernels']} kernels) = {si(point['flop_per_s'], 'FLOP/s')} at {point['ai']:.3g} FLOP/B "
+            f"({point['bytes_kind']} bytes)")
+
+
+def application_point(kernels: pd.DataFrame) -> dict | None:
+    """The whole application as one point: total FLOPs over the GPU's busy time (kernels.attrs["busy_s"],
+    the union of kernel intervals, where the profile has timestamps; else the sum of kernel times, as ncu
+    serialises kernels), and total bytes (counted DRAM bytes, else algorithmic). None unless every kernel
+    with a time has FLOPs and bytes (a partial sum would place the application wrongly)."""
+    timed = kernels[kernels["time_s"].notna() & (kernels["time_s"] > 0)]
+    if timed.empty or timed["flops"].isna().any():
+        return None
+    dram = timed["dram_bytes"]
+    alg = timed["alg_bytes"] if "alg_bytes" in timed.columns else pd.Series(np.nan, index=timed.index)
+    kind, nbytes = (COUNTED, dram) if dram.notna().all() else (ALGORITHMIC, alg)
+    if nbytes.isna().any():
+        return None
+    busy = kernels.attrs.get("busy_s")
+    time_s, time_kind = (busy, "GPU busy time (union of kernel intervals)") if busy else \
+        (float(timed["time_s"].sum()), "sum of kernel times")
+    flops, total_bytes = float(timed["flops"].sum()), float(nbytes.sum())
+    return {"flops": flops, "bytes": total_bytes, "bytes_kind": kind, "time_s": time_s, "time_kind": time_kind,
+            "flop_per_s": flops / time_s, "ai": _intensity(flops, total_bytes), "kernels": len(timed)}
 
 
 def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: bool) -> str | None:
@@ -466,12 +515,18 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
             flat = main
             row["borrowed"].append(f"{p} ({flops / k['flops']:.1%} of its FLOPs)")
         compute_time += flops / flat.value
-    memory = {lv: k[f"{lv}_bytes"] / roofs.bandwidth(lv).value for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
-    if not memory:
+    counted = {lv: k[f"{lv}_bytes"] for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
+    algorithmic = k.get("alg_bytes")
+    if not counted and "dram" in levels and algorithmic is not None and not pd.isna(algorithmic):
+        # no counted bytes (a torch trace): the operator's inputs + outputs, the least DRAM traffic it needs
+        counted, row["bytes_kind"] = {"dram": algorithmic}, ALGORITHMIC
+        row["ai_dram"] = row["ai"] = _intensity(k["flops"], algorithmic)
+    if not counted:
         return f"no {'/'.join(levels)} byte counters"
+    memory = {lv: b / roofs.bandwidth(lv).value for lv, b in counted.items()}
     binding = max(memory, key=memory.get)
     at_roof = max(memory[binding], compute_time)
-    row.update(level=binding, ai=row[f"ai_{binding}"], bytes=k[f"{binding}_bytes"],
+    row.update(level=binding, ai=row[f"ai_{binding}"], bytes=counted[binding],
                # ai >= ridge  <=>  flops/flat >= bytes/bw: a kernel at the ridge counts as compute-bound
                bound="compute" if parts and compute_time >= memory[binding] else "memory",
                time_at_roof_s=at_roof, roof_flop_per_s=k["flops"] / at_roof if at_roof > 0 else math.nan,
@@ -644,7 +699,8 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
             f"- Kernels: {t['kernels']} ({t['judged']} judged against the roofs)",
             f"- Total kernel time: {seconds(t['time_s'])}",
             f"- Time of the judged kernels at their roofs: {at_roof}",
-            f"- Potential saving: {saving}", ""]
+            f"- Potential saving: {saving}",
+            f"- Application: {application_line(table.attrs.get('application'))}", ""]
     no_flops = table[table["precision"] == NO_FLOPS]
     if len(no_flops):
         out += [(f"Kernels without floating-point work ({len(no_flops)}, "

@@ -683,15 +683,15 @@ def test_stdout_outputs_need_no_force_and_two_outputs_cannot_share_a_file(tmp_pa
     assert not (tmp_path / "same.txt").exists()
 
 
-# ---- which kernels: --kernel, --nvtx, --time-run ----------------------------------------------------------
+# ---- which kernels: --kernel, --nvtx, --time-run, --by --------------------------------------------------
 
 def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
-    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1"]) == 0
+    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1", "--by", "op"]) == 0
     assert fixture_reader.calls[-1] | {"paths": None} == {"paths": None, "nsys": None, "kernel_regex": "gemm",
-                                                          "nvtx": "step 3", "time_run": 1}
+                                                          "nvtx": "step 3", "time_run": 1, "by": "op"}
     assert roofline.main(ROOFLINE_ARGS) == 0
     assert fixture_reader.calls[-1] == {"paths": [str(KERNELS)], "nsys": None, "kernel_regex": None, "nvtx": None,
-                                        "time_run": None}
+                                        "time_run": None, "by": "kernel"}
 
 
 def test_no_kernel_left_names_the_filters(fixture_reader, capsys):

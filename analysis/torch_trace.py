@@ -1,0 +1,266 @@
+"""torch.profiler (Kineto) chrome traces: GPU kernels with their times, the operator, nn.Module and
+record_function range that launched each, and FLOPs rebuilt from the operators' recorded shapes.
+
+Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader does with them:
+- Kernels are `cat: kernel` events (`dur` in microseconds); memcpy/memset events are counted apart
+  (attrs["memory_operations"]), never kernels.
+- A kernel's launch is the `cuda_runtime`/`cuda_driver` event with its `correlation` (else the `ac2g` flow
+  that ends at it). The operators, modules (`python_function` "nn.Module: ...") and `user_annotation`
+  ranges (record_function, ProfilerStep#N) enclosing that launch in time on its thread are its op, module
+  and annotations; newer traces also give the kernel its op's "External id", used when no launch is found.
+  Kernels whose op cannot be found are kept, and counted in a warning.
+- FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
+  come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for the innermost enclosing operator
+  that has a rule; an operator's FLOPs go to its longest kernel, its other kernels get 0 of them. Half
+  precisions are tensor-core FLOPs, fp32 CUDA-core (TF32 would run on tensor cores: not in the trace).
+- `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
+  counters per kernel: they are used instead of the shape estimates.
+- The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pandas as pd
+
+from ceilings.errors import CeilingsError
+
+from .formats import COUNTERS, Format, Source
+from .metrics import canonical_metric
+
+US = 1e-6  # trace times are microseconds
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+MEMORY_CATEGORIES = ("gpu_memcpy", "gpu_memset")
+MODULE_PREFIX = "nn.Module: "
+STEP_PREFIX = "ProfilerStep#"
+# the roofline precision of work done in each dtype by the operators with FLOP rules (GEMM, conv, attention)
+PRECISION_COLUMN = {"fp64": "flops_fp64", "fp32": "flops_fp32", "fp16": "flops_tensor", "bf16": "flops_tensor",
+                    "fp8": "flops_tensor"}
+FLOP_COLUMNS = ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")
+PROBE_BYTES = 4096  # "traceEvents" or "deviceProperties" appear in the first few KiB of a Kineto trace
+
+
+def _find(source: Source):
+    head = source.data[:PROBE_BYTES].lstrip()
+    if not head.startswith(b"{") or not (b'"traceEvents"' in source.data[:PROBE_BYTES * 16]
+                                         or b'"deviceProperties"' in head or b'"schemaVersion"' in head):
+        return None
+    return True
+
+
+def _load(source: Source) -> dict:
+    try:
+        doc = json.loads(source.data)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise CeilingsError(f"{source.path}: a torch.profiler trace that is not valid JSON ({exc}); truncated "
+                            f"file?") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise CeilingsError(f"{source.path}: JSON without a traceEvents list: not a torch.profiler trace")
+    return doc
+
+
+def _device(doc: dict, path: str) -> dict:
+    """gpu, cc and SM count of the trace's first device; an AMD device is declined."""
+    props = [d for d in doc.get("deviceProperties") or [] if isinstance(d, dict)]
+    if not props:
+        return {"gpu": None, "cc": None}
+    first = props[0]
+    name = str(first.get("name") or "") or None
+    if name and ("AMD" in name or "Radeon" in name or "Instinct" in name or first.get("gcnArchName")):
+        raise CeilingsError(f"{path}: a trace from an AMD GPU ({name}): the roofs of this project are measured on "
+                            f"NVIDIA GPUs; for AMD use rocprof-compute's roofline")
+    major, minor = first.get("computeMajor"), first.get("computeMinor")
+    return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None}
+
+
+def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
+    """For each query (pid, tid, ts, key): the events on that thread whose interval contains ts, outermost
+    first. One sweep per thread: ranges on one thread nest, so the open ones form a stack."""
+    by_thread: dict[tuple, list] = defaultdict(list)
+    for e in events:  # 0 before 1: an event starting at a query's time contains it
+        by_thread[(e.get("pid"), e.get("tid"))].append((e["ts"], 0, -e.get("dur", 0), id(e), e))
+    for pid, tid, ts, key in queries:
+        by_thread[(pid, tid)].append((ts, 1, 0, 0, key))
+    out = {}
+    for items in by_thread.values():
+        items.sort(key=lambda item: item[:4])
+        stack: list[dict] = []
+        for ts, kind, _, _, thing in items:
+            while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < ts:
+                stack.pop()
+            if kind == 0:
+                stack.append(thing)
+            else:
+                out[thing] = list(stack)
+    return out
+
+
+def _read(source: Source, _found) -> pd.DataFrame:
+    from .torch_flops import op_work
+
+    doc = _load(source)
+    device = _device(doc, source.path)
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    by_cat: dict[str, list[dict]] = defaultdict(list)
+    for e in events:
+        by_cat[e.get("cat")].append(e)
+    kernels = sorted(by_cat.get("kernel", []) + by_cat.get("Kernel", []), key=lambda e: e["ts"])
+    ranges = by_cat.get("cuda_profiler_range", [])
+    if not kernels and not ranges:
+        raise CeilingsError(f"{source.path}: a torch.profiler trace without GPU kernels: profile with "
+                            f"activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device")
+    rank = (doc.get("distributedInfo") or {}).get("rank")
+    process = f"rank {rank}" if rank is not None else None
+    memory = by_cat.get("gpu_memcpy", []) + by_cat.get("gpu_memset", [])
+
+    launches = {}
+    for cat in LAUNCH_CATEGORIES:
+        for e in by_cat.get(cat, []):
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launches[corr] = e
+    flows_start = {f.get("id"): f for f in doc["traceEvents"]
+                   if isinstance(f, dict) and f.get("cat") == "ac2g" and f.get("ph") == "s"}
+    ops_by_external = {(e.get("args") or {}).get("External id"): e for e in by_cat.get("cpu_op", [])}
+    around = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", []) + [
+        e for e in by_cat.get("python_function", []) if str(e.get("name", "")).startswith(MODULE_PREFIX)]
+    queries = [(*where, i) for i, k in enumerate(kernels)
+               if (where := _launch_point(k.get("args") or {}, launches, flows_start, ops_by_external))]
+    chains = _enclosing(around, queries)
+    shapes = any("Input Dims" in (e.get("args") or {}) for e in by_cat.get("cpu_op", []))
+
+    rows, unlinked = [], 0
+    counted_op: dict[int, tuple[dict, list[int]]] = {}  # id(op event) -> (op, rows of its kernels)
+    for i, k in enumerate(kernels):
+        args = k.get("args") or {}
+        chain = chains.get(i, [])
+        ops = [e for e in chain if e.get("cat") == "cpu_op"]
+        if not ops:
+            unlinked += 1
+        annotations = tuple(str(e["name"]) for e in chain if e.get("cat") == "user_annotation")
+        modules = [str(e["name"])[len(MODULE_PREFIX):] for e in chain if e.get("cat") == "python_function"]
+        row = {"run": 0, "id": len(rows), "kernel": str(k.get("name")), "launches": 1,
+               "grid": _dim3(args.get("grid")), "block": _dim3(args.get("block")),
+               "device": None if args.get("device") is None else str(args["device"]), **device,
+               "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
+               "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", 0)) * US,
+               "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
+        for op in reversed(ops):  # the innermost operator with a FLOP rule counts, the ones around it do not
+            a = op.get("args") or {}
+            if op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [],
+                       a.get("Concrete Inputs")) is not None:
+                counted_op.setdefault(id(op), (op, []))[1].append(len(rows))
+                row["op"] = str(op["name"])
+                break
+        rows.append(row)
+    if not ranges:
+        _shape_work(rows, counted_op, op_work, shapes)
+    df = pd.DataFrame(rows)
+    if ranges:
+        df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
+            _counter_rows(ranges, device, process)
+    busy = _busy_seconds([(r["_start"], r["_end"]) for r in rows])
+    df = df.drop(columns=["_start", "_end"], errors="ignore")
+    notes = []
+    if unlinked:
+        notes.append(f"{unlinked} kernel(s) whose launching operator is not in the trace (no cpu_op around their "
+                     f"launch): kept, without an op")
+    if kernels and not shapes and not ranges:
+        notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
+    if ranges:
+        notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
+                     f"shapes; their times are the profiler's ranges, not kernel times")
+    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy)
+    return df
+
+
+def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external: dict) -> tuple | None:
+    """(pid, tid, ts) of the kernel's launch on the CPU: the runtime call with its correlation, else the
+    ac2g flow from it; else (newer traces) the start of the operator whose External id the kernel carries."""
+    corr = args.get("correlation")
+    launch = launches.get(corr)
+    if launch is None and corr is not None:
+        launch = flows_start.get(corr)
+    if launch is None and args.get("External id") != corr:
+        launch = ops_by_external.get(args.get("External id"))
+    return None if launch is None else (launch.get("pid"), launch.get("tid"), launch["ts"])
+
+
+def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
+    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest kernel, 0 on its other
+    kernels; missing (NaN) for kernels of operators without a FLOP rule."""
+    for row in rows:
+        for col in (*FLOP_COLUMNS, "alg_bytes"):
+            row[col] = float("nan")
+    for op, members in counted_op.values():
+        a = op.get("args") or {}
+        work = op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"))
+        column = PRECISION_COLUMN.get(work.precision)
+        longest = max(members, key=lambda i: rows[i]["time_s"])
+        for i in members:
+            share = 1.0 if i == longest else 0.0
+            for col in FLOP_COLUMNS:
+                rows[i][col] = work.flops * share if col == column else 0.0
+            rows[i]["alg_bytes"] = work.bytes * share if work.bytes is not None else float("nan")
+            if column is None:  # a dtype with no roof here (int8 GEMM): the FLOPs are unknown, not 0
+                rows[i]["flops_tensor"] = float("nan")
+
+
+def _counter_rows(ranges: list[dict], device: dict, process: str | None) -> pd.DataFrame:
+    """One launch per cuda_profiler_range event, its args the counters (metric names as ncu's)."""
+    rows = []
+    for i, e in enumerate(sorted(ranges, key=lambda e: e["ts"])):
+        metrics = {canonical_metric(k): float(v) for k, v in (e.get("args") or {}).items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        rows.append({"run": 1, "id": i, "kernel": str(e.get("name")), "launches": 1, **device,
+                     "process": process, "nvtx": (), **metrics})
+    return pd.DataFrame(rows)
+
+
+def operator_work(path) -> pd.DataFrame:
+    """Every operator event of a trace (CPU-only traces too) that has a FLOP rule: name, input dims (as
+    text), flops, precision, alg_bytes, cpu_time_s. Nested operators are all listed (aten::linear and the
+    aten::addmm inside it): sum the ones of one level, as the kernel table does through kernels."""
+    from .ncu import read_source
+    from .torch_flops import op_work
+
+    source = read_source(path)
+    if _find(source) is None:
+        raise CeilingsError(f"{path}: not a torch.profiler trace")
+    rows = []
+    for e in _load(source)["traceEvents"]:
+        if not isinstance(e, dict) or e.get("cat") != "cpu_op":
+            continue
+        a = e.get("args") or {}
+        dims = a.get("Input Dims") or []
+        work = op_work(str(e.get("name")), dims, a.get("Input type") or [], a.get("Concrete Inputs"))
+        if work is not None:
+            rows.append({"name": str(e["name"]), "input_dims": str(dims), "flops": work.flops,
+                         "precision": work.precision, "alg_bytes": work.bytes, "cpu_time_s": e.get("dur", 0) * US})
+    return pd.DataFrame(rows, columns=["name", "input_dims", "flops", "precision", "alg_bytes", "cpu_time_s"])
+
+
+def _dim3(value) -> str | None:
+    if isinstance(value, list) and len(value) == 3:
+        return f"({value[0]}, {value[1]}, {value[2]})"
+    return None
+
+
+def _busy_seconds(intervals: list[tuple[float, float]]) -> float | None:
+    """Seconds in which at least one kernel ran (the union of their intervals, all streams)."""
+    if not intervals:
+        return None
+    total, end = 0.0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total * US
+
+
+TRACE = Format("torch.profiler trace", COUNTERS, _find, _read)

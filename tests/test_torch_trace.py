@@ -1,0 +1,239 @@
+"""torch.profiler chrome traces: kernels, their ops in both linking styles, modules, annotations, FLOPs from
+shapes on the op's longest kernel, memcpy apart, devices, ranks, --by groupings, the application point.
+
+Hand-written traces follow Kineto's layout (../shared/torch-traces/MANIFEST.md); the real traces there are
+checked against numbers the test reads off the JSON itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.ncu import kernel_table, main, read_profile
+from analysis.roofline import ALGORITHMIC, application_point, load, roofline_table
+from ceilings.errors import CeilingsError
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/torch-traces is absent")
+A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0, "numSms": 108}
+M, N, K = 256, 512, 128  # the mm of the hand-written trace: 2 x 256 x 512 x 128 FLOPs
+
+
+def x(cat, name, ts, dur, pid=10, tid=10, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def trace(path: Path, events: list[dict], device=A100, rank=None) -> Path:
+    doc = {"schemaVersion": 1, "deviceProperties": [device] if device else [], "traceEvents": events}
+    if rank is not None:
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()) if path.suffix == ".gz" else json.dumps(doc).encode())
+    return path
+
+
+def model_events() -> list[dict]:
+    """A step: Linear (module) -> aten::linear -> aten::mm launching a GEMM and a split-K reduction (old
+    style: kernel External id = correlation, found through the launch); a relu launched by an op found
+    through the kernel's External id (new style, no runtime event); a memcpy; a kernel launched outside
+    any op."""
+    return [
+        x("user_annotation", "ProfilerStep#3", 0, 1000),
+        x("user_annotation", "forward", 5, 900),
+        x("python_function", "nn.Module: Linear_0", 10, 200),
+        x("cpu_op", "aten::linear", 20, 150, **{"External id": 1}),
+        x("cpu_op", "aten::mm", 30, 100, **{"External id": 2, "Input Dims": [[M, K], [K, N]],
+                                            "Input type": ["float", "float"]}),
+        x("cuda_runtime", "cudaLaunchKernel", 40, 5, correlation=900, **{"External id": 900}),
+        x("cuda_runtime", "cudaLaunchKernel", 60, 5, correlation=901, **{"External id": 901}),
+        x("cpu_op", "aten::relu", 300, 50, **{"External id": 3, "Input Dims": [[M, N]], "Input type": ["float"]}),
+        x("kernel", "sgemm_128x64", 400, 30.0, pid=0, tid=7, correlation=900, device=0, grid=[4, 8, 1],
+          block=[256, 1, 1], **{"External id": 900}),
+        x("kernel", "splitK_reduce", 431, 2.0, pid=0, tid=7, correlation=901, device=0, **{"External id": 901}),
+        x("kernel", "relu_kernel", 433, 4.0, pid=0, tid=7, correlation=950, device=0, **{"External id": 3}),
+        x("kernel", "stray_kernel", 437, 1.0, pid=0, tid=7, correlation=999, device=0, **{"External id": 999}),
+        x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 500, 10, pid=0, tid=7, correlation=902, bytes=4096),
+    ]
+
+
+def test_kernels_ops_modules_annotations_and_shape_flops(tmp_path):
+    t = read_profile(trace(tmp_path / "step.pt.trace.json", model_events()))
+    assert t.attrs["format"] == "torch.profiler trace"
+    k = {r["kernel"]: r for _, r in t.iterrows()}
+    assert set(k) == {"sgemm_128x64", "splitK_reduce", "relu_kernel", "stray_kernel"}  # the memcpy is no kernel
+    gemm = k["sgemm_128x64"]
+    assert gemm["op"] == "aten::mm" and gemm["module"] == "Linear_0"
+    assert gemm["nvtx"] == ("ProfilerStep#3", "forward")
+    assert gemm["time_s"] == pytest.approx(30e-6) and gemm["grid"] == "(4, 8, 1)" and gemm["block"] == "(256, 1, 1)"
+    assert (gemm["gpu"], gemm["cc"]) == ("NVIDIA A100-SXM4-80GB", "8.0")
+    # the op's FLOPs on its longest kernel, fp32 on CUDA cores; the reduction gets none of them
+    assert gemm["flops_fp32"] == 2 * M * N * K and gemm["flops_tensor"] == 0
+    assert gemm["alg_bytes"] == 4 * (M * K + K * N + M * N)
+    assert k["splitK_reduce"]["op"] == "aten::mm" and k["splitK_reduce"]["flops_fp32"] == 0
+    assert k["relu_kernel"]["op"] == "aten::relu" and math.isnan(k["relu_kernel"]["flops_fp32"])
+    assert pd.isna(k["stray_kernel"]["op"])
+    assert t.attrs["memory_operations"] == 1
+    assert t.attrs["busy_s"] == pytest.approx((30 + 2 + 4 + 1) * 1e-6)  # back to back, no overlap
+    assert any("1 kernel(s) whose launching operator is not in the trace" in n for n in t.attrs["notes"])
+
+
+def test_ac2g_flows_link_a_kernel_whose_runtime_event_is_missing(tmp_path):
+    events = [x("cpu_op", "aten::mm", 0, 100, **{"External id": 5, "Input Dims": [[M, K], [K, N]],
+                                                 "Input type": ["c10::BFloat16", "c10::BFloat16"]}),
+              {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 10, "tid": 10, "ts": 50},
+              x("kernel", "bf16_gemm", 200, 10, pid=0, tid=7, correlation=77, **{"External id": 77})]
+    t = read_profile(trace(tmp_path / "flow.json", events))
+    row = t.iloc[0]
+    assert row["op"] == "aten::mm" and row["flops_tensor"] == 2 * M * N * K and row["flops_fp32"] == 0
+    assert row["alg_bytes"] == 2 * (M * K + K * N + M * N)
+
+
+def test_by_op_module_and_annotation(tmp_path):
+    f = trace(tmp_path / "step.json.gz", model_events())
+    ops = kernel_table([f], by="op")
+    mm = ops[ops["kernel"] == "aten::mm"].iloc[0]
+    assert mm["launches"] == 2 and mm["time_s"] == pytest.approx(32e-6) and mm["flops"] == 2 * M * N * K
+    assert set(ops["kernel"]) == {"aten::mm", "aten::relu", "(no op)"}
+    modules = kernel_table([f], by="module")
+    assert set(modules["kernel"]) == {"Linear_0", "(no module)"}
+    # gemm and reduction (launched at 40 and 60 us) and relu (its op at 300 us) ran inside "forward" (5-905 us)
+    annotations = kernel_table([f], by="annotation")
+    assert annotations[annotations["kernel"] == "forward"].iloc[0]["launches"] == 3
+    assert kernel_table([f], nvtx="forward")["launches"].sum() == 3  # record_function ranges filter like NVTX
+    assert ops.attrs["by"] == "op" and ops.attrs["busy_s"] == pytest.approx(37e-6)
+
+
+def test_overlapping_kernels_count_once_in_the_busy_time(tmp_path):
+    events = [x("kernel", "a", 0, 10, pid=0, tid=7, correlation=1), x("kernel", "b", 5, 10, pid=0, tid=8, correlation=2),
+              x("kernel", "c", 30, 5, pid=0, tid=7, correlation=3)]
+    t = kernel_table([trace(tmp_path / "streams.json", events)])
+    assert t.attrs["busy_s"] == pytest.approx((15 + 5) * 1e-6)  # [0, 15] and [30, 35]
+
+
+def test_the_application_point_is_total_flops_over_busy_time(tmp_path):
+    events = [x("cpu_op", "aten::mm", 0, 100, **{"External id": 5, "Input Dims": [[M, K], [K, N]],
+                                                 "Input type": ["float", "float"]}),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "gemm", 200, 20, pid=0, tid=7, correlation=1),
+              x("cpu_op", "aten::mm", 300, 100, **{"External id": 6, "Input Dims": [[M, K], [K, N]],
+                                                   "Input type": ["float", "float"]}),
+              x("cuda_runtime", "cudaLaunchKernel", 310, 5, correlation=2),
+              x("kernel", "gemm", 210, 20, pid=0, tid=8, correlation=2)]  # overlaps the first: 30 us busy
+    kernels = kernel_table([trace(tmp_path / "app.json", events)])
+    point = application_point(kernels)
+    assert point["flops"] == 2 * 2 * M * N * K and point["time_s"] == pytest.approx(30e-6)
+    assert point["bytes"] == 2 * 4 * (M * K + K * N + M * N) and point["bytes_kind"] == ALGORITHMIC
+    assert point["flop_per_s"] == pytest.approx(4 * M * N * K / 30e-6)
+    roofs = load(Path(__file__).parent / "data" / "roofs" / "a100.json")
+    judged = roofline_table(roofs, kernels)
+    assert judged.iloc[0]["bytes_kind"] == ALGORITHMIC
+    assert any("ALGORITHMIC bytes" in w for w in judged.attrs["warnings"])
+
+
+def test_amd_and_cpu_only_traces_are_declined_with_the_reason(tmp_path):
+    amd = {"id": 0, "name": "AMD Instinct MI250X", "gcnArchName": "gfx90a"}
+    with pytest.raises(CeilingsError, match="a trace from an AMD GPU .*rocprof-compute"):
+        read_profile(trace(tmp_path / "amd.json", [x("kernel", "k", 0, 1, pid=0, tid=7)], device=amd))
+    with pytest.raises(CeilingsError, match=r"without GPU kernels: profile with activities=\[ProfilerActivity.CPU, "
+                                            r"ProfilerActivity.CUDA\]"):
+        read_profile(trace(tmp_path / "cpu.json", [x("cpu_op", "aten::mm", 0, 10)], device=None))
+
+
+def test_two_ranks_are_two_processes(tmp_path):
+    a = trace(tmp_path / "rank0.pt.trace.json", model_events(), rank=0)
+    b = trace(tmp_path / "rank1.pt.trace.json", model_events(), rank=1)
+    both = kernel_table([tmp_path])  # a TensorBoard log folder: every trace in it
+    gemm = both[both["kernel"] == "sgemm_128x64"].iloc[0]
+    assert gemm["launches"] == 2 and gemm["flops"] == 2 * 2 * M * N * K
+    per = kernel_table([a, b], per_process=True)
+    assert sorted(per[per["kernel"] == "sgemm_128x64"]["process"]) == ["rank 0", "rank 1"]
+
+
+def test_a_folder_without_traces_is_a_one_line_error(tmp_path):
+    with pytest.raises(CeilingsError, match=r"a folder without torch.profiler traces \(\*.pt.trace.json"):
+        kernel_table([tmp_path])
+
+
+def test_a_truncated_trace_is_a_one_line_error(tmp_path, capsys):
+    f = tmp_path / "cut.json"
+    f.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [x("kernel", "k", 0, 1)]})[:-20])
+    assert main([str(f)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ real traces
+def _events(name):
+    return json.load(gzip.open(TRACES / name))["traceEvents"]
+
+
+@needs_traces
+def test_real_alexnet_trace_without_shapes_has_times_and_missing_flops():
+    events = _events("alexnet_a100_kernels.json.gz")
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    t = kernel_table([TRACES / "alexnet_a100_kernels.json.gz"])
+    assert t["launches"].sum() == len(kernels) == 79
+    assert t["time_s"].sum() == pytest.approx(sum(e["dur"] for e in kernels) * 1e-6)
+    assert t["flops"].isna().all()
+    assert any("record_shapes=True" in w for w in t.attrs["warnings"])
+    assert t.attrs["gpus"] == [{"gpu": "NVIDIA A100-PG509-200", "cc": "8.0", "device": "0"}]
+    memory = sum(e.get("cat") in ("gpu_memcpy", "gpu_memset") for e in events)
+    assert any(w.startswith(f"{memory} memcpy/memset") for w in t.attrs["warnings"])
+
+
+@needs_traces
+def test_real_alexnet_kernels_find_their_ops_through_the_launch():
+    """Old style: kernel External id = correlation. Every conv kernel of AlexNet was launched inside
+    aten::cudnn_convolution (read off the trace: 30 kernels)."""
+    t = read_profile(TRACES / "alexnet_a100_kernels.json.gz")
+    assert (t["op"] == "aten::cudnn_convolution").sum() == 30
+    assert t["op"].notna().all()
+
+
+@needs_traces
+def test_real_cupti_counter_trace_gives_hardware_flops():
+    """cuda_profiler_range events carry the ncu FLOP recipe's counters: FLOPs = 2 ffma + fadd + fmul..."""
+    events = [e for e in _events("cupti_counters_a100.json.gz") if e.get("cat") == "cuda_profiler_range"]
+
+    def count(e, op):
+        return e["args"].get(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum", 0)
+
+    fp32 = sum(2 * count(e, "ffma") + count(e, "fadd") + count(e, "fmul") for e in events)
+    t = kernel_table([TRACES / "cupti_counters_a100.json.gz"])
+    assert t["launches"].sum() == len(events) == 77
+    assert t["flops_fp32"].sum() == fp32 > 0
+    assert t["time_s"].isna().all()  # the ranges' durations are not kernel times
+
+
+@needs_traces
+def test_real_a100_trace_with_shapes_counts_every_mm_once():
+    """Each aten::mm / addmm / bmm event with shapes contributes its FLOPs once, whatever its kernels."""
+    from analysis.torch_flops import op_work
+
+    events = _events("a100_80gb_shapes_rank0.json.gz")
+    t = kernel_table([TRACES / "a100_80gb_shapes_rank0.json.gz"], per_launch=True)
+    assert len(t) == sum(e.get("cat") == "kernel" for e in events)
+    gemm = t[t["op"].isin(["aten::mm", "aten::addmm", "aten::bmm"])]
+    assert len(gemm) > 0 and gemm["flops"].notna().all()
+    # every FLOP counted belongs to an op event with a rule; no op's FLOPs are counted twice
+    expected = {}
+    for e in events:
+        a = e.get("args") or {}
+        if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::addmm", "aten::bmm"):
+            w = op_work(e["name"], a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"))
+            if w is not None:
+                expected[(e["ts"], e["name"])] = w.flops
+    assert gemm["flops"].sum() <= sum(expected.values())
+    assert gemm["flops"].sum() > 0
+
+
+@needs_traces
+def test_real_amd_and_cpu_only_traces():
+    with pytest.raises(CeilingsError, match="AMD GPU"):
+        read_profile(TRACES / "mi250_rocm_minitoy.json.gz")
+    with pytest.raises(CeilingsError, match="without GPU kernels"):
+        read_profile(TRACES / "cpu_only.pt.trace.json.gz")
