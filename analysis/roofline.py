@@ -28,6 +28,9 @@ PROG = "python -m analysis.roofline"
 
 LEVELS = ("dram", "l2", "l1")
 PRECISIONS = ("fp64", "fp32", "fp16", "tensor")
+# tensor-core input types with a roof of their own (the precision field of tensor-pipe ceilings, and the
+# `tensor.<type>` peak keys of ceilings.peaks / ceilings.datasheet)
+TENSOR_TYPES = ("fp64", "tf32", "fp16", "bf16", "fp8", "int8")
 # precision of a kernel that executes no floating-point work at all (copies, memsets, gathers)
 NO_FLOPS = "none"
 # the profile's SM clock may differ from the clock the roofs were measured at by this much before we warn
@@ -64,7 +67,7 @@ TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precisi
 class Roof:
     """One roof line: a bandwidth slope (B/s) or a compute flat (FLOP/s), and the ceiling that gave it."""
 
-    key: str  # "dram", "l2", "l1" or "fp64", "fp32", "fp16", "tensor"
+    key: str  # "dram", "l2", "l1"; "fp64", "fp32", "fp16", "tensor"; "tensor.<type>" (TENSOR_TYPES)
     value: float
     ceiling: str  # e.g. "dram.read", "cublas.fp16", or "datasheet" for a datasheet row
     peak_key: str | None = None  # key into datasheet peaks (Row.peaks())
@@ -84,7 +87,7 @@ class Roofs:
 
     device: str
     bandwidths: tuple[Roof, ...]  # in LEVELS order, measured levels only
-    flats: tuple[Roof, ...]  # in PRECISIONS order, measured precisions only
+    flats: tuple[Roof, ...]  # in PRECISIONS order, measured precisions only: the drawn flats
     sm_clock_hz: float | None  # the SM clock the compute roofs hold at
     simulated: bool = False
     source: str | None = None  # where the numbers come from when not measured here
@@ -94,6 +97,9 @@ class Roofs:
     sweeps: tuple[Sweep, ...] = ()
     clock_scale: float = 1.0  # compute roofs were multiplied by this (--scale-clock)
     compute_capability: str | None = None  # "9.0"; None when the roofs do not say
+    # one per tensor-core input type (keys "tensor.bf16", ...): what work of a known type runs at; the drawn
+    # "tensor" flat is the best of them, for kernels whose tensor type a profile does not say
+    tensor_flats: tuple[Roof, ...] = ()
 
     @classmethod
     def from_doc(cls, doc: Mapping, origin: str = "") -> Roofs:
@@ -110,6 +116,8 @@ class Roofs:
                  for p in ("fp64", "fp32", "fp16")]
         # tensor: the best tensor-pipe ceiling of any precision, cuBLAS included; its name says which
         flats.append(roof("tensor", best_ceiling(doc, kind="compute", pipe="tensor")))
+        tensor_flats = [roof(f"tensor.{t}", best_ceiling(doc, kind="compute", pipe="tensor", precision=t))
+                        for t in TENSOR_TYPES]
         if bandwidths[0] is None:
             raise CeilingsError(f"{origin or 'roofs'}: no valid DRAM bandwidth ceiling; a roofline needs one "
                                 f"(rerun `python -m ceilings.measure` with the dram group)")
@@ -122,6 +130,7 @@ class Roofs:
         return cls(device=device.get("name") or UNKNOWN_GPU,
                    bandwidths=tuple(r for r in bandwidths if r is not None),
                    flats=tuple(r for r in flats if r is not None),
+                   tensor_flats=tuple(r for r in tensor_flats if r is not None),
                    sm_clock_hz=float(sm_clock) if sm_clock else None,
                    simulated=bool(doc.get("simulated")), source=doc.get("source"),
                    complete=bool(doc.get("complete", True)), origin=origin,
@@ -135,17 +144,22 @@ class Roofs:
         wanted = {r.key: r.peak_key for r in like.flats} if like else {}
         keys = {p: wanted.get(p) or ("tensor.fp16" if p == "tensor" else p) for p in PRECISIONS}
         flats = tuple(Roof(p, float(peaks[k]), DATASHEET, k) for p, k in keys.items() if peaks.get(k))
+        tensor_flats = tuple(Roof(f"tensor.{t}", float(peaks[f"tensor.{t}"]), DATASHEET, f"tensor.{t}")
+                             for t in TENSOR_TYPES if peaks.get(f"tensor.{t}"))
         if not peaks.get("dram"):
             raise CeilingsError(f"datasheet row {row.display_name!r} has no DRAM bandwidth")
         return cls(device=row.display_name, bandwidths=(Roof("dram", float(peaks["dram"]), DATASHEET, "dram"),),
-                   flats=flats, sm_clock_hz=None, source=f"datasheet figures for {row.display_name}",
+                   flats=flats, tensor_flats=tensor_flats, sm_clock_hz=None,
+                   source=f"datasheet figures for {row.display_name}",
                    origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability)
 
     def bandwidth(self, level: str) -> Roof | None:
         return next((r for r in self.bandwidths if r.key == level), None)
 
     def flat(self, precision: str) -> Roof | None:
-        return next((r for r in self.flats if r.key == precision), None)
+        """The flat of "fp64", "fp32", "fp16", "tensor" (the best tensor type), or "tensor.<type>" (that type's
+        own: never another type's), or None when the roofs have none."""
+        return next((r for r in (*self.flats, *self.tensor_flats) if r.key == precision), None)
 
     def ridge(self, precision: str, level: str = "dram") -> float | None:
         """Arithmetic intensity (FLOP/B) where the flat meets the slope: flat / bandwidth."""
@@ -158,6 +172,7 @@ class Roofs:
             raise CeilingsError(f"{self.origin or 'roofs'}: no SM clock recorded; cannot --scale-clock")
         factor = sm_clock_hz / self.sm_clock_hz
         return replace(self, flats=tuple(replace(r, value=r.value * factor) for r in self.flats),
+                       tensor_flats=tuple(replace(r, value=r.value * factor) for r in self.tensor_flats),
                        sm_clock_hz=sm_clock_hz, clock_scale=self.clock_scale * factor)
 
     @property
@@ -484,12 +499,51 @@ def application_point(kernels: pd.DataFrame) -> dict | None:
             "flop_per_s": flops / time_s, "ai": _intensity(flops, total_bytes), "kernels": len(timed)}
 
 
+@dataclass(frozen=True)
+class AtRoof:
+    """The time some work takes at the roofs, apart from any measured time: analytic work (an LLM's ops)
+    and profiled kernels alike. compute_s sums each precision's FLOPs over its own flat; memory_s is the
+    slowest level's bytes over its bandwidth; time_s the larger (the roofline's min(flat, AI x bandwidth))."""
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    level: str  # the binding memory level
+    bound: str  # "compute" or "memory"
+    borrowed: tuple[str, ...] = ()  # precisions without a roof, charged at the main precision's flat
+
+
+def time_at_roofs(roofs: Roofs, flops: Mapping[str, float], nbytes: Mapping[str, float],
+                  main: str | None = None) -> AtRoof | str:
+    """Work at the roofs: `flops` by flat key ("fp32", "tensor", "tensor.bf16", ...), `nbytes` by level; or
+    why it cannot be placed (a string). A precision without a roof is charged at `main`'s flat when `main`
+    has one (stray DADDs in fp32 code); without `main` it cannot be placed."""
+    work = {p: f for p, f in flops.items() if f > 0}
+    main_flat = roofs.flat(main) if main else None
+    if main and work and main_flat is None:
+        return f"the roofs have no valid {main} ceiling"
+    compute, borrowed = 0.0, []
+    for p, f in work.items():
+        flat = roofs.flat(p)
+        if flat is None:
+            if main_flat is None:
+                return f"the roofs have no valid {p} ceiling"
+            flat = main_flat
+            borrowed.append(f"{p} ({f / sum(work.values()):.1%} of its FLOPs)")
+        compute += f / flat.value
+    if not nbytes:
+        return "no bytes"
+    memory = {lv: b / roofs.bandwidth(lv).value for lv, b in nbytes.items()}
+    level = max(memory, key=memory.get)
+    # a kernel at the ridge (flops/flat = bytes/bw) counts as compute-bound
+    bound = "compute" if work and compute >= memory[level] else "memory"
+    return AtRoof(max(memory[level], compute), compute, memory[level], level, bound, tuple(borrowed))
+
+
 def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: bool) -> str | None:
-    """Fill the roof columns of `row`; return why the kernel cannot be judged, or None. The compute time at
-    the roofs is the sum over the kernel's precisions of its FLOPs in each over that precision's flat (a
-    kernel with fp64 and fp32 work needs both), or all FLOPs over the flat of a forced --precision."""
-    if pd.isna(k["time_s"]) or k["time_s"] <= 0:
-        return "no kernel time"
+    """Fill the roof columns of `row`; return why the kernel cannot be judged, or None. Its time at the
+    roofs (time_at_roofs) is filled whenever its work is known; % of roof and time saved need a kernel time.
+    A forced --precision puts all FLOPs on that flat."""
     if pd.isna(k["flops"]):
         missing = [f"flops_{p}" for p in PRECISIONS if pd.isna(k[f"flops_{p}"])]
         return ("no FLOP counters" if len(missing) == len(PRECISIONS) else
@@ -504,17 +558,7 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
     elif forced:
         parts = {row["precision"]: k["flops"]}
     else:
-        parts = {p: k[f"flops_{p}"] for p in PRECISIONS if not pd.isna(k[f"flops_{p}"]) and k[f"flops_{p}"] > 0}
-    main = roofs.flat(row["precision"]) if parts else None
-    if parts and main is None:
-        return f"the roofs have no valid {row['precision']} ceiling"
-    compute_time, row["borrowed"] = 0.0, []
-    for p, flops in parts.items():
-        flat = roofs.flat(p)
-        if flat is None:  # a minor precision without a roof (stray DADDs in fp32 code): at the main one
-            flat = main
-            row["borrowed"].append(f"{p} ({flops / k['flops']:.1%} of its FLOPs)")
-        compute_time += flops / flat.value
+        parts = {p: k[f"flops_{p}"] for p in PRECISIONS if not pd.isna(k[f"flops_{p}"])}
     counted = {lv: k[f"{lv}_bytes"] for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
     algorithmic = k.get("alg_bytes")
     if not counted and "dram" in levels and algorithmic is not None and not pd.isna(algorithmic):
@@ -523,20 +567,21 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
         row["ai_dram"] = row["ai"] = _intensity(k["flops"], algorithmic)
     if not counted:
         return f"no {'/'.join(levels)} byte counters"
-    memory = {lv: b / roofs.bandwidth(lv).value for lv, b in counted.items()}
-    binding = max(memory, key=memory.get)
-    at_roof = max(memory[binding], compute_time)
-    row.update(level=binding, ai=row[f"ai_{binding}"], bytes=counted[binding],
-               # ai >= ridge  <=>  flops/flat >= bytes/bw: a kernel at the ridge counts as compute-bound
-               bound="compute" if parts and compute_time >= memory[binding] else "memory",
-               time_at_roof_s=at_roof, roof_flop_per_s=k["flops"] / at_roof if at_roof > 0 else math.nan,
-               pct_of_roof=100.0 * at_roof / k["time_s"], time_saved_s=max(0.0, k["time_s"] - at_roof))
+    at = time_at_roofs(roofs, parts, counted, main=row["precision"] if parts else None)
+    if isinstance(at, str):
+        return at
+    row.update(level=at.level, ai=row[f"ai_{at.level}"], bytes=counted[at.level], bound=at.bound,
+               time_at_roof_s=at.time_s, roof_flop_per_s=k["flops"] / at.time_s if at.time_s > 0 else math.nan,
+               borrowed=list(at.borrowed))
+    if pd.isna(k["time_s"]) or k["time_s"] <= 0:
+        return "no kernel time"
+    row.update(pct_of_roof=100.0 * at.time_s / k["time_s"], time_saved_s=max(0.0, k["time_s"] - at.time_s))
     return None
 
 
 def totals(table: pd.DataFrame) -> dict[str, float]:
     """Total time, total time at the roofs and the potential saving over the judged kernels (NaN if none)."""
-    judged = table[table["time_at_roof_s"].notna()]
+    judged = table[table["pct_of_roof"].notna()]  # at the roofs and timed
     # NaN, not 0, when no kernel has a time or none was judged: a sum of nothing is unknown
     return {"kernels": len(table), "judged": len(judged),
             "time_s": float(table["time_s"].sum(min_count=1)),
@@ -637,7 +682,7 @@ def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> 
     bandwidth (bytes / time) against the bandwidth roof of its level, since its FLOP/s are 0."""
     rows = []
     for i, r in enumerate((table if limit is None else table.head(limit)).itertuples(), 1):
-        judged = not pd.isna(r.time_at_roof_s)
+        judged = not pd.isna(r.pct_of_roof)
         if r.precision == NO_FLOPS:
             achieved = si(r.bytes / r.time_s, "B/s") if judged else ""
             roof = si(roofs.bandwidth(r.level).value, "B/s") if judged else ""

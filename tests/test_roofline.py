@@ -798,3 +798,30 @@ def test_without_a_judged_kernel_the_saving_is_n_a(kernels):
     flops_only = kernels[kernels["kernel"].str.contains("gemm")]  # every one needs a flat the roofs lack
     report = roofline.render_report(dram_only, roofline_table(dram_only, flops_only))
     assert "- Potential saving: n/a: no kernel could be judged (see the warnings)" in report
+
+
+# ---- analytic work at the roofs, tensor roofs per type ------------------------------------------------------
+
+def test_time_at_roofs_of_analytic_work_by_hand():
+    """The H100 datasheet row: 3.35 TB/s, bf16 tensor 989.4 TFLOP/s, fp32 66.9 TFLOP/s."""
+    roofs = roofline.target_roofs("H100 SXM")
+    gemm = roofline.time_at_roofs(roofs, {"tensor.bf16": 2 * 4096**3}, {"dram": 3 * 2 * 4096**2})
+    assert gemm.compute_s == pytest.approx(2 * 4096**3 / 989.4e12)
+    assert gemm.memory_s == pytest.approx(3 * 2 * 4096**2 / 3.35e12)
+    assert gemm.bound == "compute" and gemm.time_s == gemm.compute_s and gemm.level == "dram"
+    decode = roofline.time_at_roofs(roofs, {"tensor.bf16": 2 * 8e9}, {"dram": 16e9})  # batch 1: all weights once
+    assert decode.bound == "memory" and decode.time_s == pytest.approx(16e9 / 3.35e12)
+    mixed = roofline.time_at_roofs(roofs, {"tensor.fp8": 1e12, "fp32": 1e11}, {"dram": 1.0})
+    assert mixed.compute_s == pytest.approx(1e12 / 1978.9e12 + 1e11 / 66.9e12)
+
+
+def test_each_tensor_type_has_its_own_roof_and_none_borrows_another():
+    roofs = roofline.target_roofs("H100 SXM")
+    assert roofs.flat("tensor.fp8").value == pytest.approx(1978.9e12)
+    assert roofs.flat("tensor.tf32").value == pytest.approx(494.7e12)
+    assert roofs.flat("tensor").value == pytest.approx(989.4e12)  # the drawn flat: the FP16 peak key
+    measured = roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json")
+    assert measured.flat("tensor.fp16").ceiling == "cublas.fp16"  # tensor.fp16 (mma.sync) is invalid there
+    assert measured.flat("tensor.bf16") is None
+    assert roofline.time_at_roofs(measured, {"tensor.bf16": 1e9}, {"dram": 1e6}) == \
+        "the roofs have no valid tensor.bf16 ceiling"
