@@ -237,3 +237,14 @@ def test_real_amd_and_cpu_only_traces():
         read_profile(TRACES / "mi250_rocm_minitoy.json.gz")
     with pytest.raises(CeilingsError, match="without GPU kernels"):
         read_profile(TRACES / "cpu_only.pt.trace.json.gz")
+
+
+@needs_traces
+def test_real_triton_trace_links_the_kernel_through_its_driver_launch():
+    """One Triton kernel (dur 1.76 us) launched by cuLaunchKernel (correlation 35) inside the cpu_op named
+    after it, inside "Torch-Compiled Region: 0/0" (read off the trace)."""
+    t = kernel_table([TRACES / "triton_a100.json.gz"], per_launch=True)
+    (k,) = t.itertuples()
+    assert k.kernel == "triton_poi_fused_add_cos_sin_0" and k.op == "triton_poi_fused_add_cos_sin_0"
+    assert k.time_s == pytest.approx(1.76e-6) and k.grid == "(1, 1, 1)" and k.block == "(128, 1, 1)"
+    assert math.isnan(k.flops)  # a fused elementwise kernel: no FLOP rule, so missing
