@@ -3,6 +3,10 @@
 `python -m analysis.profile [--out NAME] [--set roofline|hierarchical|full] [-k REGEX] -- APP ARGS...` runs
 `ncu --csv --page raw` with the roofline metrics, clocks left running (`--clock-control none`, like the
 roofs), child processes included, writes NAME.csv and prints its kernel table.
+
+`python -m analysis.profile --torch [--out DIR] [--wait N --warmup N --active N --repeat N] -- SCRIPT.py ARGS`
+(or `-- -m MODULE ARGS`) runs a PyTorch script in this process under torch.profiler instead, each optimizer
+step a profiler step (analysis.torch_profile), and writes its traces into DIR.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis.torch_profile import SCHEDULE, profile_script
 from ceilings.errors import CeilingsError, MissingDependency, cli_entry
 
 PROG = "python -m analysis.profile"
@@ -163,15 +168,21 @@ def check_ncu_output(rc: int, output: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=PROG, usage=f"{PROG} [options] -- APP [ARGS...]",
+        prog=PROG, usage=f"{PROG} [options] -- APP [ARGS...]\n       {PROG} --torch [--out DIR] [--wait N] "
+        "[--warmup N] [--active N] [--repeat N] [--no-modules] [--force] -- SCRIPT.py [ARGS...] | -m MODULE [ARGS...]",
         description="Profile APP with Nsight Compute (ncu), collecting the metrics the roofline needs, with "
         "clocks left running (--clock-control none) as when the roofs were measured; write NAME.csv and print "
         "its kernel table. Then: python -m analysis.roofline --roofs ROOFS.json NAME.csv -o roofline.png",
         epilog="Sets: roofline = FLOP counters (fp64/fp32/fp16 thread instructions, tensor-pipe "
         "instructions), DRAM sectors, time and SM cycles; hierarchical = roofline + L2 and L1 bytes (for "
         "--level all); full = ncu's `--set full` plus those. Profiling replays each kernel: expect slow runs; "
-        "use -k and --launch-count to profile a few launches.")
-    p.add_argument("--out", default="profile", metavar="NAME", help="write NAME.csv (default profile)")
+        "use -k and --launch-count to profile a few launches. --torch: torch.profiler instead of ncu, in this "
+        "process (no replay: kernel times, and FLOPs rebuilt from shapes), traces into the folder --out; steps are "
+        "optimizer steps, a cycle is --wait steps skipped, --warmup profiled unrecorded, --active recorded; a "
+        "script without optimizer steps is one window. Then: python -m analysis.roofline --roofs ROOFS.json DIR "
+        "--by op -o roofline.png")
+    p.add_argument("--out", default="profile", metavar="NAME",
+                   help="write NAME.csv (default profile); with --torch the folder of the traces")
     p.add_argument("--set", dest="metric_set", choices=tuple(METRIC_SETS), default="roofline",
                    help="which metrics (default roofline)")
     p.add_argument("-k", "--kernel-regex", metavar="REGEX", help="profile only kernels matching REGEX")
@@ -182,7 +193,19 @@ def _parser() -> argparse.ArgumentParser:
                         "(ncu --profile-from-start off): its measured step, not set-up and warm-up")
     p.add_argument("--ncu", metavar="PATH", help="ncu executable (default: ncu on PATH)")
     p.add_argument("--dry-run", action="store_true", help="print the ncu command and exit; run nothing")
-    p.add_argument("--force", action="store_true", help="overwrite NAME.csv if it exists")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite NAME.csv if it exists; with --torch, delete the traces of a non-empty --out")
+    group = p.add_argument_group("PyTorch (--torch)")
+    group.add_argument("--torch", action="store_true",
+                       help="profile a PyTorch script (SCRIPT.py ARGS, or -m MODULE ARGS) with torch.profiler")
+    for name, what in (("wait", "steps skipped at the start of each cycle"),
+                       ("warmup", "steps profiled but not recorded, next"),
+                       ("active", "steps recorded, then: one trace per cycle"),
+                       ("repeat", "cycles, 0: until the script ends")):
+        group.add_argument(f"--{name}", type=int, metavar="N", help=f"{what} (default {SCHEDULE[name]})")
+    group.add_argument("--no-modules", action="store_true",
+                       help="without the Python tracer (it costs time in Python-heavy code): no nn.Module ranges, "
+                            "so no --by module")
     p.add_argument("app", nargs=argparse.REMAINDER, help="the application and its arguments, after --")
     return p
 
@@ -191,6 +214,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     app = args.app[1:] if args.app[:1] == ["--"] else args.app
+    if args.torch:
+        return _profile_torch(args, app)
+    schedule = [f"--{name}" for name in SCHEDULE if getattr(args, name) is not None]
+    if schedule or args.no_modules:
+        raise CeilingsError(f"{(schedule or ['--no-modules'])[0]}: a torch.profiler option; add --torch to "
+                            f"profile a PyTorch script")
     for flag, value in (("--launch-skip", args.launch_skip), ("--launch-count", args.launch_count)):
         if value is not None and value < (0 if flag == "--launch-skip" else 1):
             raise CeilingsError(f"{flag} {value}: must be {'0 or more' if flag == '--launch-skip' else '1 or more'}")
@@ -222,6 +251,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(format_table(kernel_table([str(out)])))
     return 0
+
+
+def _profile_torch(args: argparse.Namespace, script: Sequence[str]) -> int:
+    """--torch: run the script under torch.profiler, then say where its traces are and what to run next;
+    returns the script's exit status."""
+    ncu_only = {"--set": args.metric_set != "roofline", "-k": args.kernel_regex is not None,
+                "--launch-skip": args.launch_skip is not None, "--launch-count": args.launch_count is not None,
+                "--range": args.profiler_range, "--ncu": args.ncu is not None, "--dry-run": args.dry_run}
+    given = [flag for flag, on in ncu_only.items() if on]
+    if given:
+        raise CeilingsError(f"{given[0]}: an ncu option; --torch profiles with torch.profiler, which records every "
+                            f"kernel of its active steps")
+    schedule = {name: getattr(args, name) for name in SCHEDULE if getattr(args, name) is not None}
+    status, prof = profile_script(script, args.out, force=args.force, modules=not args.no_modules, **schedule)
+    traces = prof.traces()
+    if not traces:
+        if status == 0:
+            raise CeilingsError(prof.no_trace_reason())
+        print(f"{PROG}: {prof.no_trace_reason()}", file=sys.stderr)
+        return status
+    print(f"{PROG}: {prof.steps} optimizer step(s); {len(traces)} trace(s) in {args.out}: "
+          f"{', '.join(t.name for t in traces)}", file=sys.stderr)
+    if prof.steps == 0:
+        print(f"{PROG}: the script made no optimizer step (torch.optim), so its whole run is one window",
+              file=sys.stderr)
+    if prof.cuda:
+        print(f"{PROG}: next: python -m analysis.roofline --roofs ROOFS.json {shlex.quote(str(args.out))} --by op "
+              f"-o roofline.png", file=sys.stderr)
+    else:
+        print(f"{PROG}: no CUDA device, so the traces hold no GPU kernels to draw; their operators' FLOPs: "
+              f"analysis.torch_trace.operator_work(TRACE)", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":
