@@ -23,6 +23,7 @@ import pandas as pd
 
 from ceilings.atomic import STDOUT, check_figure_path, check_target
 from ceilings.errors import CeilingsError, cli_entry
+from ceilings.roofs import RoofsRecord
 
 PROG = "python -m analysis.roofline"
 
@@ -102,40 +103,36 @@ class Roofs:
     tensor_flats: tuple[Roof, ...] = ()
 
     @classmethod
-    def from_doc(cls, doc: Mapping, origin: str = "") -> Roofs:
-        """Best valid ceilings of a (validated) roofs document; CeilingsError when there is no DRAM roof."""
-        from ceilings.roofs import best_ceiling
+    def from_doc(cls, doc: RoofsRecord | Mapping, origin: str = "") -> Roofs:
+        """Best valid ceilings of a roofs record (a roofs document is validated into one first); CeilingsError
+        when there is no DRAM roof."""
+        from ceilings.roofs import record
 
-        def roof(key: str, ceiling: dict | None) -> Roof | None:
-            if ceiling is None:
-                return None
-            return Roof(key, float(ceiling["value"]), ceiling["name"], ceiling.get("peak_key"))
+        rec = doc if isinstance(doc, RoofsRecord) else record(doc)
 
-        bandwidths = [roof(lv, best_ceiling(doc, kind="bandwidth", level=lv)) for lv in LEVELS]
-        flats = [roof(p, best_ceiling(doc, kind="compute", precision=p, pipe="cuda-core"))
-                 for p in ("fp64", "fp32", "fp16")]
+        def roof(key: str, ceiling) -> Roof | None:
+            return None if ceiling is None else Roof(key, ceiling.value, ceiling.name, ceiling.peak_key)
+
+        bandwidths = [roof(lv, rec.best(kind="bandwidth", level=lv)) for lv in LEVELS]
+        flats = [roof(p, rec.best(kind="compute", precision=p, pipe="cuda-core")) for p in ("fp64", "fp32", "fp16")]
         # tensor: the best tensor-pipe ceiling of any precision, cuBLAS included; its name says which
-        flats.append(roof("tensor", best_ceiling(doc, kind="compute", pipe="tensor")))
-        tensor_flats = [roof(f"tensor.{t}", best_ceiling(doc, kind="compute", pipe="tensor", precision=t))
+        flats.append(roof("tensor", rec.best(kind="compute", pipe="tensor")))
+        tensor_flats = [roof(f"tensor.{t}", rec.best(kind="compute", pipe="tensor", precision=t))
                         for t in TENSOR_TYPES]
         if bandwidths[0] is None:
             raise CeilingsError(f"{origin or 'roofs'}: no valid DRAM bandwidth ceiling; a roofline needs one "
                                 f"(rerun `python -m ceilings.measure` with the dram group)")
-        device = doc.get("device") or {}
-        clocks = [c["clocks"].get("sm_hz_median") for c in doc["ceilings"] if isinstance(c.get("clocks"), dict)]
-        clocks = [float(c) for c in clocks if isinstance(c, (int, float)) and c > 0]
-        sm_clock = float(np.median(clocks)) if clocks else device.get("max_sm_clock_hz")
-        sweeps = tuple(Sweep(s["name"], tuple((float(x), float(y)) for x, y in s["points"]))
-                       for s in doc.get("sweeps", []) if s["name"].startswith("intensity."))
-        return cls(device=device.get("name") or UNKNOWN_GPU,
+        clocks = [c.clocks.sm_hz_median for c in rec.ceilings if c.clocks.sm_hz_median]
+        sm_clock = float(np.median(clocks)) if clocks else rec.device.max_sm_clock_hz
+        sweeps = tuple(Sweep(s.name, s.points) for s in rec.sweeps if s.name.startswith("intensity."))
+        return cls(device=rec.device.name or UNKNOWN_GPU,
                    bandwidths=tuple(r for r in bandwidths if r is not None),
                    flats=tuple(r for r in flats if r is not None),
                    tensor_flats=tuple(r for r in tensor_flats if r is not None),
                    sm_clock_hz=float(sm_clock) if sm_clock else None,
-                   simulated=bool(doc.get("simulated")), source=doc.get("source"),
-                   complete=bool(doc.get("complete", True)), origin=origin,
-                   memory_bytes=device.get("memory_bytes"), sweeps=sweeps,
-                   compute_capability=device.get("compute_capability"))
+                   simulated=rec.simulated, source=rec.source, complete=rec.complete, origin=origin,
+                   memory_bytes=rec.device.memory_bytes, sweeps=sweeps,
+                   compute_capability=rec.device.compute_capability)
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -205,10 +202,10 @@ class Roofs:
 
 
 def load(path: str | Path) -> Roofs:
-    """load_roofs + Roofs.from_doc."""
-    from ceilings.roofs import load_roofs
+    """The roofs of a roofs file (ceilings.roofs.load_record + Roofs.from_doc)."""
+    from ceilings.roofs import load_record
 
-    return Roofs.from_doc(load_roofs(path), origin=str(path))
+    return Roofs.from_doc(load_record(path), origin=str(path))
 
 
 def target_roofs(spec: str, like: Roofs | None = None, option: str = "--on") -> Roofs:

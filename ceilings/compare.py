@@ -17,7 +17,7 @@ import pandas as pd
 from . import atomic
 from .datasheet import Row, find_datasheet
 from .errors import CeilingsError, cli_entry
-from .report import best_per_name
+from .roofs import RoofsRecord
 
 PROG = "python -m ceilings.compare"
 SIMULATED_MARK = " (SIMULATED)"
@@ -27,14 +27,8 @@ DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s")}
 PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
 
 
-def _best_valid(doc: dict) -> dict[str, dict]:
-    """name -> the valid ceiling with the highest value (several may share a name: other backends)."""
-    return {c["name"]: c for c in best_per_name(doc["ceilings"]) if c["valid"] and c["value"] is not None}
-
-
-def run_label(doc: dict, file_label: str) -> str:
-    name = (doc.get("device") or {}).get("name") or "unknown device"
-    return f"{name} [{file_label}]" + (SIMULATED_MARK if doc.get("simulated") else "")
+def run_label(roofs: RoofsRecord, file_label: str) -> str:
+    return f"{roofs.device.name or 'unknown device'} [{file_label}]" + (SIMULATED_MARK if roofs.simulated else "")
 
 
 def path_labels(paths: Sequence[str | os.PathLike]) -> list[str]:
@@ -54,23 +48,23 @@ def path_labels(paths: Sequence[str | os.PathLike]) -> list[str]:
     return labels
 
 
-def compare_table(docs: Mapping[str, dict], datasheets: Sequence[Row] = ()) -> pd.DataFrame:
-    """One row per ceiling name; for each labelled doc its best valid value, its ratio to the first doc,
+def compare_table(runs: Mapping[str, RoofsRecord], datasheets: Sequence[Row] = ()) -> pd.DataFrame:
+    """One row per ceiling name; for each labelled run its best valid value, its ratio to the first run,
     and one column per datasheet (Row.peaks() via the ceiling's peak_key). Values in base units."""
-    if not docs:
+    if not runs:
         raise CeilingsError("nothing to compare: give at least one roofs file")
-    labels = list(docs)
-    best = {label: _best_valid(doc) for label, doc in docs.items()}
+    labels = list(runs)
+    best = {label: roofs.best_by_name() for label, roofs in runs.items()}
     meta: dict[str, dict] = {}
     for label in labels:  # every ceiling name, in order of first appearance, even if never valid
-        for c in docs[label]["ceilings"]:
-            meta.setdefault(c["name"], {"unit": c["unit"], "peak_key": c["peak_key"]})
+        for c in runs[label].ceilings:
+            meta.setdefault(c.name, {"unit": c.unit, "peak_key": c.peak_key})
     records = []
     for name, info in meta.items():
         record = {"ceiling": name, **info}
         for label in labels:
             c = best[label].get(name)
-            record[label] = float(c["value"]) if c else math.nan
+            record[label] = c.value if c else math.nan
         first = record[labels[0]]
         for label in labels[1:]:
             record[f"{label} / first"] = record[label] / first if first else math.nan
@@ -149,15 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     atomic.check_figure_path(args.output)
     if args.csv:
         atomic.check_target(args.csv)
-    from .roofs import load_roofs
+    from .roofs import load_record
 
-    docs: dict[str, dict] = {}
+    runs: dict[str, RoofsRecord] = {}
     for path, name in zip(args.roofs, path_labels(args.roofs)):
-        doc = load_roofs(Path(path))
-        docs[run_label(doc, name)] = doc
+        roofs = load_record(Path(path))
+        runs[run_label(roofs, name)] = roofs
     rows = [find_datasheet(name) for name in args.datasheet]
-    table = compare_table(docs, rows)
-    if any(doc.get("simulated") for doc in docs.values()):
+    table = compare_table(runs, rows)
+    if any(roofs.simulated for roofs in runs.values()):
         print("# SIMULATED columns ran on Numba's CUDA simulator: their numbers are meaningless",
               file=sys.stderr)
     print(format_table(table))

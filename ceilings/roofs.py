@@ -1,33 +1,83 @@
-"""The roofs file: build, validate, load and save (schema in docs/roofs-schema.md)."""
+"""The roofs file: build, validate, load and save (schema in docs/roofs-schema.md), and the typed record that
+readers use (`RoofsRecord`, made from a validated document here and nowhere else: `record`, `load_record`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import atomic
 from .errors import CeilingsError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
+# The minor version written: 1 added `launch`. A file without `schema_minor` is 1.0 and still read; a newer
+# minor only adds fields, so it is read too (without what it adds).
+SCHEMA_MINOR = 1
 KINDS = ("bandwidth", "compute")
 LEVELS = ("dram", "l2", "l1")
 UNITS = {"bandwidth": "B/s", "compute": "FLOP/s"}
 BACKENDS = ("cuda-c", "numba", "library")
 PIPES = ("memory", "cuda-core", "tensor")
+# launch.launcher: whose environment variables named this task's rank (ceilings.ranks reads them)
+LAUNCHERS = ("slurm", "openmpi", "torchrun")
+# launch.mode: how the GPUs of a node were measured. single: this one alone; sequential: `--device all`, one
+# after another, each alone; concurrent: at once (`--device all --concurrent`, or several tasks of a launcher
+# on one node), sharing the node's power and PCIe.
+SINGLE, SEQUENTIAL, CONCURRENT = "single", "sequential", "concurrent"
+MODES = (SINGLE, SEQUENTIAL, CONCURRENT)
+
+_NONE = type(None)
+_NUMBER = (int, float, _NONE)
+_INT = (int, _NONE)
+_STR = (str, _NONE)
+_BOOL = (bool, _NONE)
 
 # field -> (type(s), required)
 _TOP = {
     "schema_version": (int, True),
+    "schema_minor": (int, False),
     "simulated": (bool, True),
     "complete": (bool, True),
     "meta": (dict, True),
     "device": (dict, True),
+    "launch": (dict, False),  # required from minor 1 on
     "ceilings": (list, True),
     "sweeps": (list, True),
     "source": (str, False),
+}
+_META = {"tool": (_STR, False), "version": (_STR, False), "git_sha": (_STR, False), "argv": (list, False),
+         "started": (_STR, False), "finished": (_STR, False), "host": (_STR, False)}
+_DEVICE = {
+    "index": (_INT, False),
+    "name": (_STR, False),
+    "compute_capability": (_STR, False),
+    "sm_count": (_INT, False),
+    "max_sm_clock_hz": (_NUMBER, False),
+    "memory_clock_hz": (_NUMBER, False),
+    "memory_bytes": (_INT, False),
+    "l2_bytes": (_INT, False),
+    "driver_version": (_STR, False),
+    "uuid": (_STR, False),
+    "pci_bus_id": (_STR, False),
+    "nvml": (dict, False),
+}
+_NVML = {"driver_version": (_STR, False), "power_limit_w": (_NUMBER, False), "ecc_enabled": (_BOOL, False)}
+_LAUNCH = {
+    "launcher": (_STR, True),
+    "job_id": (_STR, True),
+    "node": (_STR, True),
+    "rank": (_INT, True),
+    "local_rank": (_INT, True),
+    "world_size": (_INT, True),
+    "local_size": (_INT, True),
+    "cuda_visible_devices": (_STR, True),
+    "gpu_index": (_INT, True),
+    "mode": (_STR, True),
+    "gpus_at_once": (_INT, True),
 }
 _CEILING = {
     "name": (str, True),
@@ -48,6 +98,10 @@ _CEILING = {
     "valid": (bool, True),
     "notes": (list, True),
 }
+_STATS = {"rel_iqr": (_NUMBER, False), "noisy": (_BOOL, False)}
+_CLOCKS = {"sm_hz_median": (_NUMBER, False), "mem_hz_median": (_NUMBER, False),
+           "power_w_median": (_NUMBER, False), "temperature_c_max": (_NUMBER, False),
+           "throttle_reasons": (list, False)}
 _SWEEP = {
     "name": (str, True),
     "x": (dict, True),
@@ -58,6 +112,133 @@ _SWEEP = {
     "backend": (str, True),
     "kernel": (str, True),
 }
+_UNIT = {"unit": (str, True)}
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """What NVML saw while one benchmark ran; None where it did not answer (no NVML: every field)."""
+
+    sm_hz_median: float | None = None
+    mem_hz_median: float | None = None
+    power_w_median: float | None = None
+    temperature_c_max: float | None = None
+    throttle_reasons: tuple[str, ...] | None = None  # every reason seen (ceilings.nvml.THROTTLE_REASONS)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One measured ceiling (docs/roofs-schema.md, `ceilings[]`)."""
+
+    name: str
+    kind: str  # KINDS
+    level: str | None  # LEVELS, for bandwidth
+    precision: str | None  # for compute
+    pipe: str  # PIPES
+    peak_key: str
+    value: float | None  # None: not measured
+    unit: str
+    backend: str  # BACKENDS
+    kernel: str
+    valid: bool
+    notes: tuple[str, ...]
+    clocks: Clocks
+    rel_iqr: float | None  # the spread of its launch times (IQR / median)
+    noisy: bool | None
+
+    @property
+    def usable(self) -> bool:
+        """Valid and measured: a rate a reader may use."""
+        return self.valid and self.value is not None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    x_unit: str
+    y_unit: str
+    points: tuple[tuple[float, float], ...]
+    backend: str
+    kernel: str
+
+
+@dataclass(frozen=True)
+class Device:
+    """The GPU measured; None where its probe failed (the file's `probe_errors` says why) or, in a simulated
+    run, for every fact of a real GPU."""
+
+    index: int | None  # CUDA device index in the measuring process
+    name: str | None
+    compute_capability: str | None
+    sm_count: int | None
+    max_sm_clock_hz: float | None
+    memory_clock_hz: float | None
+    memory_bytes: int | None
+    driver_version: str | None  # the CUDA version the driver runs ("12.4")
+    uuid: str | None
+    pci_bus_id: str | None
+    nvml_driver_version: str | None  # the driver's own version ("550.54.15")
+    power_limit_w: float | None  # enforced power limit
+    ecc_enabled: bool | None
+
+
+@dataclass(frozen=True)
+class Meta:
+    tool: str | None
+    version: str | None
+    argv: tuple[str, ...]
+    started: str | None
+    host: str | None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the run was started (schema 1.1): the launcher's task and how the node's GPUs were measured."""
+
+    launcher: str | None  # LAUNCHERS; None: started by hand
+    job_id: str | None  # SLURM_JOB_ID
+    node: str | None  # the node's name as the launcher knows it (SLURMD_NODENAME), else the host name
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    local_size: int | None  # tasks on this node
+    cuda_visible_devices: str | None
+    gpu_index: int | None  # the GPU's index as nvidia-smi numbers it on its node (PCI order)
+    mode: str | None  # MODES; None: not known
+    gpus_at_once: int | None  # GPUs of the node measured at the same time as this one (1: alone)
+
+
+@dataclass(frozen=True)
+class RoofsRecord:
+    """A validated roofs file, typed. Free-form parts (params, work, raw samples, probe errors) stay in the
+    document: readers that need them load it with `load_roofs`."""
+
+    schema_version: int
+    schema_minor: int
+    simulated: bool
+    complete: bool
+    source: str | None  # where the numbers come from when not measured here
+    meta: Meta
+    device: Device
+    launch: Launch | None  # None in a 1.0 file
+    ceilings: tuple[Ceiling, ...]
+    sweeps: tuple[Sweep, ...]
+
+    def best(self, *, kind: str, level: str | None = None, precision: str | None = None,
+             pipe: str | None = None) -> Ceiling | None:
+        """The highest valid measured ceiling matching every given field, or None."""
+        candidates = [c for c in self.ceilings if c.usable and c.kind == kind
+                      and (level is None or c.level == level) and (precision is None or c.precision == precision)
+                      and (pipe is None or c.pipe == pipe)]
+        return max(candidates, key=lambda c: c.value, default=None)
+
+    def best_by_name(self) -> dict[str, Ceiling]:
+        """name -> its highest valid measured ceiling (several backends may measure one name)."""
+        best: dict[str, Ceiling] = {}
+        for c in self.ceilings:
+            if c.usable and (c.name not in best or c.value > best[c.name].value):
+                best[c.name] = c
+        return best
 
 
 def _check_fields(obj: Any, spec: dict, where: str) -> None:
@@ -83,6 +264,29 @@ def _type_names(types) -> str:
     return " or ".join(names.get(t, t.__name__) for t in types)
 
 
+def _check_strings(values: list, where: str) -> None:
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise CeilingsError(f"{where}[{i}]: expected a string, found {type(value).__name__}")
+
+
+def _check_launch(launch: dict) -> None:
+    _check_fields(launch, _LAUNCH, "roofs.launch")
+    for field, vocabulary in (("launcher", LAUNCHERS), ("mode", MODES)):
+        if launch[field] is not None and launch[field] not in vocabulary:
+            raise CeilingsError(f"roofs.launch.{field}: {launch[field]!r} is not one of {', '.join(vocabulary)} "
+                                f"(or null)")
+    for field in ("rank", "local_rank", "gpu_index"):
+        if launch[field] is not None and launch[field] < 0:
+            raise CeilingsError(f"roofs.launch.{field}: {launch[field]} is negative")
+    for field in ("world_size", "local_size", "gpus_at_once"):
+        if launch[field] is not None and launch[field] < 1:
+            raise CeilingsError(f"roofs.launch.{field}: {launch[field]}; a count of tasks or GPUs is at least 1")
+    for rank, size in (("rank", "world_size"), ("local_rank", "local_size")):
+        if None not in (launch[rank], launch[size]) and launch[rank] >= launch[size]:
+            raise CeilingsError(f"roofs.launch.{rank}: {launch[rank]} is not below {size} {launch[size]}")
+
+
 def validate(doc: Any) -> dict:
     """Raise CeilingsError naming the first bad field; return the document."""
     _check_fields(doc, _TOP, "roofs")
@@ -91,8 +295,19 @@ def validate(doc: Any) -> dict:
                             f"understands ({SCHEMA_VERSION}); upgrade ceilings")
     if doc["schema_version"] < 1:
         raise CeilingsError(f"roofs.schema_version: {doc['schema_version']} is not a valid version")
-    if not isinstance(doc["device"].get("name"), (str, type(None))):
-        raise CeilingsError("roofs.device.name: expected a string")
+    minor = doc.get("schema_minor", 0)
+    if minor < 0:
+        raise CeilingsError(f"roofs.schema_minor: {minor} is not a valid version")
+    _check_fields(doc["meta"], _META, "roofs.meta")
+    if "argv" in doc["meta"]:
+        _check_strings(doc["meta"]["argv"], "roofs.meta.argv")
+    _check_fields(doc["device"], _DEVICE, "roofs.device")
+    if "nvml" in doc["device"]:
+        _check_fields(doc["device"]["nvml"], _NVML, "roofs.device.nvml")
+    if "launch" in doc:
+        _check_launch(doc["launch"])
+    elif minor >= 1:
+        raise CeilingsError(f"roofs.launch: missing; a schema 1.{minor} file records how its run was launched")
     for i, ceiling in enumerate(doc["ceilings"]):
         where = f"roofs.ceilings[{i}]"
         _check_fields(ceiling, _CEILING, where)
@@ -116,9 +331,16 @@ def validate(doc: Any) -> dict:
         if ceiling["valid"] and value == 0:  # a roof of 0 makes every time at the roof infinite
             raise CeilingsError(f"{where}.value: 0 in a valid ceiling; a valid ceiling's rate is positive (or set "
                                 f"\"valid\": false)")
+        _check_strings(ceiling["notes"], f"{where}.notes")
+        _check_fields(ceiling["stats"], _STATS, f"{where}.stats")
+        _check_fields(ceiling["clocks"], _CLOCKS, f"{where}.clocks")
+        if "throttle_reasons" in ceiling["clocks"]:
+            _check_strings(ceiling["clocks"]["throttle_reasons"], f"{where}.clocks.throttle_reasons")
     for i, sweep in enumerate(doc["sweeps"]):
         where = f"roofs.sweeps[{i}]"
         _check_fields(sweep, _SWEEP, where)
+        _check_fields(sweep["x"], _UNIT, f"{where}.x")
+        _check_fields(sweep["y"], _UNIT, f"{where}.y")
         for j, point in enumerate(sweep["points"]):
             if not (isinstance(point, list) and len(point) == 2
                     and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point)):
@@ -126,9 +348,49 @@ def validate(doc: Any) -> dict:
     return doc
 
 
-def load_roofs(path: str | os.PathLike) -> dict:
-    """Read and validate a roofs file; every problem is a CeilingsError naming the file and the field."""
-    path = Path(path)
+def record(doc: Any) -> RoofsRecord:
+    """The typed record of a roofs document; CeilingsError naming the first bad field."""
+    validate(doc)
+    device, nvml, meta = doc["device"], doc["device"].get("nvml", {}), doc["meta"]
+    launch = doc.get("launch")
+    return RoofsRecord(
+        schema_version=doc["schema_version"],
+        schema_minor=doc.get("schema_minor", 0),
+        simulated=doc["simulated"],
+        complete=doc["complete"],
+        source=doc.get("source"),
+        meta=Meta(tool=meta.get("tool"), version=meta.get("version"), argv=tuple(meta.get("argv", ())),
+                  started=meta.get("started"), host=meta.get("host")),
+        device=Device(index=device.get("index"), name=device.get("name"),
+                      compute_capability=device.get("compute_capability"), sm_count=device.get("sm_count"),
+                      max_sm_clock_hz=device.get("max_sm_clock_hz"), memory_clock_hz=device.get("memory_clock_hz"),
+                      memory_bytes=device.get("memory_bytes"), driver_version=device.get("driver_version"),
+                      uuid=device.get("uuid"), pci_bus_id=device.get("pci_bus_id"),
+                      nvml_driver_version=nvml.get("driver_version"), power_limit_w=nvml.get("power_limit_w"),
+                      ecc_enabled=nvml.get("ecc_enabled")),
+        launch=None if launch is None else Launch(**{field: launch[field] for field in _LAUNCH}),
+        ceilings=tuple(_ceiling(c) for c in doc["ceilings"]),
+        sweeps=tuple(Sweep(name=s["name"], x_unit=s["x"]["unit"], y_unit=s["y"]["unit"],
+                           points=tuple((float(x), float(y)) for x, y in s["points"]),
+                           backend=s["backend"], kernel=s["kernel"]) for s in doc["sweeps"]),
+    )
+
+
+def _ceiling(c: dict) -> Ceiling:
+    clocks = c["clocks"]
+    reasons = clocks.get("throttle_reasons")
+    return Ceiling(name=c["name"], kind=c["kind"], level=c["level"], precision=c["precision"], pipe=c["pipe"],
+                   peak_key=c["peak_key"], value=None if c["value"] is None else float(c["value"]),
+                   unit=c["unit"], backend=c["backend"], kernel=c["kernel"], valid=c["valid"],
+                   notes=tuple(c["notes"]),
+                   clocks=Clocks(sm_hz_median=clocks.get("sm_hz_median"), mem_hz_median=clocks.get("mem_hz_median"),
+                                 power_w_median=clocks.get("power_w_median"),
+                                 temperature_c_max=clocks.get("temperature_c_max"),
+                                 throttle_reasons=None if reasons is None else tuple(reasons)),
+                   rel_iqr=c["stats"].get("rel_iqr"), noisy=c["stats"].get("noisy"))
+
+
+def _read(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -136,14 +398,30 @@ def load_roofs(path: str | os.PathLike) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CeilingsError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a roofs file from "
                             f"`python -m ceilings.measure`?") from None
+
+
+def _in_file(path: Path, check, doc: Any):
     try:
-        return validate(doc)
+        return check(doc)
     except CeilingsError as exc:
         raise CeilingsError(f"{path}: {exc}") from None
+
+
+def load_roofs(path: str | os.PathLike) -> dict:
+    """Read and validate a roofs file as its JSON document (for tools that show its free-form parts); every
+    problem is a CeilingsError naming the file and the field. Readers of the numbers use `load_record`."""
+    path = Path(path)
+    return _in_file(path, validate, _read(path))
+
+
+def load_record(path: str | os.PathLike) -> RoofsRecord:
+    """Read a roofs file as the typed record; every problem is a CeilingsError naming the file and the field."""
+    path = Path(path)
+    return _in_file(path, record, _read(path))
 
 
 def dumps(doc: dict) -> str:

@@ -1,6 +1,5 @@
 """ceilings.compare on hand-made roofs files (tests/data/roofs, values read off the JSON by hand)."""
 
-import json
 import math
 from pathlib import Path
 
@@ -12,13 +11,14 @@ from matplotlib.figure import Figure
 
 from ceilings.compare import compare_table, format_table, main, path_labels, plot_compare, value_columns
 from ceilings.datasheet import CLOSE_NAMES, find_datasheet
+from ceilings.roofs import load_record
 
 ROOFS = Path(__file__).parent / "data" / "roofs"
 H100, A100, SIM = "H100 run", "A100 run", "sim run"
 
 
 def _docs():
-    return {label: json.loads((ROOFS / name).read_text())
+    return {label: load_record(ROOFS / name)
             for label, name in ((H100, "h100.json"), (A100, "a100.json"), (SIM, "simulated.json"))}
 
 

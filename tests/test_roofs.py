@@ -5,7 +5,17 @@ import re
 import pytest
 
 from ceilings.errors import CeilingsError
-from ceilings.roofs import best_ceiling, dumps, load_roofs, save_roofs, validate
+from ceilings.roofs import (
+    Clocks,
+    Launch,
+    best_ceiling,
+    dumps,
+    load_record,
+    load_roofs,
+    record,
+    save_roofs,
+    validate,
+)
 
 
 def ceiling(name="dram.copy", value=3.0e12, valid=True, backend="cuda-c", **kw):
@@ -90,3 +100,82 @@ def test_best_ceiling_prefers_the_highest_valid():
     assert best_ceiling(d, kind="bandwidth", level="dram")["value"] == 3.5e12
     assert best_ceiling(d, kind="compute") is None
     assert dumps(d).endswith("\n")
+
+
+def launch(**kw):
+    base = {"launcher": "slurm", "job_id": "4242", "node": "gpu017", "rank": 5, "local_rank": 1, "world_size": 8,
+            "local_size": 4, "cuda_visible_devices": "0,1,2,3", "gpu_index": 1, "mode": "concurrent",
+            "gpus_at_once": 4}
+    base.update(kw)
+    return base
+
+
+def test_a_1_0_file_is_read_as_a_record_without_launch(tmp_path):
+    path = save_roofs(doc(), tmp_path / "r.json")
+    rec = load_record(path)
+    assert (rec.schema_version, rec.schema_minor, rec.launch) == (1, 0, None)
+    assert rec.device.name == "NVIDIA H200" and rec.device.uuid is None and rec.device.power_limit_w is None
+    assert [c.name for c in rec.ceilings] == ["dram.copy", "fp32.fma"]
+    assert rec.ceilings[0].clocks == Clocks()  # no NVML: every clock missing, not 0
+    assert rec.sweeps[0].points == ((1024.0, 1e12), (2048.0, 2e12)) and rec.sweeps[0].y_unit == "B/s"
+
+
+def test_a_1_1_file_carries_its_launch_and_nvml_facts():
+    d = doc(schema_minor=1, launch=launch(),
+            device={"name": "NVIDIA H200", "index": 0, "uuid": "GPU-1", "pci_bus_id": "0000:17:00.0",
+                    "max_sm_clock_hz": 1.98e9, "nvml": {"driver_version": "550.54.15", "power_limit_w": 700.0,
+                                                        "ecc_enabled": True}})
+    d["ceilings"][0]["clocks"] = {"sm_hz_median": 1.98e9, "throttle_reasons": ["sw_power_cap"], "samples": 3}
+    d["ceilings"][0]["stats"] = {"rel_iqr": 0.02, "noisy": False, "samples_s": [1e-3]}
+    rec = record(d)
+    assert rec.launch == Launch(launcher="slurm", job_id="4242", node="gpu017", rank=5, local_rank=1, world_size=8,
+                                local_size=4, cuda_visible_devices="0,1,2,3", gpu_index=1, mode="concurrent",
+                                gpus_at_once=4)
+    assert (rec.device.nvml_driver_version, rec.device.power_limit_w, rec.device.ecc_enabled) == \
+        ("550.54.15", 700.0, True)
+    c = rec.ceilings[0]
+    assert c.clocks.throttle_reasons == ("sw_power_cap",) and c.clocks.sm_hz_median == 1.98e9
+    assert (c.rel_iqr, c.noisy) == (0.02, False)
+
+
+def test_a_newer_minor_version_is_read():
+    assert record(doc(schema_minor=7, launch=launch())).schema_minor == 7
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d.pop("launch"), "roofs.launch: missing; a schema 1.1 file"),
+    (lambda d: d["launch"].update(mode="parallel"), "roofs.launch.mode: 'parallel' is not one of"),
+    (lambda d: d["launch"].update(launcher="pbs"), "roofs.launch.launcher: 'pbs'"),
+    (lambda d: d["launch"].update(rank=8), "roofs.launch.rank: 8 is not below world_size 8"),
+    (lambda d: d["launch"].update(gpus_at_once=0), "roofs.launch.gpus_at_once: 0"),
+    (lambda d: d["launch"].pop("gpu_index"), "roofs.launch.gpu_index: missing"),
+    (lambda d: d["launch"].update(rank=True), "roofs.launch.rank: expected integer or null, found a boolean"),
+    (lambda d: d["device"].update(uuid=7), "roofs.device.uuid: expected string or null, found int"),
+    (lambda d: d["device"].update(nvml={"power_limit_w": "700 W"}), "roofs.device.nvml.power_limit_w"),
+    (lambda d: d["ceilings"][0]["clocks"].update(throttle_reasons=[4]), "clocks.throttle_reasons[0]"),
+    (lambda d: d["ceilings"][0].update(notes=[None]), "ceilings[0] (dram.copy).notes[0]"),
+    (lambda d: d.update(schema_minor=-1), "roofs.schema_minor: -1"),
+])
+def test_launch_and_typed_fields_are_validated(mutate, field):
+    bad = copy.deepcopy(doc(schema_minor=1, launch=launch()))
+    mutate(bad)
+    with pytest.raises(CeilingsError, match=re.escape(field)):
+        record(bad)
+
+
+def test_record_best_and_best_by_name():
+    d = doc(ceilings=[ceiling(value=3.0e12), ceiling(value=3.5e12, backend="numba"),
+                      ceiling(value=9.0e12, valid=False), ceiling(value=None, valid=False),
+                      ceiling("l2.read", 9.9e12, level="l2")])
+    rec = record(d)
+    assert rec.best(kind="bandwidth", level="dram").value == 3.5e12
+    assert rec.best(kind="bandwidth").value == 9.9e12 and rec.best(kind="compute") is None
+    assert {name: (c.value, c.backend) for name, c in rec.best_by_name().items()} == \
+        {"dram.copy": (3.5e12, "numba"), "l2.read": (9.9e12, "cuda-c")}
+
+
+def test_load_record_names_the_file(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc(schema_minor=1)))
+    with pytest.raises(CeilingsError, match=f"{re.escape(str(path))}: roofs.launch: missing"):
+        load_record(path)
