@@ -332,9 +332,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     runs = _split_runs([f for _, f in counted], [p for p, _ in counted])
     groups = _group_runs(runs)
     if len(groups) > 1:
-        warnings.append(f"{len(groups)} processes (runs that measured the same metrics) are distinct launches, "
-                        f"summed per kernel: {'; '.join(', '.join(r.label for r in g) for g in groups)}; "
-                        f"--per-process shows them apart")
+        warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
+                        f"distinct launches, summed per kernel: "
+                        f"{'; '.join(', '.join(r.label for r in g) for g in groups)}; --per-process shows them apart")
     launches = pd.concat([_merge_group(g, i, time_run, warnings) for i, g in enumerate(groups)],
                          ignore_index=True) if groups else pd.DataFrame(columns=[*META_COLUMNS, "_group"])
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
@@ -374,6 +374,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     memory = sum(f.attrs.get("memory_operations", 0) for f in frames)
     if memory:
         notes.append(f"{memory} memcpy/memset operation(s) are not kernels: left out of the table")
+    if by == "module" and table["module"].isna().all():
+        notes.append("--by module: the profile records no nn.Module ranges (torch.profiler records them as "
+                     "python_function events with with_stack=True; analysis.torch_profile sets it)")
     out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
     out.attrs["missing"] = table.attrs["missing"]
     out.attrs["gpus"] = _gpus(table)
@@ -542,6 +545,10 @@ def _diagnosis(table: pd.DataFrame, paths: Sequence, nsys: Sequence) -> list[str
     if "flops" in core and len(lacking) < len(PRECISION_COLUMNS):
         core[core.index("flops")] = f"flops (no {', '.join(lacking)})"
     files = ", ".join(str(p) for p in [*paths, *nsys])
+    estimated = int(table["alg_bytes"].notna().sum())
+    if "dram_bytes" in core and estimated:  # a torch trace: the ops with shapes are placed anyway
+        core[core.index("dram_bytes")] = (f"dram_bytes (only {estimated} launch(es) have algorithmic bytes from "
+                                          f"their shapes, a lower bound, and are placed with those)")
     return [f"{files}: no kernel has {', '.join(core)}, so the roofline cannot place them; collect them with: "
             f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)"]
 
@@ -593,6 +600,8 @@ def format_table(table: pd.DataFrame, top: int = TOP_KERNELS) -> str:
     cells = [[title for _, title, _, _ in _PRINTED] + ["kernel"]]
     for _, row in rows.iterrows():
         name = str(row["kernel"])
+        if "process" in table.columns:  # --per-process: the same kernel once per process
+            name = f"[{row['process']}] {name}"
         name = name if len(name) <= PRINT_NAME_WIDTH else name[:PRINT_NAME_WIDTH - 1] + "…"
         cells.append([("-" if pd.isna(row[col]) else fmt.format(row[col] * scale))
                       for col, _, scale, fmt in _PRINTED] + [name])

@@ -16,7 +16,10 @@ import pandas as pd
 from analysis.roofline import ALGORITHMIC, COUNTED, FOREIGN_PROFILE, LEVELS, NO_FLOPS, PRECISIONS, Roofs, percent, profile_line, si
 
 PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
-                    NO_FLOPS: "#888888"}
+                    NO_FLOPS: "#888888",
+                    # a tensor type's own flat (Roofs.flat("tensor.bf16")), drawn by plot_roofs
+                    "tensor.fp64": "#5e3c99", "tensor.tf32": "#e08214", "tensor.fp16": "#d95f02",
+                    "tensor.bf16": "#b35806", "tensor.fp8": "#e7298a", "tensor.int8": "#66a61e"}
 LEVEL_COLORS = {"dram": "#222222", "l2": "#6a6a6a", "l1": "#a0a0a0"}
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^"}
 # marker area (points^2) = MARKER_AREA_MIN + share of total time x MARKER_AREA_SPAN
@@ -41,6 +44,7 @@ LABEL_PAD_PX = 2.0
 LINE_STEP_PX = 3.0
 RIDGE_MARKER_SIZE = 5  # points
 APPLICATION_AREA = 260.0  # points^2: the application's star
+ROWS = {"kernel": "kernel", "op": "operator", "module": "module", "annotation": "range"}  # what --by made rows of
 WARNING_COLOR = "#b2182b"
 
 
@@ -77,10 +81,7 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     if datasheet is not None:
         _draw_roofs(ax, datasheet, "dram", x_lo, x_hi, prefix="datasheet",
                     style={"linestyle": (0, (5, 3)), "linewidth": 1.1, "alpha": 0.6})
-    for flat in roofs.flats:
-        ax.plot([roofs.ridge(flat.key, primary)], [flat.value], marker="D", markersize=RIDGE_MARKER_SIZE,
-                color=PRECISION_COLORS[flat.key], markeredgecolor="white", linestyle="none", zorder=4,
-                gid=f"ridge:{flat.key}")
+    _draw_ridges(ax, roofs, primary)
     sweeps = [s for s in roofs.sweeps if s.points] if sweep else []
     for s in sweeps:
         ax.plot(*zip(*s.points), linestyle=":", marker=".", markersize=4, color="#555555", linewidth=1,
@@ -92,24 +93,51 @@ def plot_roofline(ax, roofs: Roofs, table: pd.DataFrame, *, level: str = "dram",
     _legend(ax, marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
             application=application)
 
-    ax.set_xlabel(f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})")
-    ax.set_ylabel("Performance (FLOP/s)")
+    _style_axes(ax, f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})")
+    if title:
+        profiled = profile_line(table.attrs.get("gpus", []), roofs)
+        color = WARNING_COLOR if not roofs.measured or profiled.startswith(FOREIGN_PROFILE) else "black"
+        ax.set_title(f"{roofs.device}: {ROWS[table.attrs.get('by', 'kernel')]}s against the roofs\n"
+                     f"{_wrap('roofs: ' + roofs.provenance)}\n"
+                     f"{_wrap(profiled)}", fontsize=10.5, color=color, loc="left")
+    # last: label placement measures text where the layout (legend, title) has put the axes
+    _place_labels(ax, roofs, primary, drawn, top, "dram" if level == "all" else primary, (x_lo, x_hi),
+                  application)
+
+
+def plot_roofs(ax, roofs: Roofs, x_range: tuple[float, float], y_range: tuple[float, float]) -> None:
+    """The roofline without a profile: log axes over x_range x y_range (FLOP/byte against DRAM, FLOP/s), the
+    DRAM slope, every flat of `roofs.flats` (any Roofs.flat key: "fp32", "tensor.bf16", ...) with its ridge
+    point, and their labels, placed clear of markers already drawn with a gid starting "kernels:". For work
+    other than a profile's kernels (analysis.llm): draw it first, then call this."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(*x_range)
+    ax.set_ylim(*y_range)
+    _draw_roofs(ax, roofs, "dram", *x_range, style={"linestyle": "-"}, prefix="roof")
+    _draw_ridges(ax, roofs, "dram")
+    _style_axes(ax, "Arithmetic intensity (FLOP/byte, DRAM)")
+    _place_labels(ax, roofs, "dram", pd.DataFrame(), 0, "dram", x_range)
+
+
+def _draw_ridges(ax, roofs: Roofs, primary: str) -> None:
+    for flat in roofs.flats:
+        ax.plot([roofs.ridge(flat.key, primary)], [flat.value], marker="D", markersize=RIDGE_MARKER_SIZE,
+                color=PRECISION_COLORS[flat.key], markeredgecolor="white", linestyle="none", zorder=4,
+                gid=f"ridge:{flat.key}")
+
+
+def _style_axes(ax, xlabel: str) -> None:
     from matplotlib.ticker import EngFormatter, FuncFormatter
 
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("Performance (FLOP/s)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s", sep=" "))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    if title:
-        profiled = profile_line(table.attrs.get("gpus", []), roofs)
-        color = WARNING_COLOR if not roofs.measured or profiled.startswith(FOREIGN_PROFILE) else "black"
-        ax.set_title(f"{roofs.device}: kernels against the roofs\n{_wrap('roofs: ' + roofs.provenance)}\n"
-                     f"{_wrap(profiled)}", fontsize=10.5, color=color, loc="left")
-    # last: label placement measures text where the layout (legend, title) has put the axes
-    _place_labels(ax, roofs, primary, drawn, top, "dram" if level == "all" else primary, (x_lo, x_hi),
-                  application)
 
 
 def _wrap(text: str, width: int = 110) -> str:
@@ -361,7 +389,7 @@ def _place_labels(ax, roofs: Roofs, primary: str, drawn: pd.DataFrame, top: int,
         own = [box for x, y, box in placer.markers if math.hypot(x - cx, y - cy) < 1]
 
         def kernel_label(dx, dy, k=k, xy=xy, radius=radius):
-            return ax.annotate(f"{k['short_name']} ({k['share'] * 100:.0f}%)", xy, xytext=(dx, dy),
+            return ax.annotate(f"{k['short_name']} ({_share(k['share'])})", xy, xytext=(dx, dy),
                                textcoords="offset points", fontsize=FONT_SIZE, zorder=6, gid="kernel-label",
                                arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0,
                                            "shrinkB": radius},
@@ -373,6 +401,12 @@ def _place_labels(ax, roofs: Roofs, primary: str, drawn: pd.DataFrame, top: int,
         placer.place(kernel_label, candidates, avoid=own)
 
 
+def _share(share: float) -> str:
+    """A share of time for a label: two digits below 10 % ("0.4%"), whole percents above."""
+    pct = share * 100
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
+
+
 def _note_not_drawn(ax, table: pd.DataFrame, drawn: pd.DataFrame) -> None:
     missing = table.drop(drawn.index)
     if missing.empty:
@@ -381,11 +415,14 @@ def _note_not_drawn(ax, table: pd.DataFrame, drawn: pd.DataFrame) -> None:
     no_flops = missing[missing["precision"] == NO_FLOPS]
     other = len(missing) - len(no_flops)
     parts = []
+    rows = ROWS[table.attrs.get("by", "kernel")]
     if len(no_flops):
-        parts.append(f"{len(no_flops)} kernel(s) without FLOPs (AI 0, memory-bound; "
+        parts.append(f"{len(no_flops)} {rows}(s) without FLOPs (AI 0, memory-bound; "
                      f"{percent(no_flops['time_s'].sum(min_count=1), total)} of time)")
     if other:
-        parts.append(f"{other} kernel(s) without counters to place them")
+        unplaced = missing.drop(no_flops.index)
+        parts.append(f"{other} {rows}(s) whose FLOPs, bytes or time are unknown "
+                     f"({percent(unplaced['time_s'].sum(min_count=1), total)} of time)")
     ax.text(0.01, 0.01, "Not on the plot: " + "; ".join(parts) + ". See the table.", transform=ax.transAxes,
             fontsize=FONT_SIZE - 0.5, color="#555555", ha="left", va="bottom", gid="note:not-drawn")
 

@@ -40,6 +40,8 @@ CLOCK_MISMATCH_TOLERANCE = 0.05
 # a kernel this far above its roof points at wrong roofs or wrong counters, not at a fast kernel
 ABOVE_ROOF_TOLERANCE = 1.05
 SHORT_NAME_MAX = 40
+# wrappers whose name says nothing: their first template argument names the kernel (CUTLASS, CUB)
+GENERIC_KERNELS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel"})
 NAMES_SHOWN = 5  # kernels named in a warning that covers many
 DEFAULT_TOP = 10
 # the Markdown report lists this many kernels; the CSV has them all
@@ -351,7 +353,28 @@ def short_name(name: str) -> str:
     words = "".join(kept).split()
     parts = [p for p in words[-1].split("::") if p] if words else []
     short = parts[-1] if parts else name.strip()
+    if short in GENERIC_KERNELS:  # `cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>`: its argument says
+        argument = _first_template_argument(name)
+        short = short_name(argument) if argument else short
     return short if len(short) <= SHORT_NAME_MAX else short[: SHORT_NAME_MAX - 1] + "…"
+
+
+def _first_template_argument(name: str) -> str | None:
+    """`ns::Kernel<A<x>, B>(...)` -> `A<x>`."""
+    start = name.find("<")
+    if start < 0:
+        return None
+    depth = 0
+    for i in range(start, len(name)):
+        if name[i] == "<":
+            depth += 1
+        elif name[i] == ">" and name[i - 1] != "-":
+            depth -= 1
+            if depth == 0:
+                return name[start + 1:i].strip() or None
+        elif name[i] == "," and depth == 1:
+            return name[start + 1:i].strip() or None
+    return None
 
 
 def _check_columns(kernels: pd.DataFrame) -> None:
@@ -462,6 +485,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     table.attrs["level"] = level
     table.attrs["gpus"] = gpus
     table.attrs["application"] = application_point(kernels)
+    table.attrs["by"] = kernels.attrs.get("by", "kernel")
     return table
 
 

@@ -21,6 +21,7 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 
 import pandas as pd
@@ -39,6 +40,10 @@ STEP_PREFIX = "ProfilerStep#"
 PRECISION_COLUMN = {"fp64": "flops_fp64", "fp32": "flops_fp32", "fp16": "flops_tensor", "bf16": "flops_tensor",
                     "fp8": "flops_tensor"}
 FLOP_COLUMNS = ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")
+# cuBLAS/CUTLASS kernels that run fp32 GEMMs as TF32 on tensor cores say so in their names
+# ("cutlass_80_tensorop_s1688gemm...", "sm80_xmma_gemm_tf32f32...", "ampere_..._tf32..."); SIMT kernels
+# ("ampere_sgemm_128x64", "cutlass_80_simt_sgemm") do not
+TF32_KERNEL = re.compile(r"tensorop_s\d+gemm|tf32|_s1688|_s16816")
 PROBE_BYTES = 4096  # "traceEvents" or "deviceProperties" appear in the first few KiB of a Kineto trace
 
 
@@ -77,7 +82,9 @@ def _device(doc: dict, path: str) -> dict:
 
 def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
     """For each query (pid, tid, ts, key): the events on that thread whose interval contains ts, outermost
-    first. One sweep per thread: ranges on one thread nest, so the open ones form a stack."""
+    first. One sweep per thread over the events open so far. Operators nest, but record_function ranges
+    need not (a ProfilerStep#N begins inside the optimizer step's range): ended ranges are dropped at every
+    query, not only from the top."""
     by_thread: dict[tuple, list] = defaultdict(list)
     for e in events:  # 0 before 1: an event starting at a query's time contains it
         by_thread[(e.get("pid"), e.get("tid"))].append((e["ts"], 0, -e.get("dur", 0), id(e), e))
@@ -93,6 +100,7 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
             if kind == 0:
                 stack.append(thing)
             else:
+                stack = [e for e in stack if e["ts"] + e.get("dur", 0) >= ts]
                 out[thing] = list(stack)
     return out
 
@@ -152,6 +160,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
             if op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [],
                        a.get("Concrete Inputs")) is not None:
                 counted_op.setdefault(id(op), (op, []))[1].append(len(rows))
+                row["_direct"] = op is ops[-1]  # launched by the op itself, not by a copy or clone inside it
                 row["op"] = str(op["name"])
                 break
         rows.append(row)
@@ -162,13 +171,14 @@ def _read(source: Source, _found) -> pd.DataFrame:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
             _counter_rows(ranges, device, process)
     busy = _busy_seconds([(r["_start"], r["_end"]) for r in rows])
-    df = df.drop(columns=["_start", "_end"], errors="ignore")
+    df = df.drop(columns=["_start", "_end", "_direct"], errors="ignore")
     notes = []
     if unlinked:
         notes.append(f"{unlinked} kernel(s) whose launching operator is not in the trace (no cpu_op around their "
                      f"launch): kept, without an op")
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
+
     if ranges:
         notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
                      f"shapes; their times are the profiler's ranges, not kernel times")
@@ -189,16 +199,21 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
 
 
 def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
-    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest kernel, 0 on its other
-    kernels; missing (NaN) for kernels of operators without a FLOP rule."""
+    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest kernel among those the
+    op launched itself (else among all its kernels: an aten::mm's GEMM, not the copy of an aten::clone
+    inside it), 0 on its other kernels; missing (NaN) for kernels of operators without a FLOP rule. fp32
+    work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
             row[col] = float("nan")
     for op, members in counted_op.values():
         a = op.get("args") or {}
         work = op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"))
+        direct = [i for i in members if rows[i].get("_direct")] or members
+        longest = max(direct, key=lambda i: rows[i]["time_s"])
         column = PRECISION_COLUMN.get(work.precision)
-        longest = max(members, key=lambda i: rows[i]["time_s"])
+        if work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
+            column = "flops_tensor"
         for i in members:
             share = 1.0 if i == longest else 0.0
             for col in FLOP_COLUMNS:

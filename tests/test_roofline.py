@@ -255,7 +255,7 @@ def test_plot_has_roofs_ridges_and_kernels(roofs, kernels):
     labels = [t.get_text() for t in by_gid(ax.texts, "kernel-label")]
     assert sorted(labels) == ["gemm_kernel (14%)", "hgemm_tensor (55%)", "stencil (14%)"]  # 4, 1, 1 ms
     note = by_gid(ax.texts, "note:not-drawn")[0].get_text()
-    assert "1 kernel(s) without FLOPs" in note and "1 kernel(s) without counters" in note
+    assert "1 kernel(s) without FLOPs" in note and "1 kernel(s) whose FLOPs, bytes or time are unknown" in note
     assert "Test GPU X100" in ax.get_title(loc="left")
     # drawn: fp64 (dgemm), fp32 and tensor kernels as circles, ridge points, datasheet dashes, the sweep
     assert legend(ax) == [("fp64", "o", "None"), ("fp32", "o", "None"), ("tensor", "o", "None"),
