@@ -1,0 +1,221 @@
+"""`python -m analysis.llm --model NAME|config.json --roofs ROOFS.json|DATASHEET-NAME ...`: an LLM's prefill and
+decode, op by op, on measured roofs (or datasheet figures), on one GPU or several side by side, calibrated by a
+real profile with --calibrate. See docs/llm.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pandas as pd
+
+from analysis.llm.calibrate import Calibration, calibrate
+from analysis.llm.models import SHIPPED, Model, load_model
+from analysis.llm.place import DEFAULT_SWEEP_MAX, Gpu, Result, batch_sweep, evaluate, gpu_of, place, sweep_batches
+from analysis.llm.report import render_text, to_json
+from analysis.llm.work import (
+    ACTIVATION_DTYPES,
+    ATTENTION_KINDS,
+    DEFAULT_GROUP_SIZE,
+    KV_DTYPES,
+    PHASES,
+    WEIGHT_DTYPES,
+    Setup,
+    check_setup,
+    step_ops,
+)
+from analysis.roofline import check_outputs, device_warning, read_kernels, si, unknown_device_warning
+from ceilings.atomic import STDOUT, check_figure_path
+from ceilings.errors import CeilingsError, cli_entry
+
+PROG = "python -m analysis.llm"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="An LLM's prefill (time to first token) and decode steps (time per token), op by "
+        "op, placed on measured roofs or datasheet figures: latency, tokens/s, memory fit, the batch where decode "
+        "turns compute-bound and the cost of a token, several GPUs side by side; --calibrate applies the "
+        "efficiencies a real profile measured.",
+        epilog="Times are at the roofs (the least the work needs on that GPU) unless --calibrate measured the "
+        "efficiency of an op class. docs/llm.md says what is counted and what is not.")
+    p.add_argument("--model", metavar="NAME|config.json",
+                   help="a Hugging Face config.json (or its folder), or a shipped name (--list-models), any case")
+    p.add_argument("--list-models", action="store_true", help="list the shipped models and exit")
+    p.add_argument("--roofs", action="append", default=[], metavar="ROOFS.json|NAME",
+                   help="a roofs file from ceilings.measure or a datasheet name ('H100 SXM'); repeat to compare GPUs")
+    p.add_argument("--batch", type=int, default=1, help="sequences decoded together (default 1)")
+    p.add_argument("--prompt", type=int, default=2048, help="prompt tokens a sequence (default 2048)")
+    p.add_argument("--gen", type=int, default=256, help="decode steps, a token a sequence each (default 256)")
+    p.add_argument("--weights", choices=WEIGHT_DTYPES,
+                   help="weight type of the decoder layers' matrices (default: --activations)")
+    p.add_argument("--activations", choices=ACTIVATION_DTYPES, default="bf16", help="default bf16")
+    p.add_argument("--kv-cache", choices=KV_DTYPES, help="KV-cache type (default: --activations)")
+    p.add_argument("--group-size", type=int, default=DEFAULT_GROUP_SIZE,
+                   help=f"int4 quantisation group (default {DEFAULT_GROUP_SIZE})")
+    p.add_argument("--attention", choices=ATTENTION_KINDS, default="flash",
+                   help="flash: one fused kernel (default); naive: scores and softmax through DRAM")
+    p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
+                   help="a GPU's price per hour (GPU as given to --roofs, or its device name): cost per million "
+                        "generated tokens")
+    p.add_argument("--sweep", action="store_true", help="print the batch sweep of the decode step")
+    p.add_argument("--sweep-max", type=int, default=DEFAULT_SWEEP_MAX, metavar="N",
+                   help=f"largest batch of the sweep (powers of two up to it; default {DEFAULT_SWEEP_MAX})")
+    p.add_argument("--sweep-plot", metavar="FILE", help="the batch-sweep chart: .png, .svg or .pdf")
+    p.add_argument("--calibrate", nargs="+", metavar="PROFILE",
+                   help="ncu / nsys / torch-trace profile of a real prefill or decode step of this model and setup")
+    p.add_argument("--calibrate-phase", choices=PHASES, default="decode",
+                   help="what the profile ran: the prefill, or a decode step at context --prompt (default decode)")
+    p.add_argument("--calibrate-steps", type=int, default=1, metavar="N",
+                   help="forward passes the profile holds (default 1): its times are divided by N")
+    p.add_argument("--calibrate-on", metavar="ROOFS.json|NAME",
+                   help="roofs of the GPU the profile ran on (default: the first --roofs)")
+    p.add_argument("--json", metavar="FILE", help="everything as JSON ('-': standard output)")
+    p.add_argument("-o", "--output", metavar="FILE", help="roofline of the ops, a panel per GPU: .png, .svg or .pdf")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    return p
+
+
+def _setup(args: argparse.Namespace) -> Setup:
+    return Setup(batch=args.batch, prompt=args.prompt, gen=args.gen, weights=args.weights or args.activations,
+                 activations=args.activations, kv_cache=args.kv_cache or args.activations, attention=args.attention,
+                 group_size=args.group_size)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
+
+
+def _priced(gpus: list[Gpu], prices: Sequence[str]) -> list[Gpu]:
+    """The GPUs with the prices of --price GPU=USD, GPU matched to a --roofs spec or device name (any case)."""
+    for item in prices:
+        name, sep, value = item.rpartition("=")
+        try:
+            usd = float(value)
+        except ValueError:
+            usd = math.nan
+        if not sep or not name.strip() or not usd > 0 or not math.isfinite(usd):
+            raise CeilingsError(f"--price {item}: give GPU=USD_PER_HOUR with a positive price, e.g. 'H100 SXM=2.5'")
+        hits = [i for i, g in enumerate(gpus) if _norm(name) in (_norm(g.spec), _norm(g.roofs.device))]
+        if not hits:
+            raise CeilingsError(f"--price {item}: {name!r} is none of the --roofs GPUs "
+                                f"({'; '.join(g.spec for g in gpus)}); name one as given to --roofs")
+        for i in hits:
+            gpus[i] = replace(gpus[i], usd_per_hour=usd)
+    return gpus
+
+
+def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: list[str]) -> Calibration:
+    """The measured efficiencies of a profile of --calibrate-phase on the --calibrate-on GPU."""
+    if args.calibrate_steps < 1:
+        raise CeilingsError(f"--calibrate-steps {args.calibrate_steps}: must be 1 or more")
+    spec = args.calibrate_on or args.roofs[0]
+    home = next((g for g in gpus if g.spec == spec), None) or gpu_of(spec)
+    kernels = read_kernels(args.calibrate)
+    if not kernels["time_s"].notna().any():
+        raise CeilingsError(f"--calibrate {' '.join(args.calibrate)}: no kernel has a time (gpu__time_duration.sum); "
+                            f"profile with python -m analysis.profile, or give an nsys or torch trace")
+    gpus_seen = kernels.attrs.get("gpus", [])
+    warnings += [w for w in (device_warning(home.roofs, gpus_seen, "every efficiency compares the profile with "
+                                            "another GPU's roofs; give --calibrate-on the roofs of the profiled GPU"),
+                             unknown_device_warning(home.roofs, gpus_seen)) if w]
+    warnings += [f"--calibrate: {w}" for w in kernels.attrs.get("warnings", [])]
+    phase = args.calibrate_phase
+    ops = step_ops(model, setup, setup.prompt, 0) if phase == "prefill" else step_ops(model, setup, 1, setup.prompt)
+    cal = calibrate(kernels, place(home.roofs, ops, phase), phase, home.label, args.calibrate_steps)
+    other = cal.kernels[cal.kernels["op_class"] == "other"]
+    if len(other):
+        names = ", ".join(sorted(str(k)[:60] for k in other["kernel"])[:5])
+        warnings.append(f"--calibrate: {len(other)} kernel(s) match no class pattern and are left out: {names}")
+    for row in cal.table.itertuples():
+        if not row.applied and row.at_roof_s == row.at_roof_s:  # a modelled class: say why it stays at the roof
+            warnings.append(f"--calibrate: {row.op_class}: {row.note}")
+        elif row.applied and row.efficiency > 1:
+            warnings.append(f"--calibrate: {row.op_class}: efficiency {row.efficiency:.0%}: {row.note}")
+    return cal
+
+
+def _warnings(model: Model, results: Sequence[Result]) -> list[str]:
+    out = []
+    for r in results:
+        g, m = r.gpu, r.memory
+        if not g.roofs.measured:
+            out.append(f"{g.label}: the roofs are {g.roofs.provenance}: every time is against these figures, not "
+                       f"what a measured GPU reaches")
+        if m.fits is False:
+            out.append(f"{g.label}: weights + KV cache ({si(m.weights_bytes + m.kv_cache_bytes, 'B')}) exceed its "
+                       f"memory ({si(m.capacity_bytes, 'B')}): its times assume they fit")
+        elif m.fits is None:
+            out.append(f"{g.label}: memory {g.memory_source}: fit, max batch and max context are unknown")
+        for placed in (r.prefill, r.decode):
+            for o in placed[placed["why"] != ""].itertuples():
+                out.append(f"{g.label}: {o.phase} {o.op} not placed ({o.why}): the {o.phase} totals are n/a")
+        if r.crossover_batch is None and not math.isnan(r.first_step_s):
+            out.append(f"{g.label}: the weight GEMMs stay memory-bound up to every batch tried")
+    if model.max_context is None:
+        out.append(f"{model.name}: the config has no max_position_embeddings: max context is limited by memory only")
+    return out
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.list_models:
+        for name, (source, _) in SHIPPED.items():
+            print(f"{name}  {source}")
+        return 0
+    if not args.model or not args.roofs:
+        raise CeilingsError("give --model NAME|config.json and at least one --roofs ROOFS.json|NAME "
+                            "(--list-models lists the shipped models)")
+    check_outputs({"--json": args.json, "--sweep-plot": args.sweep_plot}, picture=args.output, force=args.force)
+    if args.sweep_plot:
+        check_figure_path(args.sweep_plot, "--sweep-plot")
+    if args.sweep_max < 1:
+        raise CeilingsError(f"--sweep-max {args.sweep_max}: must be 1 or more")
+    model, warnings = load_model(args.model)
+    setup = _setup(args)
+    check_setup(model, setup)
+    gpus = _priced([gpu_of(spec) for spec in args.roofs], args.price)
+    calibration = _calibration(args, model, setup, gpus, warnings) if args.calibrate else None
+    efficiency = {calibration.phase: calibration.efficiency} if calibration else None
+    results = [evaluate(model, setup, g, efficiency) for g in gpus]
+    sweep = None
+    if args.sweep or args.sweep_plot:
+        sweep = pd.concat([batch_sweep(model, setup, g, sweep_batches(args.sweep_max), (efficiency or {}).get("decode"))
+                           for g in gpus], ignore_index=True)
+    warnings += _warnings(model, results)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    _write(args, model, setup, results, calibration, sweep, warnings)
+    return 0
+
+
+def _write(args, model, setup, results, calibration, sweep, warnings) -> None:
+    from ceilings.atomic import save_figure, write_text
+
+    if args.json:
+        doc = to_json(model, setup, results, calibration, sweep, warnings)
+        write_text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n", force=args.force)
+        if args.json != STDOUT:
+            print(f"wrote {args.json}", file=sys.stderr)
+    if args.output:
+        from analysis.llm.plot import ops_figure
+
+        save_figure(ops_figure(model, results), args.output, force=args.force, dpi=150, bbox_inches="tight")
+        print(f"wrote {args.output}", file=sys.stderr)
+    if args.sweep_plot:
+        from analysis.llm.plot import sweep_figure
+
+        save_figure(sweep_figure(model, sweep, results), args.sweep_plot, force=args.force, dpi=150,
+                    bbox_inches="tight")
+        print(f"wrote {args.sweep_plot}", file=sys.stderr)
+    if args.json != STDOUT:
+        print(render_text(model, setup, results, calibration, sweep), end="")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Drawing an LLM's ops on the roofs and the batch sweep; functions take data (place.Result, a sweep table) and
+a matplotlib `ax`. matplotlib is imported inside the functions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from analysis.llm.calibrate import COMMUNICATION
+from analysis.llm.models import Model
+from analysis.llm.place import Result
+from analysis.plot import AXIS_MARGIN, FONT_SIZE, WARNING_COLOR, plot_roofs
+
+CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac",
+                COMMUNICATION: "#888888"}
+PHASE_MARKERS = {"prefill": "o", "decode": "^"}
+# marker area (points^2) = MIN + share of its phase's time x SPAN
+MARKER_AREA_MIN, MARKER_AREA_SPAN = 18.0, 600.0
+LABEL_SHARE = 0.03  # ops taking at least this share of their phase's time are named on the plot
+CLUSTER_FACTOR = 1.5  # ops this close (a ratio, both axes) share a label
+LABEL_LINE_PT = 10.0  # a label line's height, for stacking labels
+PANEL_SIZE = (11.0, 6.0)
+SWEEP_SIZE = (9.0, 5.5)
+GPU_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+
+
+def _decades(lo: float, hi: float) -> tuple[float, float]:
+    return 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
+
+
+def _drawn(result: Result) -> pd.DataFrame:
+    """The placed ops of both phases that can sit on log axes (FLOPs and a time), with their share of their
+    phase's time."""
+    ops = pd.concat([result.prefill, result.decode], ignore_index=True)
+    ops["share"] = ops["time_s"] / ops.groupby("phase")["time_s"].transform("sum")
+    ops["flop_per_s"] = ops["flops"] / ops["time_s"]
+    return ops[(ops["flops"] > 0) & ops["time_s"].gt(0)]
+
+
+def plot_ops(ax, model: Model, result: Result) -> None:
+    """The model's ops on one GPU's roofs: prefill and decode (its first step) apart by marker, op classes by
+    colour, each op at its intensity and its FLOPs over its time (at the roofs, or below them where a profile
+    calibrated its class). The drawn flats are the roofs the ops run on."""
+    roofs = result.gpu.roofs
+    ops = _drawn(result)
+    keys = list(dict.fromkeys(k for roof in ops["roof"] for k in roof.split("+") if roofs.flat(k)))
+    drawn = replace(roofs, flats=tuple(roofs.flat(k) for k in keys))
+    ridges = [drawn.ridge(k) for k in keys]
+    x_range = _decades(min([*ops["ai"], *ridges]) / AXIS_MARGIN, max([*ops["ai"], *ridges]) * AXIS_MARGIN)
+    slope = roofs.bandwidth("dram").value
+    y_range = _decades(min(ops["flop_per_s"].min(), slope * x_range[0]) / 2,
+                       max([*ops["flop_per_s"], *(f.value for f in drawn.flats)]) * 2)
+    for (phase, cls), group in ops.groupby(["phase", "op_class"]):
+        ax.scatter(group["ai"], group["flop_per_s"], s=MARKER_AREA_MIN + group["share"] * MARKER_AREA_SPAN,
+                   marker=PHASE_MARKERS[phase], c=CLASS_COLORS[cls], edgecolors="white", linewidths=0.6,
+                   alpha=0.85, zorder=5, gid=f"kernels:llm:{phase}:{cls}")
+    # labels go under the roofs, where no op can be, toward the middle; those on one side stack downwards
+    x_mid, lines = math.sqrt(x_range[0] * x_range[1]), {True: 0, False: 0}
+    for phase, xy, names in _clusters(ops[ops["share"] >= LABEL_SHARE]):
+        left, text = xy[0] > x_mid, f"{phase}: " + _wrap_names(names)
+        ax.annotate(text, xy, xytext=(-8 if left else 8, -8 - LABEL_LINE_PT * lines[left]), textcoords="offset points",
+                    fontsize=FONT_SIZE - 0.5, va="top", ha="right" if left else "left", zorder=6, gid="op-label",
+                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6},
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
+        lines[left] += text.count("\n") + 1.3
+    plot_roofs(ax, drawn, x_range, y_range)
+    left_out = sorted(set(result.prefill["op"]) - set(ops["op"]))
+    if left_out:
+        ax.text(0.01, 0.01, f"Not on the plot (no FLOPs: memory-bound, in the table): {', '.join(left_out)}",
+                transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555", gid="note:not-drawn")
+    _ops_legend(ax, ops, calibrated=bool((result.prefill["efficiency"] != 1).any()
+                                         or (result.decode["efficiency"] != 1).any()))
+    s = result.setup
+    ax.set_title(f"{model.name} on {result.gpu.label}: prefill of {s.prompt} tokens, decode step at context "
+                 f"{s.prompt}, batch {s.batch}\nroofs: {roofs.provenance}", fontsize=10, loc="left",
+                 color="black" if roofs.measured else WARNING_COLOR)
+
+
+def _clusters(ops: pd.DataFrame) -> list[tuple[str, tuple[float, float], list[str]]]:
+    """Ops of a phase whose points lie within CLUSTER_FACTOR of each other in both coordinates share one label
+    (decode's GEMMs all sit at 1 FLOP/B): (phase, point, names), the op with the most time first."""
+    clusters: list[dict] = []
+    for op in ops.sort_values("share", ascending=False).itertuples():
+        xy = (op.ai, op.flop_per_s)
+        near = next((c for c in clusters if c["phase"] == op.phase
+                     and all(max(a / b, b / a) < CLUSTER_FACTOR for a, b in zip(c["xy"], xy))), None)
+        if near is None:
+            clusters.append({"phase": op.phase, "xy": xy, "names": [op.op]})
+        else:
+            near["names"].append(op.op)
+    return [(c["phase"], c["xy"], c["names"]) for c in clusters]
+
+
+def _wrap_names(names: list[str], per_line: int = 3) -> str:
+    return ",\n".join(", ".join(names[i:i + per_line]) for i in range(0, len(names), per_line))
+
+
+def _ops_legend(ax, ops: pd.DataFrame, calibrated: bool) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="s", linestyle="none", color=CLASS_COLORS[c], markersize=7, label=c)
+               for c in CLASS_COLORS if c in set(ops["op_class"])]
+    handles += [Line2D([], [], marker=PHASE_MARKERS[p], linestyle="none", color="#555555", markersize=7,
+                       label=f"{p}" + (" (first step)" if p == "decode" else "")) for p in PHASE_MARKERS
+                if p in set(ops["phase"])]
+    handles.append(Line2D([], [], color="none", label="marker area ∝ share of its phase's time"))
+    if calibrated:
+        handles.append(Line2D([], [], color="none", label="below the roof: class efficiency measured"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=FONT_SIZE,
+              title="ops (op class)", title_fontsize=FONT_SIZE)
+
+
+def ops_figure(model: Model, results: Sequence[Result]):
+    """A Figure (no pyplot) with one plot_ops panel per GPU."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(PANEL_SIZE[0], PANEL_SIZE[1] * len(results)), layout="constrained")
+    FigureCanvasAgg(fig)  # a canvas that can measure text, for placing the roof labels
+    for ax, result in zip(fig.subplots(len(results), 1, squeeze=False)[:, 0], results):
+        plot_ops(ax, model, result)
+    return fig
+
+
+def plot_sweep(ax, model: Model, sweep: pd.DataFrame, results: Sequence[Result]) -> None:
+    """Decode tokens/s against batch on each GPU (the sweep table of place.batch_sweep): solid where weights and
+    KV cache fit, dotted where they do not, and where the weight GEMMs turn compute-bound (crossover)."""
+    for i, result in enumerate(results):
+        color = GPU_COLORS[i % len(GPU_COLORS)]
+        rows = sweep[sweep["gpu"] == result.gpu.label]
+        fits = rows["fits"].map(lambda f: f is not False).to_numpy()
+        x, y = rows["batch"].to_numpy(), rows["tokens_per_s"].to_numpy()
+        ax.plot(x, np.where(fits, y, np.nan), color=color, marker="o", markersize=4, linewidth=1.8,
+                label=result.gpu.label, gid=f"sweep:{result.gpu.label}")
+        if not fits.all():  # from the last batch that fits on, dotted
+            start = max(int(np.argmin(fits)) - 1, 0)
+            ax.plot(x[start:], y[start:], color=color, linestyle=":", marker="x", markersize=4, linewidth=1.2,
+                    gid=f"sweep-no-fit:{result.gpu.label}")
+        if result.crossover_batch is not None and result.crossover_batch <= x.max():
+            ax.axvline(result.crossover_batch, color=color, linestyle="--", linewidth=1, alpha=0.7,
+                       gid=f"crossover:{result.gpu.label}")
+            ax.annotate(f"compute-bound GEMMs\nfrom batch {result.crossover_batch}", (result.crossover_batch, 1),
+                        xycoords=("data", "axes fraction"), xytext=(4, -4 - 26 * i), textcoords="offset points",
+                        fontsize=FONT_SIZE - 0.5, color=color, va="top")
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("batch (sequences decoded together)")
+    ax.set_ylabel("decode tokens/s (batch / step time)")
+    ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="#555555", linestyle=":", marker="x", label="weights + KV cache do not fit"))
+    handles.append(Line2D([], [], color="#555555", linestyle="--", label="weight GEMMs compute-bound from here"))
+    ax.legend(handles=handles, loc="lower right", fontsize=FONT_SIZE, frameon=False)
+    s = results[0].setup
+    sources = "; ".join(dict.fromkeys(r.gpu.roofs.provenance for r in results))
+    ax.set_title(f"{model.name}: decode step at context {s.prompt} ({s.weights} weights, {s.kv_cache} KV "
+                 f"cache), KV cache for {s.prompt + s.gen} tokens a sequence\nroofs: {sources}", fontsize=10,
+                 loc="left", color="black" if all(r.gpu.roofs.measured for r in results) else WARNING_COLOR)
+
+
+def sweep_figure(model: Model, sweep: pd.DataFrame, results: Sequence[Result]):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=SWEEP_SIZE, layout="constrained")
+    FigureCanvasAgg(fig)
+    plot_sweep(fig.add_subplot(), model, sweep, results)
+    return fig

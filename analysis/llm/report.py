@@ -1,0 +1,159 @@
+"""The LLM roofline as text (a terminal table) and as JSON (base units; a missing value is null, never 0)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis.llm.calibrate import Calibration
+from analysis.llm.models import Model
+from analysis.llm.place import Result
+from analysis.llm.work import CUDA_CORE, Setup, kv_bytes_per_token, parameters
+from analysis.roofline import seconds, si
+
+ATTENTION_NAMES = {"flash": "FlashAttention (one fused kernel)", "naive": "naive attention (scores in DRAM)"}
+HARDWARE_HEADER = ("GPU", "TTFT", "decode step", "per token", "tokens/s", "weights + KV", "memory", "fits",
+                   "max batch", "max context", "compute-bound from batch", "$/M tokens")
+OP_HEADER = ("phase", "op", "x", "class", "roof", "FLOPs", "weights", "KV read", "KV write", "activations",
+             "AI", "bound", "at roofs", "time", "share")
+TEXT_CELLS = ("GPU", "fits", "phase", "op", "class", "roof", "bound")
+
+
+def _num(value) -> float | int | bool | str | None:
+    """A JSON value: NaN and None are null (missing), numpy scalars plain Python."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def _na(value, fmt) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt(value)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Fixed-width columns: text left-aligned, numbers right-aligned."""
+    cells = [list(header), *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
+                               for c, w, h in zip(r, widths, header)).rstrip() for r in cells)
+
+
+def model_lines(model: Model, setup: Setup) -> list[str]:
+    """What is modelled: the model, the setup, the weights and the KV cache."""
+    mlp = (f"{model.experts} experts of {model.intermediate}, top-{model.experts_per_token}" if model.moe
+           else f"dense {model.intermediate}")
+    quant = f" (int4: group {setup.group_size}, fp16 scale + 4-bit zero a group)" if setup.weights == "int4" else ""
+    last = setup.prompt + setup.gen - 1
+    n = parameters(model)
+    count = f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
+    return [f"{model.name}: {count} parameters, {model.layers} layers, hidden {model.hidden}, "
+            f"{model.attention} attention ({model.heads} heads, {model.kv_heads} KV heads of {model.head_dim}), "
+            f"gated MLP {mlp} ({model.activation}), {'RMSNorm' if model.norm == 'rms' else 'LayerNorm'}, "
+            f"{'tied' if model.tied else 'untied'} LM head [{model.source}]",
+            f"setup: batch {setup.batch}, prompt {setup.prompt} tokens, {setup.gen} decode steps (contexts "
+            f"{setup.prompt} to {last}); weights {setup.weights}{quant}, activations {setup.activations}, KV cache "
+            f"{setup.kv_cache}; {ATTENTION_NAMES[setup.attention]}; GEMMs on tensor.{setup.gemm_type}, CUDA-core "
+            f"ops on {CUDA_CORE}",
+            f"KV cache: {si(kv_bytes_per_token(model, setup), 'B')} a token of a sequence"]
+
+
+def hardware_rows(results: Sequence[Result]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        m = r.memory
+        fits = {True: "yes", False: "NO", None: "unknown"}[m.fits]
+        rows.append([r.gpu.label, _na(r.ttft_s, seconds), _na(r.first_step_s, seconds), _na(r.mean_step_s, seconds),
+                     _na(r.tokens_per_s, lambda v: f"{v:.4g}"), si(m.weights_bytes + m.kv_cache_bytes, "B"),
+                     _na(m.capacity_bytes, lambda v: si(v, "B")), fits, _na(m.max_batch, str),
+                     _na(m.max_context, str) + (" (model max)" if m.context_capped else ""),
+                     _na(r.crossover_batch, str), _na(r.usd_per_million_tokens, lambda v: f"{v:.3g}")])
+    return rows
+
+
+def op_rows(result: Result) -> list[list[str]]:
+    rows = []
+    for placed in (result.prefill, result.decode):
+        total = placed["time_s"].sum(skipna=False)
+        for o in placed.itertuples():
+            rows.append([o.phase, o.op, str(o.count), o.op_class, o.roof, si(o.flops, "FLOP"),
+                         si(o.weights_bytes, "B"), si(o.kv_read_bytes, "B"), si(o.kv_write_bytes, "B"),
+                         si(o.activation_bytes, "B"), f"{o.ai:.3g}", _na(o.bound, str),
+                         _na(o.time_at_roof_s, seconds),
+                         _na(o.time_s, seconds) + ("*" if o.efficiency != 1 else ""),
+                         _na(o.time_s / total, lambda v: f"{v:.1%}")])
+    return rows
+
+
+def calibration_lines(cal: Calibration) -> list[str]:
+    header = ("class", "kernels", "measured", "at roofs", "efficiency", "note")
+    rows = [[c.op_class, str(c.kernels), _na(c.measured_s, seconds), _na(c.at_roof_s, seconds),
+             _na(c.efficiency, lambda v: f"{v:.1%}"), c.note] for c in cal.table.itertuples()]
+    return [f"calibration: {cal.phase} profile against the roofs of {cal.gpu} (efficiency = time at the roofs / "
+            f"measured time; applied to the {cal.phase} ops of every GPU)", table(header, rows)]
+
+
+def render_text(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
+                sweep: pd.DataFrame | None = None) -> str:
+    """Model and setup, the GPUs side by side, the calibration, the batch sweep, then each GPU's ops."""
+    out = model_lines(model, setup) + [""]
+    out += [f"{r.gpu.label}: roofs {r.gpu.roofs.provenance}; memory {r.gpu.memory_source}" for r in results]
+    out += ["", "times at the roofs" + (" (* where a profile measured the class's efficiency)" if calibration else
+                                        "") + "; tokens/s of the batch; TTFT = the prefill; memory: weights + the "
+            f"KV cache at {setup.prompt + setup.gen} tokens a sequence", table(HARDWARE_HEADER, hardware_rows(results))]
+    if calibration is not None:
+        out += [""] + calibration_lines(calibration)
+    if sweep is not None:
+        rows = [[r.gpu, str(r.batch), _na(r.step_time_s, seconds), _na(r.tokens_per_s, lambda v: f"{v:.4g}"),
+                 _na(r.gemms, str), {True: "yes", False: "NO", None: "unknown"}[r.fits]]
+                for r in sweep.itertuples()]
+        out += ["", f"batch sweep: the decode step at context {setup.prompt}",
+                table(("GPU", "batch", "step", "tokens/s", "GEMMs", "fits"), rows)]
+    for r in results:
+        out += ["", f"ops on {r.gpu.label} (x: instances, all of them in each number; decode: its first step)",
+                table(OP_HEADER, op_rows(r))]
+    return "\n".join(out) + "\n"
+
+
+def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
+            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = ()) -> dict:
+    """Everything in base units (s, B, FLOP); per GPU the prefill, decode, memory, cost and per-op rows."""
+    gpus = []
+    for r in results:
+        m = r.memory
+        ops = pd.concat([r.prefill, r.decode], ignore_index=True)
+        gpus.append({
+            "gpu": r.gpu.label, "roofs": r.gpu.spec, "roofs_source": r.gpu.roofs.provenance,
+            "measured_roofs": r.gpu.roofs.measured,
+            "prefill": {"tokens": setup.batch * setup.prompt, "flops": float(r.prefill["flops"].sum()),
+                        "bytes": float(r.prefill["bytes"].sum()), "time_s": _num(r.ttft_s)},
+            "decode": {"steps": setup.gen, "first_step_time_s": _num(r.first_step_s),
+                       "mean_time_per_token_s": _num(r.mean_step_s), "tokens_per_s": _num(r.tokens_per_s),
+                       "first_step_flops": float(r.decode["flops"].sum()),
+                       "first_step_bytes": float(r.decode["bytes"].sum()),
+                       "compute_bound_from_batch": r.crossover_batch},
+            "memory": {"weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
+                       "capacity_bytes": m.capacity_bytes, "capacity_source": r.gpu.memory_source, "fits": m.fits,
+                       "max_batch": m.max_batch, "max_context": m.max_context,
+                       "max_context_is_model_max": m.context_capped},
+            "cost": None if r.gpu.usd_per_hour is None else {
+                "usd_per_hour": r.gpu.usd_per_hour, "usd_per_million_tokens": _num(r.usd_per_million_tokens)},
+            "ops": [{k: _num(v) for k, v in row.items()} for row in ops.to_dict("records")]})
+    return {
+        "model": {"name": model.name, "source": model.source, "parameters": parameters(model),
+                  "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
+                  "head_dim": model.head_dim, "intermediate": model.intermediate, "vocab": model.vocab,
+                  "experts": model.experts, "experts_per_token": model.experts_per_token, "tied": model.tied},
+        "setup": {"batch": setup.batch, "prompt": setup.prompt, "gen": setup.gen, "weights": setup.weights,
+                  "activations": setup.activations, "kv_cache": setup.kv_cache, "attention": setup.attention,
+                  "group_size": setup.group_size if setup.weights == "int4" else None,
+                  "gemm_roof": f"tensor.{setup.gemm_type}", "cuda_core_roof": CUDA_CORE},
+        "gpus": gpus,
+        "calibration": None if calibration is None else {
+            "phase": calibration.phase, "gpu": calibration.gpu,
+            "classes": [{k: _num(v) for k, v in row.items()} for row in calibration.table.to_dict("records")]},
+        "sweep": None if sweep is None else [{k: _num(v) for k, v in row.items()}
+                                             for row in sweep.to_dict("records")],
+        "warnings": list(warnings),
+    }

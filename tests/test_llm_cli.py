@@ -1,0 +1,134 @@
+"""python -m analysis.llm: the table, --json, pictures, --price, --calibrate and one-line errors.
+
+Numbers by hand: tiny-llama's decode step at batch 1, context 100 moves 3,018,960 B (test_llm_work.py) and is
+memory-bound on the A100 SXM4 80GB datasheet (2,039 GB/s) and the H100 SXM one (3,350 GB/s).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.llm.__main__ import main
+
+DATA = Path(__file__).parent / "data" / "llm"
+TINY = str(DATA / "tiny-llama")
+PROFILE = str(DATA / "decode-step.ncu.csv")
+BASE = ["--model", TINY, "--roofs", "A100 SXM4 80GB", "--prompt", "100", "--gen", "4"]
+
+
+def run_json(capsys, *args):
+    assert main([*BASE, *args, "--json", "-"]) == 0
+    out = capsys.readouterr()
+    return json.loads(out.out), out.err
+
+
+def test_json_has_the_fields_per_gpu(capsys):
+    doc, err = run_json(capsys, "--roofs", "H100 SXM", "--price", "h100 sxm=3.6")
+    a100, h100 = doc["gpus"]
+    assert a100["gpu"] == "NVIDIA A100 SXM4 80GB (CC 8.0)" and not a100["measured_roofs"]
+    assert a100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9)
+    assert h100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 3350e9)
+    assert a100["prefill"]["tokens"] == 100 and a100["prefill"]["time_s"] > 0
+    assert set(a100["decode"]) >= {"first_step_time_s", "mean_time_per_token_s", "tokens_per_s"}
+    assert a100["memory"]["weights_bytes"] == 3_385_856 and a100["memory"]["kv_cache_bytes"] == 104 * 1024
+    assert a100["memory"]["fits"] is True and a100["memory"]["capacity_bytes"] == 80 * 2 ** 30
+    assert a100["cost"] is None and h100["cost"]["usd_per_hour"] == 3.6
+    decode_ops = [o for o in a100["ops"] if o["phase"] == "decode"]
+    assert len(decode_ops) == 15 and {o["op"] for o in decode_ops} >= {"qkv_proj", "attention", "lm_head"}
+    assert sum(o["bytes"] for o in decode_ops) == 3_018_960
+    assert doc["setup"]["gemm_roof"] == "tensor.bf16" and doc["model"]["kv_heads"] == 2
+    assert "datasheet figures" in err  # the roofs are not measured: said on stderr and in the JSON
+    assert any("not measured here" in w for w in doc["warnings"])
+
+
+def test_the_text_table_names_the_gpus_and_the_roofs_source(capsys):
+    assert main([*BASE, "--sweep", "--sweep-max", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny-llama: 1.69 M parameters" in out
+    assert "NVIDIA A100 SXM4 80GB (CC 8.0): roofs datasheet figures for NVIDIA A100 SXM4 80GB (not measured here)" \
+        in out
+    assert "batch sweep: the decode step at context 100" in out
+    assert "ops on NVIDIA A100 SXM4 80GB (CC 8.0)" in out and "qkv_proj" in out
+
+
+def test_calibration_applies_the_measured_efficiencies(capsys):
+    doc, err = run_json(capsys, "--roofs", "H100 SXM", "--calibrate", PROFILE)
+    a100, h100 = doc["gpus"]
+    measured = 4e-6 + 0.8e-6 + 0.3e-6 + 0.2e-6  # gemm, attention, norm, elementwise of the profile
+    assert a100["decode"]["first_step_time_s"] == pytest.approx(measured)
+    assert h100["decode"]["first_step_time_s"] == pytest.approx(measured * 2039 / 3350)
+    classes = {c["op_class"]: c for c in doc["calibration"]["classes"]}
+    assert classes["gemm"]["efficiency"] == pytest.approx(2_887_120 / 2039e9 / 4e-6)
+    assert classes["communication"]["efficiency"] is None  # missing, not 0
+    assert doc["calibration"]["gpu"] == "NVIDIA A100 SXM4 80GB (CC 8.0)"
+    assert "match no class pattern" in err and "PROFILE FROM ANOTHER GPU" not in err
+
+
+def test_a_profile_from_another_gpu_than_calibrate_on_is_warned_about(capsys):
+    _, err = run_json(capsys, "--calibrate", PROFILE, "--calibrate-on", "H100 SXM")
+    assert "PROFILE FROM ANOTHER GPU" in err
+
+
+def test_pictures_are_written_and_kept_without_force(tmp_path, capsys):
+    ops, sweep = tmp_path / "ops.png", tmp_path / "sweep.png"
+    assert main([*BASE, "-o", str(ops), "--sweep-plot", str(sweep), "--sweep-max", "8"]) == 0
+    assert ops.stat().st_size > 10_000 and sweep.stat().st_size > 10_000
+    before = ops.read_bytes()
+    assert main([*BASE, "-o", str(ops)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err and ops.read_bytes() == before
+    assert main([*BASE, "-o", str(ops), "--force"]) == 0
+
+
+def test_plot_content():
+    from analysis.llm.models import load_model
+    from analysis.llm.place import evaluate, gpu_of
+    from analysis.llm.plot import ops_figure
+    from analysis.llm.work import Setup
+
+    model, _ = load_model(TINY)
+    result = evaluate(model, Setup(prompt=100, gen=2), gpu_of("A100 SXM4 80GB"))
+    ax = ops_figure(model, [result]).axes[0]
+    gids = {c.get_gid() for c in ax.collections}
+    assert {"kernels:llm:prefill:gemm", "kernels:llm:decode:gemm", "kernels:llm:decode:attention"} <= gids
+    assert {ln.get_gid() for ln in ax.lines} >= {"roof:dram", "roof:fp32", "roof:tensor.bf16"}
+    assert "not measured here" in ax.get_title(loc="left")
+    notes = [t.get_text() for t in ax.texts if t.get_gid() == "note:not-drawn"]
+    assert notes and "embedding, kv_cache_write" in notes[0]  # no FLOPs: not on log axes
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--model", "nope-7b", "--roofs", "H100 SXM"], "no such file and no shipped model"),
+    (["--model", TINY], "give --model NAME|config.json and at least one --roofs"),
+    ([*BASE, "--price", "B200=2"], "'B200' is none of the --roofs GPUs"),
+    ([*BASE, "--price", "A100 SXM4 80GB=free"], "give GPU=USD_PER_HOUR with a positive price"),
+    ([*BASE, "--weights", "int4", "--group-size", "100"], "--group-size 100"),
+    ([*BASE, "--roofs", "Z999"], "no such roofs file"),
+    ([*BASE, "--sweep-plot", "sweep.txt"], "must end in .png"),
+    ([*BASE, "--calibrate", str(DATA / "tiny-olmo.json")], "tiny-olmo.json"),
+])
+def test_errors_are_one_line(args, needle, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and err.startswith("python -m analysis.llm: error:")
+
+
+def test_list_models(capsys):
+    assert main(["--list-models"]) == 0
+    out = capsys.readouterr().out
+    assert "Mixtral-8x7B-v0.1  https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json" in out
+
+
+def test_runs_as_a_module_without_importing_matplotlib():
+    code = ("import sys, analysis.llm.__main__; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'cupy', 'numba'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
+    help_out = subprocess.run([sys.executable, "-m", "analysis.llm", "--help"], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).resolve().parents[1])
+    assert "--calibrate" in help_out.stdout

@@ -1,0 +1,127 @@
+"""analysis.llm.models: configs from a config.json or a shipped name; parameter counts worked out by hand from the
+published config values (and checked against the counts the model cards publish)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.llm.models import SHIPPED, load_model, model_from_config
+from analysis.llm.work import parameters
+from ceilings.errors import CeilingsError
+
+DATA = Path(__file__).parent / "data" / "llm"
+
+
+def test_a_config_json_and_the_shipped_name_give_the_same_model():
+    from_file, warnings = load_model(str(DATA / "Llama-3.1-8B-config.json"))
+    shipped, _ = load_model("llama-3.1-8b")  # any case
+    assert warnings == []
+    for field in ("hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim", "vocab", "tied", "norm",
+                  "biased", "experts", "max_context"):
+        assert getattr(from_file, field) == getattr(shipped, field), field
+    assert (shipped.hidden, shipped.kv_heads, shipped.head_dim, shipped.vocab) == (4096, 8, 4096 // 32, 128256)
+    assert shipped.source == "https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"
+
+
+def test_a_folder_holding_config_json_is_read():
+    model, _ = load_model(str(DATA / "tiny-llama"))
+    assert (model.name, model.hidden, model.heads, model.kv_heads, model.head_dim) == ("tiny-llama", 256, 4, 2, 64)
+
+
+@pytest.mark.parametrize("name, expected", [
+    # embedding 128256 x 4096 = 525,336,576, the LM head as much again; a layer: q 4096^2 + k, v 4096 x 1024 + o
+    # 4096^2 = 41,943,040, MLP 3 x 4096 x 14336 = 176,160,768, two norms 8192; 32 layers; final norm 4096
+    ("Llama-3.1-8B", 2 * 525_336_576 + 32 * (41_943_040 + 176_160_768 + 8192) + 4096),  # 8.03 B published
+    # tied: the table once (151936 x 896); q/k/v biases 896 + 128 + 128; MLP 3 x 896 x 4864; 24 layers
+    ("Qwen2.5-0.5B", 151936 * 896 + 24 * (896 * 896 * 2 + 896 * 128 * 2 + 1152 + 3 * 896 * 4864 + 2 * 896) + 896),
+    # 8 experts of 3 x 4096 x 14336 and a router 4096 x 8 per layer; vocab 32000
+    ("Mixtral-8x7B-v0.1", 2 * 32000 * 4096 + 32 * (41_943_040 + 8 * 176_160_768 + 4096 * 8 + 8192) + 4096),
+])
+def test_parameters_by_hand(name, expected):
+    assert parameters(load_model(name)[0]) == expected
+
+
+def test_published_parameter_counts():
+    """The model cards' rounded counts (8.03 B, 70.6 B, 1.24 B, 7.25 B, 46.7 B, 7.62 B, 0.49 B)."""
+    published = {"Llama-3.1-8B": 8.03e9, "Llama-3.1-70B": 70.6e9, "Llama-3.2-1B": 1.24e9, "Mistral-7B-v0.3": 7.25e9,
+                 "Mixtral-8x7B-v0.1": 46.7e9, "Qwen2.5-7B": 7.62e9, "Qwen2.5-0.5B": 0.494e9}
+    assert set(published) == set(SHIPPED)
+    for name, count in published.items():
+        assert float(f"{parameters(load_model(name)[0]):.3g}") == count, name  # to the published 3 digits
+
+
+def test_shipped_models_cover_moe_gqa_and_tied_embeddings():
+    models = {name: load_model(name)[0] for name in SHIPPED}
+    assert models["Mixtral-8x7B-v0.1"].moe and (models["Mixtral-8x7B-v0.1"].experts,
+                                                 models["Mixtral-8x7B-v0.1"].experts_per_token) == (8, 2)
+    assert models["Llama-3.2-1B"].tied and models["Qwen2.5-0.5B"].tied
+    assert models["Llama-3.2-1B"].head_dim == 64  # given in the config, not 2048 / 32 derived
+    assert models["Qwen2.5-7B"].biased == {"qkv"} and models["Llama-3.1-8B"].biased == set()
+    assert models["Qwen2.5-7B"].sliding_window is None  # use_sliding_window is false
+
+
+def test_fragments_and_ambiguous_names():
+    assert load_model("mixtral")[0].name == "Mixtral-8x7B-v0.1"
+    with pytest.raises(CeilingsError, match="ambiguous: Llama-3.1-8B, Llama-3.1-70B"):
+        load_model("llama-3.1")
+    with pytest.raises(CeilingsError, match="no such file and no shipped model"):
+        load_model("gpt-5")
+
+
+def test_fields_the_config_lacks_take_the_config_class_defaults():
+    """LlamaConfig: no num_key_value_heads is one KV head per head; no head_dim is hidden / heads; no
+    tie_word_embeddings is False (PretrainedConfig's True would be wrong here)."""
+    model = model_from_config({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                               "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10}, "m", "test")
+    assert (model.kv_heads, model.head_dim, model.tied, model.activation) == (4, 16, False, "silu")
+    assert model.attention == "multi-head"
+
+
+def test_layernorm_without_weights_and_attention_bias():
+    olmo, _ = load_model(str(DATA / "tiny-olmo.json"))
+    assert (olmo.norm, olmo.norm_weights, olmo.kv_heads) == ("layer", False, 2)
+    # a LayerNorm without weights holds no parameters: tied table 100 x 64, q k v o 4 x 64^2, MLP 3 x 64 x 128
+    assert parameters(olmo) == 100 * 64 + 4 * 64 * 64 + 3 * 64 * 128
+    biased = model_from_config({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                                "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10,
+                                "attention_bias": True}, "m", "test")
+    assert biased.biased == {"qkv", "o"}
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"model_type": "gpt2"}, "model_type 'gpt2' is not modelled"),
+    ({"hidden_size": None}, "hidden_size is missing"),
+    ({"num_hidden_layers": 0}, "num_hidden_layers = 0 must be a positive whole number"),
+    ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads 3"),
+    ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not modelled"),
+])
+def test_config_errors_name_the_field(change, needle):
+    config = {**json.loads((DATA / "tiny-llama" / "config.json").read_text()), **change}
+    with pytest.raises(CeilingsError, match=needle):
+        model_from_config(config, "m", "test")  # a null field is a missing one
+
+
+def test_a_multimodal_config_says_where_the_decoder_is(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "text_config": {"hidden_size": 64}}))
+    with pytest.raises(CeilingsError, match="hidden_size is missing .*text_config"):
+        load_model(str(path))
+
+
+def test_a_quantized_checkpoint_is_named_in_a_warning(tmp_path):
+    config = json.loads((DATA / "tiny-llama" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _, warnings = load_model(str(tmp_path))
+    assert warnings and "quant_method awq, bits 4, group_size 128" in warnings[0] and "--weights" in warnings[0]
+
+
+def test_an_unreadable_config_is_one_line(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(CeilingsError, match="is not JSON"):
+        load_model(str(tmp_path / "bad.json"))
+    with pytest.raises(CeilingsError, match="cannot read"):
+        load_model(str(tmp_path / "absent.json"))

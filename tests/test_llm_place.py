@@ -1,0 +1,130 @@
+"""analysis.llm.place: phase totals, memory fit, the decode crossover batch, the batch sweep and the cost of a
+token, worked out by hand. Hand roofs and tiny-llama as in test_llm_work.py (DRAM 1e12 B/s, fp32 1e13,
+tensor.bf16 1e14: the bf16 ridge is at 100 FLOP/B)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis.llm.models import load_model
+from analysis.llm.place import Gpu, batch_sweep, crossover_batch, evaluate, gpu_of, memory
+from analysis.llm.work import Setup
+from analysis.roofline import Roof, Roofs
+
+DATA = Path(__file__).parent / "data" / "llm"
+ROOFS = Roofs(device="Hand GPU", bandwidths=(Roof("dram", 1e12, "hand"),), flats=(Roof("fp32", 1e13, "hand"),),
+              tensor_flats=(Roof("tensor.bf16", 1e14, "hand"),), sm_clock_hz=None)
+GIB = 2 ** 30
+# tiny-llama's weight GEMMs in a decode step: sum of in x out over qkv, o, gate_up, down (2 layers) and the LM
+# head, and of in + out (the activation elements a row reads and writes)
+N = 2 * (256 * 512 + 256 * 256 + 256 * 1024 + 512 * 256) + 256 * 1000
+IN_OUT = 2 * ((256 + 512) + (256 + 256) + (256 + 1024) + (512 + 256)) + (256 + 1000)
+
+
+@pytest.fixture
+def tiny():
+    return load_model(str(DATA / "tiny-llama"))[0]
+
+
+def test_prefill_and_decode_totals_by_hand(tiny):
+    """Prompt 100, 4 decode steps, batch 1: every op is memory-bound (the GEMMs' intensities are 56-67 FLOP/B,
+    under the ridge of 100), so each phase takes its bytes / 1e12."""
+    prefill_bytes = (2 * 100 * 256 * 2  # embedding: 100 rows read, written
+                     + 5 * (256 * 2 + 2 * 100 * 256 * 2)  # 5 norms: weight, read, write
+                     + 2 * (256 * 512 * 2 + 100 * 768 * 2)  # qkv
+                     + 2 * (2 * 100 * 6 * 64 * 2 + 100 * 64 * 2)  # rotary
+                     + 2 * (100 * 256 * 2 + 100 * 256 * 2)  # KV-cache write: read K V, write the cache
+                     + 2 * (100 * 256 * 2 + 2 * 100 * 256 * 2)  # attention: K V of 100 keys, Q, O
+                     + 2 * (256 * 256 * 2 + 100 * 512 * 2)  # o
+                     + 4 * 3 * 100 * 256 * 2  # residual adds
+                     + 2 * (256 * 1024 * 2 + 100 * 1280 * 2)  # gate_up
+                     + 2 * 3 * 100 * 512 * 2  # act(gate) * up
+                     + 2 * (512 * 256 * 2 + 100 * 768 * 2)  # down
+                     + 256 * 1000 * 2 + 1256 * 2)  # the LM head, the last token only
+    assert prefill_bytes == 6_895_568
+    result = evaluate(tiny, Setup(prompt=100, gen=4), Gpu("hand", ROOFS, None, "unknown"))
+    assert result.ttft_s == pytest.approx(prefill_bytes / 1e12, rel=1e-12)
+    # decode at context 100 moves 3,018,960 B (test_llm_work); each later step reads one more K and V a layer
+    steps = [3_018_960 + i * 2 * 2 * 2 * 64 * 2 for i in range(4)]
+    assert result.step_times == pytest.approx([s / 1e12 for s in steps], rel=1e-12)
+    assert result.first_step_s == pytest.approx(3_018_960 / 1e12)
+    assert result.mean_step_s == pytest.approx(sum(steps) / 4 / 1e12)
+    assert result.tokens_per_s == pytest.approx(1 / (sum(steps) / 4 / 1e12))
+    assert result.usd_per_million_tokens is None
+
+
+def test_cost_per_million_generated_tokens(tiny):
+    """At 3.6 $/h (0.001 $/s): the request's time x 0.001 over batch x gen tokens, x 1e6."""
+    setup = Setup(batch=2, prompt=100, gen=4)
+    result = evaluate(tiny, setup, Gpu("hand", ROOFS, None, "unknown", usd_per_hour=3.6))
+    request = result.ttft_s + sum(result.step_times)
+    assert result.usd_per_million_tokens == pytest.approx(0.001 * request / (2 * 4) * 1e6)
+
+
+def test_memory_fit_max_batch_and_max_context_on_a_datasheet_gpu():
+    """Llama-3.1-8B bf16 on the A100 40GB datasheet (40 GiB): weights 2 x 8,030,261,248 B; a sequence of 2304
+    tokens holds 2304 x 131,072 B of KV cache."""
+    llama, _ = load_model("Llama-3.1-8B")
+    gpu = gpu_of("A100 SXM4 40GB")
+    assert gpu.memory_bytes == 40 * GIB and "datasheet" in gpu.memory_source
+    room = 40 * GIB - 2 * 8_030_261_248
+    assert math.floor(room / (2304 * 131_072)) == 89
+    at_89 = memory(llama, Setup(batch=89, prompt=2048, gen=256), gpu.memory_bytes)
+    assert (at_89.fits, at_89.max_batch, at_89.weights_bytes) == (True, 89, 2 * 8_030_261_248)
+    assert at_89.kv_cache_bytes == 89 * 2304 * 131_072
+    assert memory(llama, Setup(batch=90, prompt=2048, gen=256), gpu.memory_bytes).fits is False
+    # at batch 1 the memory would hold floor(room / 131072) = 205,148 tokens: more than the model's 131,072
+    one = memory(llama, Setup(batch=1), gpu.memory_bytes)
+    assert (one.max_context, one.context_capped) == (131_072, True)
+    two = memory(llama, Setup(batch=2), gpu.memory_bytes)
+    assert (two.max_context, two.context_capped) == (math.floor(room / (2 * 131_072)), False)
+
+
+def test_a_model_larger_than_the_gpu_does_not_fit():
+    llama70, _ = load_model("Llama-3.1-70B")
+    m = memory(llama70, Setup(), gpu_of("H100 SXM").memory_bytes)
+    assert m.weights_bytes == 2 * 70_553_706_496 > 80 * GIB
+    assert (m.fits, m.max_batch, m.max_context) == (False, 0, 0)
+
+
+def test_unknown_memory_is_unknown_not_zero(tiny):
+    m = memory(tiny, Setup(), None)
+    assert (m.fits, m.max_batch, m.max_context) == (None, None, None)
+
+
+def ai(batch: int) -> float:
+    """The decode GEMMs' intensity at a batch: 2 B N FLOPs over 2 N weight bytes + 2 B IN_OUT activation bytes."""
+    return 2 * batch * N / (2 * N + 2 * batch * IN_OUT)
+
+
+def test_decode_turns_compute_bound_where_the_gemms_intensity_reaches_the_ridge(tiny):
+    """Compute 2 B N / 1e14 >= memory (2 N + 2 B IN_OUT) / 1e12 from B = N / (N / 100 - IN_OUT) = 222.8: batch
+    223, where the GEMMs' intensity first reaches the ridge (100 FLOP/B)."""
+    assert N / (N / 100 - IN_OUT) == pytest.approx(222.77, abs=0.01)
+    assert ai(222) < ROOFS.ridge("tensor.bf16") == 100 <= ai(223)
+    assert crossover_batch(tiny, Setup(prompt=100), ROOFS) == 223
+
+
+def test_the_batch_sweep_shows_the_crossover(tiny):
+    """tokens/s = batch / step time; KV cache of 104 tokens a sequence x 1,024 B against a 4 MB GPU."""
+    gpu = Gpu("hand", ROOFS, 4e6, "hand")
+    sweep = batch_sweep(tiny, Setup(prompt=100, gen=4), gpu, [1, 128, 223, 256])
+    assert list(sweep["gemms"]) == ["memory", "memory", "compute", "compute"]
+    assert sweep["tokens_per_s"].iloc[0] == pytest.approx(1 / (3_018_960 / 1e12))
+    assert list(sweep["tokens_per_s"]) == pytest.approx(list(sweep["batch"] / sweep["step_time_s"]))
+    # the tiny model's weights (layers, norms, table and head) leave room for 5 sequences of 104 tokens
+    weights = memory(tiny, Setup(), None).weights_bytes
+    assert weights == 2 * 2 * (256 * 512 + 256 * 256 + 256 * 1024 + 512 * 256) + 5 * 256 * 2 + 2 * 256_000 * 2 \
+        == 3_385_856
+    assert math.floor((4e6 - weights) / (104 * 1024)) == 5
+    assert list(sweep["fits"]) == [True, False, False, False]
+
+
+def test_roofs_that_cannot_place_the_gemms_have_no_crossover(tiny):
+    no_bf16 = Roofs(device="x", bandwidths=ROOFS.bandwidths, flats=ROOFS.flats, sm_clock_hz=None)
+    assert crossover_batch(tiny, Setup(), no_bf16) is None
+    result = evaluate(tiny, Setup(prompt=16, gen=2), Gpu("x", no_bf16, None, "unknown"))
+    assert math.isnan(result.ttft_s) and math.isnan(result.first_step_s) and math.isnan(result.tokens_per_s)
