@@ -142,6 +142,45 @@ def _cupy_options() -> tuple[str, ...]:
 
 # --- compiling ----------------------------------------------------------------------------------------------
 
+_ARCH_OPTION = re.compile(r"^(?:-arch|--gpu-architecture)=(sm_\w+)$")
+
+
+def source_arch(options: Sequence[str], planned: str) -> str:
+    """The architecture a CUDA C source is compiled for: the one its options name (`-arch=sm_90a`, for
+    arch-specific instructions such as wgmma), else the planned device's. A source may name only the planned
+    arch or its arch-specific variant: code for sm_90a runs on CC 9.0 devices alone."""
+    named = [m.group(1) for o in options if (m := _ARCH_OPTION.match(o))]
+    if not named:
+        return planned
+    if len(named) > 1 or named[0] not in (planned, f"{planned}a"):
+        raise CeilingsError(f"source options {' '.join(options)!r} name {', '.join(named)}: a plan for {planned} "
+                            f"compiles for {planned} or {planned}a, once")
+    return named[0]
+
+
+def nvrtc_cubin(code: str, file: str, options: tuple[str, ...], exprs: Sequence[str],
+                arch: str) -> tuple[bytes, dict[str, str]]:
+    """One NVRTC program with every name expression, compiled to a cubin with the options CuPy's RawModule
+    adds; (cubin, name expression -> lowered name). The arch is `source_arch(options, arch)`, named once:
+    the way `kernels.wgmma` compiles its sm_90a kernels at run time, since RawModule always adds its own."""
+    nvrtc = _nvrtc()
+    target = source_arch(options, arch)
+    own = [o for o in options if not _ARCH_OPTION.match(o)]
+    prog = nvrtc.createProgram(code, file, [], [])
+    try:
+        for expr in exprs:
+            nvrtc.addNameExpression(prog, expr)
+        try:
+            nvrtc.compileProgram(prog, [f"-arch={target}", *own, *_cupy_options()])
+        except nvrtc.NVRTCError:
+            log = " ".join(nvrtc.getProgramLog(prog).split())[:400]
+            raise CeilingsError(f"NVRTC ({file}, {target}): {log}") from None
+        names = {expr: nvrtc.getLoweredName(prog, expr) for expr in exprs}
+        cubin = nvrtc.getCUBIN(prog) + b"\0"  # cupy 14.2 returns the cubin one byte short
+    finally:
+        nvrtc.destroyProgram(prog)
+    return cubin, names
+
 
 @dataclass
 class Compiled:
@@ -169,19 +208,13 @@ class Compiler:
     def cuda(self, code: str, file: str, options: tuple[str, ...], exprs: tuple[str, ...], arch: str,
              cuobjdump: Path) -> Compiled:
         label = f"{file} [{arch}]"
-        nvrtc = _nvrtc()
-        prog = nvrtc.createProgram(code, file, [], [])
         try:
-            for expr in exprs:
-                nvrtc.addNameExpression(prog, expr)
-            try:
-                nvrtc.compileProgram(prog, [f"-arch={arch}", *options, *_cupy_options()])
-            except nvrtc.NVRTCError:
-                return Compiled(label, error=f"NVRTC: {' '.join(nvrtc.getProgramLog(prog).split())[:400]}")
-            names = {expr: nvrtc.getLoweredName(prog, expr) for expr in exprs}
-            cubin = nvrtc.getCUBIN(prog) + b"\0"  # cupy 14.2 returns the cubin one byte short
-        finally:
-            nvrtc.destroyProgram(prog)
+            label = f"{file} [{source_arch(options, arch)}]"
+            cubin, names = nvrtc_cubin(code, file, options, exprs, arch)
+        except MissingDependency:
+            raise
+        except CeilingsError as exc:  # this program's error: its plans are reported, the rest still proven
+            return Compiled(label, error=str(exc))
         stem = _stem(Path(file).stem, code, options, exprs, arch)
         return self._disassemble(label, cubin, stem, arch, names, cuobjdump)
 

@@ -9,7 +9,7 @@ from .base import Benchmark
 
 # Each module exposes BENCHMARKS: list[Benchmark]. Importing them imports no CUDA package.
 FAMILIES = ("kernels.stream", "kernels.cache", "kernels.fma", "kernels.intensity", "kernels.tensor",
-            "kernels.library")
+            "kernels.wgmma", "kernels.library")
 
 
 def all_benchmarks() -> list[Benchmark]:

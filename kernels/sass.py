@@ -46,7 +46,10 @@ MMA_SHAPES: dict[str, tuple[int, int, int]] = {
     "16832": (16, 8, 32), "8816": (8, 8, 16), "8832": (8, 8, 32), "16864": (16, 8, 64),
 }
 MMA_THREADS = 32  # mma.sync is a warp instruction
-GMMA_THREADS = 128  # wgmma (HGMMA/QGMMA/IGMMA, sm_90a) is a warpgroup instruction; shape token 64xNxK
+# wgmma (sm_90a) is a warpgroup instruction, its shape spelled out in the opcode (64xNxK, N from 8 to 256), so
+# one SASS instruction does 2*64*N*K FLOPs for the 128 threads that issue it. Seen with NVRTC 13.0:
+#   m64n256k16 bf16 -> HGMMA.64x256x16.F32.BF16, f16 -> HGMMA.64x256x16.F32, e4m3 -> QGMMA.64x256x32.F32.E4M3.E4M3
+GMMA_THREADS = 128
 MMA_BASES = frozenset({"HMMA", "IMMA", "DMMA", "QMMA", "HGMMA", "IGMMA", "QGMMA", "BGMMA"})
 SM90_FP8_NOTE = ("sm_90 has no fp8 mma.sync instruction: ptxas converts the e4m3/e5m2 operands to fp16 "
                  "(F2FP.F16.E4M3.UNPACK_B) and issues HMMA.16816.F32 (fp16) plus FADDs")

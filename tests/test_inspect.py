@@ -103,6 +103,12 @@ def test_mma_opcodes_and_sm90_fp8_emulation():
     ("DMMA.884 R16, R22, R20, R16", "DMMA.884", "fp64", 16),
     ("IMMA.16832.S8.S8 R12, R8.ROW, R2.COL, R12", "IMMA.16832.S8.S8", "int8", 2 * 16 * 8 * 32 // 32),
     ("QMMA.16832.F32.E4M3.E4M3 R8, R4, R2, R8", "QMMA.16832.F32.E4M3.E4M3", "fp8", 256),
+    # wgmma: per thread of the warpgroup, 2*64*N*K / 128 with N from the mnemonic (the shapes NVRTC 13.0 emits)
+    ("HGMMA.64x256x16.F32.BF16 R24, gdesc[UR8], R24, gsb0", "HGMMA.64x256x16.F32.BF16", "bf16", 4096),
+    ("HGMMA.64x256x16.F32 R24, gdesc[UR8], R24", "HGMMA.64x256x16.F32", "fp16", 4096),
+    ("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR8], R24", "HGMMA.64x8x16.F32.BF16", "bf16", 2 * 64 * 8 * 16 // 128),
+    ("HGMMA.64x96x8.F32.TF32 R24, gdesc[UR8], R24", "HGMMA.64x96x8.F32.TF32", "tf32", 2 * 64 * 96 * 8 // 128),
+    ("QGMMA.64x256x32.F32.E4M3.E4M3 R24, gdesc[UR8], R24", "QGMMA.64x256x32.F32.E4M3.E4M3", "fp8", 8192),
     ("FFMA.FTZ R4, R4, R2, R3", "FFMA", "fp32", 2),
     ("DFMA R4, R4, R2, R6", "DFMA", "fp64", 2),
     ("HFMA2 R6, R6, R4, R5", "HFMA2", "fp16", 4),
@@ -140,6 +146,16 @@ def test_not_work(text, key):
 def test_global_bytes(text, read, write):
     op = sass.classify(_ins(text))
     assert (op.read_bytes, op.write_bytes) == (read, write)
+
+
+def test_a_source_may_name_the_arch_specific_variant_of_its_planned_arch():
+    assert insp.source_arch(("-std=c++17",), "sm_90") == "sm_90"
+    assert insp.source_arch(("-std=c++17", "-arch=sm_90a"), "sm_90") == "sm_90a"
+    assert insp.source_arch(("--gpu-architecture=sm_90",), "sm_90") == "sm_90"
+    with pytest.raises(insp.CeilingsError, match="a plan for sm_80 compiles for sm_80 or sm_80a"):
+        insp.source_arch(("-arch=sm_90a",), "sm_80")  # sm_90a code does not run on an A100
+    with pytest.raises(insp.CeilingsError, match="once"):
+        insp.source_arch(("-arch=sm_90a", "-arch=sm_90"), "sm_90")
 
 
 # --- compile, prove, CLI (NVRTC, cuobjdump, ptxas) ------------------------------------------------------
@@ -245,8 +261,9 @@ def test_whole_registry_is_green_at_sm80_and_sm90(tmp_path):
             for backend in ("cuda-c", "numba")}
     cuda_c = {f"{name}:cuda-c" for name in ("l1.read", "l2.read", "bandwidth.working_set", "intensity.fp32",
                                            "intensity.fp64", "tensor.fp16", "tensor.bf16", "tensor.tf32")}
-    for arch in ("sm_80", "sm_90"):
-        assert {f"{r['benchmark']}:{r['backend']}" for r in results if r["arch"] == arch} == both | cuda_c
+    hopper = {f"wgmma.{t}:cuda-c" for t in ("bf16", "fp16", "fp8")}  # sm_90a wgmma: planned on CC 9.0 only
+    for arch, extra in (("sm_80", set()), ("sm_90", hopper)):
+        assert {f"{r['benchmark']}:{r['backend']}" for r in results if r["arch"] == arch} == both | cuda_c | extra
 
 
 # --- occupancy: the planned grid must fit on the SMs at once ---------------------------------------------
