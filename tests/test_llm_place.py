@@ -128,3 +128,36 @@ def test_roofs_that_cannot_place_the_gemms_have_no_crossover(tiny):
     assert crossover_batch(tiny, Setup(), no_bf16) is None
     result = evaluate(tiny, Setup(prompt=16, gen=2), Gpu("x", no_bf16, None, "unknown"))
     assert math.isnan(result.ttft_s) and math.isnan(result.first_step_s) and math.isnan(result.tokens_per_s)
+
+
+def test_llama_8b_decode_step_on_h100_datasheet_is_its_bytes_over_bandwidth():
+    """The worked example of docs/llm.md: batch 1, context 2048, bf16. Memory-bound in every op."""
+    llama, _ = load_model("Llama-3.1-8B")
+    weights = 2 * 8_030_261_248 - 128256 * 4096 * 2 + 4096 * 2  # every weight but the table, of which one row
+    kv_read = 32 * 2049 * 2 * 8 * 128 * 2
+    kv_write = 32 * 2 * 8 * 128 * 2
+    activations = (32 * ((4096 + 6144) + (4096 + 4096) + (4096 + 28672) + (14336 + 4096)) * 2 + (4096 + 128256) * 2
+                   + 32 * 2 * 32 * 128 * 2  # attention: Q, O
+                   + 65 * 2 * 4096 * 2  # 65 norms
+                   + 4096 * 2  # embedding row written
+                   + 32 * (2 * 40 * 128 * 2 + 128 * 2)  # rotary of 32 + 8 heads, cos/sin
+                   + 32 * 2 * 8 * 128 * 2  # KV-cache write reads K, V
+                   + 32 * 2 * 3 * 4096 * 2 + 32 * 3 * 14336 * 2)  # residual adds, act(gate) * up
+    total = weights + kv_read + kv_write + activations
+    assert total == 15_289_993_728
+    for spec, bandwidth in (("H100 SXM", 3350e9), ("A100 SXM4 80GB", 2039e9)):
+        result = evaluate(llama, Setup(batch=1, prompt=2048, gen=1), gpu_of(spec))
+        assert set(result.decode["bound"]) == {"memory"}
+        assert result.first_step_s == pytest.approx(total / bandwidth, rel=1e-12)
+
+
+def test_a_roofs_file_gives_its_device_memory_and_only_its_own_tensor_types():
+    """examples/published/roofs.json has a tensor.fp16 roof (989.4 TFLOP/s) and no bf16 one; its device has
+    85,520,809,984 B. bf16 work is not placed on the fp16 roof: its totals are missing."""
+    llama, _ = load_model("Llama-3.1-8B")
+    gpu = gpu_of(str(Path(__file__).parents[1] / "examples" / "published" / "roofs.json"))
+    assert gpu.memory_bytes == 85_520_809_984 and gpu.memory_source == "device memory recorded in the roofs file"
+    bf16 = evaluate(llama, Setup(gen=1), gpu)
+    assert math.isnan(bf16.ttft_s) and math.isnan(bf16.first_step_s)
+    fp16 = evaluate(llama, Setup(gen=1, weights="fp16", activations="fp16", kv_cache="fp16"), gpu)
+    assert fp16.first_step_s == pytest.approx(15_289_993_728 / 3350e9, rel=1e-12)

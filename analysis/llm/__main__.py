@@ -151,9 +151,13 @@ def _warnings(model: Model, results: Sequence[Result]) -> list[str]:
                        f"memory ({si(m.capacity_bytes, 'B')}): its times assume they fit")
         elif m.fits is None:
             out.append(f"{g.label}: memory {g.memory_source}: fit, max batch and max context are unknown")
-        for placed in (r.prefill, r.decode):
-            for o in placed[placed["why"] != ""].itertuples():
-                out.append(f"{g.label}: {o.phase} {o.op} not placed ({o.why}): the {o.phase} totals are n/a")
+        unplaced = pd.concat([r.prefill, r.decode])
+        unplaced = unplaced[unplaced["why"] != ""]
+        for why, group in unplaced.groupby("why", sort=False):  # one line per reason, not per op
+            ops = ", ".join(dict.fromkeys(group["op"]))
+            out.append(f"{g.label}: {ops} not placed ({why}): the {' and '.join(dict.fromkeys(group['phase']))} "
+                       f"totals are n/a; measure that ceiling with python -m ceilings.measure, or choose types the "
+                       f"roofs have (--activations, --weights)")
         if r.crossover_batch is None and not math.isnan(r.first_step_s):
             out.append(f"{g.label}: the weight GEMMs stay memory-bound up to every batch tried")
     if model.max_context is None:

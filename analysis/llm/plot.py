@@ -143,9 +143,10 @@ def plot_sweep(ax, model: Model, sweep: pd.DataFrame, results: Sequence[Result])
         if result.crossover_batch is not None and result.crossover_batch <= x.max():
             ax.axvline(result.crossover_batch, color=color, linestyle="--", linewidth=1, alpha=0.7,
                        gid=f"crossover:{result.gpu.label}")
-            ax.annotate(f"compute-bound GEMMs\nfrom batch {result.crossover_batch}", (result.crossover_batch, 1),
-                        xycoords=("data", "axes fraction"), xytext=(4, -4 - 26 * i), textcoords="offset points",
-                        fontsize=FONT_SIZE - 0.5, color=color, va="top")
+            # at the bottom, under the curves (they rise with the batch), stacked per GPU
+            ax.annotate(f"compute-bound GEMMs\nfrom batch {result.crossover_batch}", (result.crossover_batch, 0),
+                        xycoords=("data", "axes fraction"), xytext=(4, 4 + 26 * i), textcoords="offset points",
+                        fontsize=FONT_SIZE - 0.5, color=color, va="bottom", gid=f"crossover-label:{result.gpu.label}")
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
@@ -158,7 +159,7 @@ def plot_sweep(ax, model: Model, sweep: pd.DataFrame, results: Sequence[Result])
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="#555555", linestyle=":", marker="x", label="weights + KV cache do not fit"))
     handles.append(Line2D([], [], color="#555555", linestyle="--", label="weight GEMMs compute-bound from here"))
-    ax.legend(handles=handles, loc="lower right", fontsize=FONT_SIZE, frameon=False)
+    ax.legend(handles=handles, loc="upper left", fontsize=FONT_SIZE, frameon=False)  # small batches sit low
     s = results[0].setup
     sources = "; ".join(dict.fromkeys(r.gpu.roofs.provenance for r in results))
     ax.set_title(f"{model.name}: decode step at context {s.prompt} ({s.weights} weights, {s.kv_cache} KV "
