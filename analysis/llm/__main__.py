@@ -15,13 +15,24 @@ import pandas as pd
 
 from analysis.llm.calibrate import Calibration, calibrate
 from analysis.llm.models import SHIPPED, Model, load_model
-from analysis.llm.place import DEFAULT_SWEEP_MAX, Gpu, Result, batch_sweep, evaluate, gpu_of, place, sweep_batches
+from analysis.llm.place import (
+    DEFAULT_SWEEP_MAX,
+    MAX_BATCH,
+    Gpu,
+    Result,
+    batch_sweep,
+    evaluate,
+    gpu_of,
+    place,
+    sweep_batches,
+)
 from analysis.llm.report import render_text, to_json
 from analysis.llm.work import (
     ACTIVATION_DTYPES,
     ATTENTION_KINDS,
     DEFAULT_GROUP_SIZE,
     KV_DTYPES,
+    OP_CLASSES,
     PHASES,
     WEIGHT_DTYPES,
     Setup,
@@ -132,7 +143,7 @@ def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: li
         names = ", ".join(sorted(str(k)[:60] for k in other["kernel"])[:5])
         warnings.append(f"--calibrate: {len(other)} kernel(s) match no class pattern and are left out: {names}")
     for row in cal.table.itertuples():
-        if not row.applied and row.at_roof_s == row.at_roof_s:  # a modelled class: say why it stays at the roof
+        if not row.applied and row.op_class in OP_CLASSES:  # a modelled class: say why it stays at the roof
             warnings.append(f"--calibrate: {row.op_class}: {row.note}")
         elif row.applied and row.efficiency > 1:
             warnings.append(f"--calibrate: {row.op_class}: efficiency {row.efficiency:.0%}: {row.note}")
@@ -159,7 +170,7 @@ def _warnings(model: Model, results: Sequence[Result]) -> list[str]:
                        f"totals are n/a; measure that ceiling with python -m ceilings.measure, or choose types the "
                        f"roofs have (--activations, --weights)")
         if r.crossover_batch is None and not math.isnan(r.first_step_s):
-            out.append(f"{g.label}: the weight GEMMs stay memory-bound up to every batch tried")
+            out.append(f"{g.label}: the weight GEMMs stay memory-bound up to batch {MAX_BATCH}")
     if model.max_context is None:
         out.append(f"{model.name}: the config has no max_position_embeddings: max context is limited by memory only")
     return out
