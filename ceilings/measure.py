@@ -9,17 +9,21 @@ import platform
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from . import __version__
 from .atomic import check_folder, check_target
 from .errors import EXIT_INTERRUPTED, CeilingsError, MissingDependency, cli_entry
+from .ranks import Task, check_unique, detect, expand, node_gpu_index
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
+from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
 PROG = "python -m ceilings.measure"
 # Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
 SIMULATED_FREE_BYTES = 64 * 2**20
+STAMP = "%Y%m%d-%H%M"  # the run's start, UTC, in default file names and %d
 
 DESCRIPTION = """\
 Measure what this GPU really achieves: DRAM/L2/L1 bandwidth (streaming kernels and a working-set
@@ -34,6 +38,8 @@ examples:
   python -m ceilings.measure --only 'dram.*,fp32*' --out h200.json
   python -m ceilings.measure --list               # what would run; needs no GPU
   python -m ceilings.measure --simulate --quick   # no GPU: Numba simulator, numbers mean nothing
+  srun --ntasks-per-node=8 --gpus-per-task=1 python -m ceilings.measure --quick --out 'roofs-%h-%g.json'
+  python -m ceilings.measure --device all --concurrent --out 'roofs-%h-%g.json'   # a node's GPUs at once
 
 exit codes: 0 done, 1 some ceiling invalid, 2 usage error / no GPU / missing package, 130 interrupted
 """
@@ -43,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list", action="store_true", help="list the benchmarks (backend, kind, level/precision) and exit")
-    p.add_argument("--device", default="0", metavar="N|all", help="CUDA device index, or 'all' (default 0)")
+    p.add_argument("--device", metavar="N|all",
+                   help="CUDA device index, or 'all' (default: under srun, mpirun or torchrun the task's own GPU, "
+                        "by its local rank or the one GPU it sees; else 0)")
+    p.add_argument("--concurrent", action="store_true",
+                   help="with --device all: measure the GPUs at once, one process each, to see shared power and "
+                        "PCIe (default: one after another, each alone); the file says which")
     p.add_argument("--only", metavar="PATTERN",
                    help="comma-separated globs on ceiling name, group, backend or kernel, e.g. 'dram.*,fp32.fma'")
     p.add_argument("--quick", action="store_true", help="short time budgets and smaller sweeps")
@@ -51,8 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="independent FMA chains per thread in the *.fma / int32.mad kernels (2-8; default "
                         "per architecture, 8 on sm_80/sm_90): try 2, 4 and 8 to find the peak on a new GPU")
     p.add_argument("--out", metavar="PATH",
-                   help="roofs file to write ('-' for stdout: one device, no figures); default "
-                        "roofs-<gpu>-<yyyymmdd-hhmm>.json here; the sweep figures go beside it as "
+                   help="roofs file to write ('-' for stdout: one device, no figures), or a template of %%h "
+                        "host, %%r rank, %%l local rank, %%g GPU index, %%u GPU UUID, %%d date (docs/fleet.md), "
+                        "e.g. roofs-%%h-%%g.json; default roofs-<gpu>-<yyyymmdd-hhmm>.json here "
+                        "(with host and rank when one of several tasks); the sweep figures go beside it as "
                         "<stem>-bandwidth-sweep.png and <stem>-compute-sweep.png")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file and its figures")
     p.add_argument("--no-plots", action="store_true", help="do not draw the sweep figures")
@@ -67,12 +80,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
         return list_benchmarks(args.only, args.simulate)
+    task = detect(os.environ)
+    check_request(args, task)
+    benches = select_benchmarks(args)
+    if args.simulate:
+        enable_simulator()
+        indices = [0]
+    else:
+        from .device import require_gpu
+
+        indices = device_indices(args.device, require_gpu(), task)
+    if args.concurrent:
+        return measure_concurrently(indices, args, argv, task)
+    mode, at_once = how_measured(task, len(indices), concurrent=False)
+    status = 0
+    for index in indices:
+        status = max(status, measure_device(index, benches, args, argv, task, mode, at_once,
+                                            several_gpus=len(indices) > 1))
+        if status == EXIT_INTERRUPTED:
+            break
+    return status
+
+
+def check_request(args, task: Task) -> None:
+    """Before any GPU work: options that cannot go together, and output names that several tasks or GPUs
+    would share."""
+    several = f"one of {task.world_size} tasks ({task.launcher})"
     if args.out == "-" and args.device == "all":
         raise CeilingsError("--out - with --device all: stdout holds one JSON document; give --out PATH "
                             "(one file per device) or one --device")
-    if args.simulate and args.device != "0":
+    if args.out == "-" and task.several:
+        raise CeilingsError(f"--out - in {several}: the tasks' standard outputs would mix; give --out "
+                            "roofs-%h-%g.json")
+    if args.simulate and args.device not in (None, "0"):
         raise CeilingsError(f"--device {args.device} with --simulate: the simulator is one fake device; "
                             "drop --device")
+    if args.concurrent and args.device != "all":
+        raise CeilingsError("--concurrent measures the GPUs of --device all at once; add --device all")
+    if args.device == "all" and (task.local_size or 1) > 1:
+        raise CeilingsError(f"--device all in {several}, {task.local_size} of them on this node: each would "
+                            "measure every GPU; drop --device (each task measures its own GPU) or start one "
+                            "task per node")
+    if args.out in (None, "-"):
+        return
+    if "%" in args.out:
+        check_unique(args.out, several_tasks=task.several, several_gpus=args.device == "all")
+    elif task.several:
+        raise CeilingsError(f"--out {args.out} in {several}: every task would write it; make it a template with "
+                            "%r (rank) or %h and %g (host, GPU index), e.g. roofs-%h-%g.json")
+
+
+def select_benchmarks(args) -> list:
     from kernels.registry import select
 
     benches = select(args.only, simulate=args.simulate)
@@ -90,31 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         what = f"--only {args.only!r} matches" if args.only else "there is"
         where = " runnable on the simulator" if args.simulate else ""
         raise CeilingsError(f"{what} no benchmark{where}; see `python -m ceilings.measure --list`")
-    if args.simulate:
-        enable_simulator()
-        indices = [0]
-    else:
-        from .device import require_gpu
-
-        count = require_gpu()
-        indices = device_indices(args.device, count)
-    status = 0
-    for index in indices:
-        out = output_path(args, index, len(indices) > 1)
-        # before measuring: a run must not end in a write that fails and loses what it measured
-        if out is not None:
-            for target in outputs(out, args):
-                check_target(target, force=args.force)
-        elif args.out != "-":
-            check_folder(".")
-        doc, interrupted = run_device(index, benches, args, argv)
-        emit(doc, out, args)
-        if interrupted:
-            print(f"{PROG}: interrupted; what was measured is saved with \"complete\": false", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        if any(not c["valid"] for c in doc["ceilings"]):
-            status = 1
-    return status
+    return benches
 
 
 def list_benchmarks(pattern: str | None, simulate: bool) -> int:
@@ -141,26 +175,123 @@ def enable_simulator() -> None:
                                 "(or pip install numba-cuda)") from None
 
 
-def device_indices(spec: str, count: int) -> list[int]:
+def device_indices(spec: str | None, count: int, task: Task) -> list[int]:
+    """The CUDA devices to measure: --device, else the task's own GPU (its local rank, or the only one it sees)."""
     if spec == "all":
         return list(range(count))
+    if spec is None:
+        return [own_device(count, task)]
     if not spec.isdigit() or int(spec) >= count:
         raise CeilingsError(f"--device {spec!r}: this machine has devices 0..{count - 1}; give an index or 'all'")
     return [int(spec)]
 
 
-def output_path(args, index: int, several: bool) -> Path | None:
-    if args.out == "-":
+def own_device(count: int, task: Task) -> int:
+    if task.launcher is None:
+        return 0
+    shared = (task.local_size or 1) > 1
+    if count == 1:
+        if shared and task.cuda_visible_devices is None:  # no binding: every task of the node got this GPU
+            raise CeilingsError(f"{task.local_size} tasks on this node and one GPU, which every task sees: start "
+                                "one task per GPU, or bind a GPU to each (srun --gpus-per-task=1)")
+        return 0
+    if task.local_rank is None:
+        raise CeilingsError(f"{task.launcher} gave this task no local rank and it sees {count} GPUs: give --device")
+    if task.local_rank >= count:
+        raise CeilingsError(f"task {task.rank} has local rank {task.local_rank} but sees {count} GPUs "
+                            f"(0..{count - 1}): start at most one task per GPU on each node, or give --device")
+    return task.local_rank
+
+
+def how_measured(task: Task, gpus: int, *, concurrent: bool) -> tuple[str | None, int | None]:
+    """(launch.mode, launch.gpus_at_once) of a run measuring `gpus` GPUs in this process; (None, None) when a
+    launcher did not say how many of its tasks share this node."""
+    if concurrent:
+        return CONCURRENT, gpus
+    if gpus > 1:
+        return SEQUENTIAL, 1
+    if task.launcher is None:
+        return SINGLE, 1
+    if task.local_size is None:
+        return None, None
+    return (CONCURRENT, task.local_size) if task.local_size > 1 else (SINGLE, 1)
+
+
+def measure_concurrently(indices: list[int], args, argv, task: Task) -> int:
+    """Every GPU at once, one process each, each writing its own file; the worst exit code. Processes are
+    spawned: a forked child cannot use CUDA once its parent has."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_measure_worker, args=(index, args, argv, task, len(indices)),
+                               name=f"ceilings GPU {index}") for index in indices]
+    for worker in workers:
+        worker.start()
+    try:
+        for worker in workers:
+            worker.join()
+    except KeyboardInterrupt:  # the workers got Ctrl-C too: wait while they save what they measured
+        for worker in workers:
+            worker.join()
+    codes = [worker.exitcode for worker in workers]
+    return EXIT_INTERRUPTED if any(c == EXIT_INTERRUPTED or c < 0 for c in codes) else max(codes)
+
+
+def _measure_worker(index: int, args, argv, task: Task, at_once: int) -> None:
+    """A --concurrent process: measure GPU `index`, exit with measure's code (an error: one line, 2)."""
+    def run(_argv) -> int:
+        return measure_device(index, select_benchmarks(args), args, argv, task, CONCURRENT, at_once,
+                              several_gpus=True)
+
+    sys.exit(cli_entry(f"{PROG} (GPU {index})")(run)(None))
+
+
+def measure_device(index: int, benches, args, argv, task: Task, mode: str | None, at_once: int | None, *,
+                   several_gpus: bool) -> int:
+    """Probe device `index`, name and check its outputs, measure, write: 0, 1 (a ceiling invalid) or 130."""
+    started = _now()
+    session = open_device(index, args)
+    launch = launch_record(task, session.device, mode, at_once)
+    stamp = started.strftime(STAMP)
+    out = output_path(args, session.device, launch, stamp, several_gpus)
+    # before measuring: a run must not end in a write that fails and loses what it measured
+    if out is not None:
+        for target in outputs(out, args):
+            check_target(target, force=args.force)
+    elif args.out != "-":
+        check_folder(".")
+    doc, interrupted = run_device(session, benches, args, argv, launch, started)
+    emit(doc, out or default_name(session.device, stamp, args.simulate, launch), args)
+    if interrupted:
+        print(f"{PROG}: interrupted; what was measured is saved with \"complete\": false", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 1 if any(not c["valid"] for c in doc["ceilings"]) else 0
+
+
+def launch_record(task: Task, device: dict, mode: str | None, at_once: int | None) -> dict:
+    """The roofs file's `launch` (docs/roofs-schema.md)."""
+    return {"launcher": task.launcher, "job_id": task.job_id, "node": task.node, "rank": task.rank,
+            "local_rank": task.local_rank, "world_size": task.world_size, "local_size": task.local_size,
+            "cuda_visible_devices": task.cuda_visible_devices, "gpu_index": node_gpu_index(device.get("pci_bus_id")),
+            "mode": mode, "gpus_at_once": at_once}
+
+
+def output_path(args, device: dict, launch: dict, stamp: str, several_gpus: bool) -> Path | None:
+    """The roofs file --out names for this device; None for stdout and for the default name."""
+    if args.out in (None, "-"):
         return None
-    if args.out:
-        path = Path(args.out)
-        return path.with_name(f"{path.stem}-d{index}{path.suffix}") if several else path
-    return None  # named after the device once it is probed; see default_name
+    if "%" in args.out:
+        return Path(expand(args.out, {"h": launch["node"], "r": launch["rank"], "l": launch["local_rank"],
+                                      "g": launch["gpu_index"], "u": device.get("uuid"), "d": stamp}))
+    path = Path(args.out)
+    return path.with_name(f"{path.stem}-d{device['index']}{path.suffix}") if several_gpus else path
 
 
-def default_name(device: dict, stamp: str, simulated: bool) -> Path:
+def default_name(device: dict, stamp: str, simulated: bool, launch: dict) -> Path:
     gpu = "simulator" if simulated else re.sub(r"[^a-z0-9]+", "-", (device.get("name") or "gpu").lower()).strip("-")
-    return Path(f"roofs-{gpu}-{stamp}.json")
+    several = (launch["world_size"] or 1) > 1
+    task = f"-{re.sub(r'[^A-Za-z0-9._-]', '-', launch['node'])}-r{launch['rank']}" if several else ""
+    return Path(f"roofs-{gpu}{task}-{stamp}.json")
 
 
 def outputs(roofs_path: Path, args) -> list[Path]:
@@ -170,39 +301,47 @@ def outputs(roofs_path: Path, args) -> list[Path]:
     return [roofs_path, *([] if args.no_plots else sweep_figure_paths(roofs_path).values())]
 
 
-def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
-    """Measure every benchmark on one device; Ctrl-C stops early and keeps what was measured."""
+@dataclass(frozen=True)
+class Session:
+    """A device opened for measuring: what it is, and how to launch and time kernels on it."""
+
+    device: dict
+    free_bytes: int
+    runtime: object
+    timer: object
+    budget: object
+    nvml: object
+
+
+def open_device(index: int, args) -> Session:
     from kernels.base import Runtime
 
-    from .device import limits_of, probe_device, simulated_device
-    from .harness import (
-        DEFAULT_BUDGET,
-        QUICK_BUDGET,
-        SIMULATED_BUDGET,
-        EventTimer,
-        WallTimer,
-        budget_for,
-        ceiling_record,
-        measure_plan,
-    )
+    from .device import probe_device, simulated_device
+    from .harness import DEFAULT_BUDGET, QUICK_BUDGET, SIMULATED_BUDGET, EventTimer, WallTimer
     from .nvml import Nvml
 
-    started = _now()
     if args.simulate:
-        device, free = simulated_device(), SIMULATED_FREE_BYTES
-        runtime, timer, budget, nvml = Runtime(simulate=True), WallTimer(), SIMULATED_BUDGET, None
-    else:
-        import cupy
+        return Session(simulated_device(), SIMULATED_FREE_BYTES, Runtime(simulate=True), WallTimer(),
+                       SIMULATED_BUDGET, None)
+    import cupy
 
-        cupy.cuda.Device(index).use()
-        device = probe_device(index)
-        free = cupy.cuda.runtime.memGetInfo()[0]
-        stream = cupy.cuda.Stream(non_blocking=True)
-        runtime, timer, nvml = Runtime(simulate=False, cupy_stream=stream), EventTimer(stream), Nvml(index)
-        budget = QUICK_BUDGET if args.quick else DEFAULT_BUDGET
-    limits = limits_of(device, free, simulate=args.simulate)
-    doc = {"schema_version": 1, "simulated": bool(args.simulate), "complete": False,
-           "meta": meta(argv, started), "device": device, "ceilings": [], "sweeps": []}
+    cupy.cuda.Device(index).use()
+    device = probe_device(index)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    return Session(device, cupy.cuda.runtime.memGetInfo()[0], Runtime(simulate=False, cupy_stream=stream),
+                   EventTimer(stream), QUICK_BUDGET if args.quick else DEFAULT_BUDGET, Nvml(index))
+
+
+def run_device(session: Session, benches, args, argv, launch: dict, started: dt.datetime) -> tuple[dict, bool]:
+    """Measure every benchmark on one device; Ctrl-C stops early and keeps what was measured."""
+    from .device import limits_of
+    from .harness import budget_for, ceiling_record, measure_plan
+
+    device, runtime, timer, budget, nvml = session.device, session.runtime, session.timer, session.budget, session.nvml
+    limits = limits_of(device, session.free_bytes, simulate=args.simulate)
+    doc = {"schema_version": SCHEMA_VERSION, "schema_minor": SCHEMA_MINOR, "simulated": bool(args.simulate),
+           "complete": False, "meta": meta(argv, started), "device": device, "launch": launch, "ceilings": [],
+           "sweeps": []}
 
     work = [(b, list(b.plans(limits, args.quick))) for b in benches]
     skipped = [b for b, plans in work if not plans]
@@ -211,7 +350,7 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
     work = [(b, plans) for b, plans in work if plans]
     if not args.simulate:
         runtime.precompile(b.source(p) for b, plans in work if b.backend == "cuda-c" for p in plans)
-    progress = _progress(sum(len(p) for _, p in work), f"GPU {index}" if not args.simulate else "simulator")
+    progress = _progress(sum(len(p) for _, p in work), "simulator" if args.simulate else f"GPU {device['index']}")
     interrupted = False
     try:
         for bench, plans in work:
@@ -236,7 +375,6 @@ def run_device(index: int, benches, args, argv) -> tuple[dict, bool]:
         progress.close()
     doc["complete"] = not interrupted
     doc["meta"]["finished"] = _now().isoformat()
-    doc["meta"]["output_name"] = str(default_name(device, started.strftime("%Y%m%d-%H%M"), args.simulate))
     return doc, interrupted
 
 
@@ -276,8 +414,9 @@ def sweep_record(bench, measured, device: dict, planned: int) -> dict:
     }
 
 
-def emit(doc: dict, out: Path | None, args) -> None:
-    """Write the roofs file (atomically), the sweep figures beside it (not with --out -), and the table."""
+def emit(doc: dict, out: Path, args) -> None:
+    """Write the roofs file (atomically) to `out` (--out, else the default name made unique), the sweep
+    figures beside it (not with --out -), and the table."""
     from .roofs import dumps, save_roofs
 
     table = ceilings_table(doc)
@@ -289,7 +428,7 @@ def emit(doc: dict, out: Path | None, args) -> None:
         sys.stdout.write(dumps(doc))
         print(summary, file=sys.stderr)
         return
-    path = out or _free_name(Path(doc["meta"]["output_name"]), args)
+    path = out if args.out else _free_name(out, args)
     save_roofs(doc, path, force=args.force)
     print(summary)
     log(f"wrote {path}")

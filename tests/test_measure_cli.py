@@ -9,16 +9,29 @@ from pathlib import Path
 import pytest
 
 from ceilings import measure
-from ceilings.roofs import load_roofs
+from ceilings.roofs import load_record, load_roofs
 from tests.conftest import NO_GPU_REASON
 from tests.test_harness import copy_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "PMIX_")
+LAUNCHER_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURMD_NODENAME")
+# `mpirun -np 2` on one node, as OpenMPI 4.1 sets it for rank 1
+MPIRUN_RANK_1 = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+                 "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+
+
+def clean_env(**extra):
+    """This environment without any launcher's variables (the tests may run inside a Slurm job), plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(LAUNCHER_PREFIXES) and k not in LAUNCHER_NAMES and k != "NUMBA_ENABLE_CUDASIM"}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
 def run(*args, env_extra=None, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env = clean_env(**(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "ceilings.measure", *args], capture_output=True, text=True,
                           env=env, cwd=cwd or ROOT, timeout=600)
 
@@ -142,3 +155,63 @@ def test_git_sha_is_only_this_checkouts(monkeypatch, tmp_path):
         answer = subprocess.CompletedProcess([], 0, f"{toplevel}\nabc123\n", "")
         monkeypatch.setattr(subprocess, "run", lambda *args, _answer=answer, **kwargs: _answer)
         assert m._git_sha() == sha
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--out", "roofs.json"], MPIRUN_RANK_1, "--out roofs.json in one of 2 tasks (openmpi): every task would write it"),
+    (["--out", "roofs-%h.json"], MPIRUN_RANK_1, "several tasks would write the same file"),
+    (["--out", "-"], MPIRUN_RANK_1, "the tasks' standard outputs would mix"),
+    (["--device", "all"], MPIRUN_RANK_1, "--device all in one of 2 tasks (openmpi), 2 of them on this node"),
+    (["--device", "all", "--out", "roofs-%h.json"], {}, "--device all would write every GPU to the same file"),
+    (["--concurrent"], {}, "--concurrent measures the GPUs of --device all at once; add --device all"),
+    (["--out", "roofs-%z.json"], {}, "%z is not a template letter"),
+])
+def test_outputs_several_tasks_or_gpus_would_share_are_refused_before_anything_runs(tmp_path, args, env, message):
+    out = run(*args, env_extra=env, cwd=tmp_path)  # no GPU needed to say so
+    assert out.returncode == 2 and out.stdout == "" and list(tmp_path.iterdir()) == []
+    assert out.stderr.count("\n") == 1 and message in out.stderr
+
+
+@pytest.mark.sim
+def test_a_task_of_mpirun_records_its_rank_and_names_its_file(tmp_path):
+    env = {**MPIRUN_RANK_1, "SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "gpu017"}
+    out = run("--simulate", "--quick", "--only", "dram.copy", "--out", "roofs-%h-r%r-l%l.json", env_extra=env,
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rec = load_record(tmp_path / "roofs-gpu017-r1-l1.json")
+    launch = rec.launch
+    assert (launch.launcher, launch.rank, launch.local_rank, launch.world_size, launch.local_size) == \
+        ("openmpi", 1, 1, 2, 2)
+    assert (launch.job_id, launch.node, launch.gpu_index) == ("4242", "gpu017", None)  # the simulator has no GPU
+    assert (launch.mode, launch.gpus_at_once) == ("concurrent", 2)  # both tasks of the node ran at once
+    assert (rec.schema_version, rec.schema_minor, rec.simulated) == (1, 1, True)
+
+
+@pytest.mark.sim
+def test_the_default_name_of_one_of_several_tasks_holds_host_and_rank(tmp_path):
+    out = run("--simulate", "--quick", "--only", "dram.copy", env_extra={**MPIRUN_RANK_1, "SLURMD_NODENAME": "n7"},
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [written] = [p.name for p in tmp_path.iterdir()]
+    assert written.startswith("roofs-simulator-n7-r1-") and written.endswith(".json")
+
+
+@pytest.mark.sim
+def test_a_letter_without_a_value_here_is_refused_before_measuring(tmp_path):
+    out = run("--simulate", "--quick", "--only", "dram.copy", "--out", "roofs-%u.json", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+    assert "%u (UUID) is not known in this run; use another letter (%h %d)" in out.stderr
+
+
+@pytest.mark.gpu
+def test_concurrent_all_devices_writes_one_file_per_gpu_saying_so(tmp_path):
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    out = run("--device", "all", "--concurrent", "--quick", "--only", "dram.copy", "--no-plots",
+              "--out", "roofs-%g-%u.json", cwd=tmp_path)
+    assert out.returncode in (0, 1), out.stderr[-2000:]
+    records = [load_record(p) for p in sorted(tmp_path.glob("roofs-*.json"))]
+    assert len(records) == count
+    assert {(r.launch.mode, r.launch.gpus_at_once) for r in records} == {("concurrent", count)}
+    assert len({r.device.uuid for r in records}) == count
