@@ -10,13 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analysis.llm.calibrate import COMMUNICATION
 from analysis.llm.models import Model
 from analysis.llm.place import Result
 from analysis.plot import AXIS_MARGIN, FONT_SIZE, WARNING_COLOR, plot_roofs
 
-CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac",
-                COMMUNICATION: "#888888"}
+CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac"}
 PHASE_MARKERS = {"prefill": "o", "decode": "^"}
 # marker area (points^2) = MIN + share of its phase's time x SPAN
 MARKER_AREA_MIN, MARKER_AREA_SPAN = 18.0, 600.0
