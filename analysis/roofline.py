@@ -148,7 +148,7 @@ class Roofs:
         if not peaks.get("dram"):
             raise CeilingsError(f"datasheet row {row.display_name!r} has no DRAM bandwidth")
         return cls(device=row.display_name, bandwidths=(Roof("dram", float(peaks["dram"]), DATASHEET, "dram"),),
-                   flats=flats, tensor_flats=tensor_flats, sm_clock_hz=None,
+                   flats=flats, tensor_flats=tensor_flats, sm_clock_hz=None, memory_bytes=row.memory_bytes,
                    source=f"datasheet figures for {row.display_name}",
                    origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability)
 

@@ -43,16 +43,13 @@ class Gpu:
 
 
 def gpu_of(spec: str) -> Gpu:
-    """The GPU of a roofs file or a datasheet name (roofline.target_roofs); its memory is the device's total
-    in a roofs file, the datasheet's figure for a datasheet row, unknown when neither says."""
+    """The GPU of a roofs file or a datasheet name (roofline.target_roofs) and its memory: the datasheet's
+    figure for a datasheet row, the device's total in a roofs file, unknown when neither says."""
     roofs = target_roofs(spec, option="--roofs")
     if roofs.memory_bytes:
-        return Gpu(spec, roofs, float(roofs.memory_bytes), "device memory recorded in the roofs file")
-    if roofs.from_datasheet_row:
-        from ceilings.datasheet import find_datasheet
-
-        row = find_datasheet(spec)
-        return Gpu(spec, roofs, row.memory_bytes, f"datasheet: {row.memory_gib:g} GiB")
+        where = (f"datasheet: {roofs.memory_bytes / 2**30:g} GiB" if roofs.from_datasheet_row
+                 else "device memory recorded in the roofs file")
+        return Gpu(spec, roofs, float(roofs.memory_bytes), where)
     return Gpu(spec, roofs, None, "unknown: the roofs file does not record the device memory")
 
 
