@@ -1,0 +1,578 @@
+"""`python -m ceilings.fleet DIR|FILES...`: every GPU of a cluster against its siblings or a reference, and the
+ones that fall short, with the likely cause the files know; exit 1 when any does, so that it can be a Slurm
+health check (docs/fleet.md).
+
+    python -m ceilings.fleet roofs/ [--json fleet.json] [-o fleet.png] [--min-ratio 0.9] [--reference FILE|NAME]
+
+GPUs are grouped by model, driver, clocks, power limit, ECC and how the node's GPUs were measured (a roofs
+file's `launch.mode`: at once they share power and PCIe). Each ceiling of a GPU is divided by its group's
+median (or by the reference's figure) and fails below --min-ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from . import atomic
+from .errors import CeilingsError, cli_entry
+from .nvml import LIMITING_REASONS
+from .report import format_rate, markdown_table
+from .roofs import Ceiling, RoofsRecord, load_record
+
+PROG = "python -m ceilings.fleet"
+# ReFrame's GPU tests fail a node whose worst GPU is under its reference minus 10 %; DCGM's diagnostics pass at
+# 0.75 of theirs, a bound for datasheet references (docs/fleet.md).
+DEFAULT_MIN_RATIO = 0.9
+# a median of fewer GPUs cannot tell which one is off: a smaller group is judged against its model's most
+# common configuration, where that has as many
+MIN_SIBLINGS = 3
+# an SM or memory clock this far under its siblings' median is named as the likely cause of a shortfall
+CLOCK_SHORTFALL = 0.05
+LABELLED_OUTLIERS = 8  # labelled per picture: the lowest ones
+MARKDOWN_OUTLIERS = 200  # rows of the printed outlier table; --json has them all
+PICTURE_COLUMNS = 3
+PASS_COLOR, FAIL_COLOR = "tab:blue", "tab:red"
+
+# Outlier.reason
+BELOW = "below"  # a valid ceiling under --min-ratio of its baseline
+INVALID = "invalid"  # measured but invalid (a failed output check, an implausible figure)
+MISSING = "missing"  # measured on other GPUs of its group, not on this one
+CONFIGURATION = "configuration"  # too few GPUs share its configuration, which differs from its model's usual
+UNJUDGED = "unjudged"  # no ceiling could be compared with anything
+REASONS = (BELOW, INVALID, MISSING, CONFIGURATION, UNJUDGED)
+
+
+@dataclass(frozen=True)
+class Config:
+    """What GPUs must share to be compared with one another; None where a file does not say."""
+
+    model: str | None
+    driver: str | None
+    cuda: str | None
+    max_sm_clock_hz: float | None
+    memory_clock_hz: float | None
+    power_limit_w: float | None
+    ecc: bool | None
+    mode: str | None
+
+
+CONFIG_LABELS = {"model": "model", "driver": "driver", "cuda": "CUDA", "max_sm_clock_hz": "max SM clock",
+                 "memory_clock_hz": "memory clock", "power_limit_w": "power limit", "ecc": "ECC", "mode": "mode"}
+
+
+def config_of(roofs: RoofsRecord) -> Config:
+    d = roofs.device
+    return Config(model=d.name, driver=d.nvml_driver_version, cuda=d.driver_version,
+                  max_sm_clock_hz=d.max_sm_clock_hz, memory_clock_hz=d.memory_clock_hz,
+                  power_limit_w=d.power_limit_w, ecc=d.ecc_enabled,
+                  mode=roofs.launch.mode if roofs.launch else None)
+
+
+def show(field: str, value) -> str:
+    """A Config value as people read it; '-' where it is missing."""
+    if value is None:
+        return "-"
+    if field.endswith("_hz"):
+        return f"{value / 1e6:.0f} MHz"
+    if field == "power_limit_w":
+        return f"{value:g} W"
+    if field == "ecc":
+        return "on" if value else "off"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU's roofs file, and who it is."""
+
+    path: str
+    roofs: RoofsRecord
+
+    @property
+    def host(self) -> str | None:
+        launch = self.roofs.launch
+        return launch.node if launch and launch.node else self.roofs.meta.host
+
+    @property
+    def gpu_index(self) -> int | None:
+        """nvidia-smi's index on its node (schema 1.1 files)."""
+        return self.roofs.launch.gpu_index if self.roofs.launch else None
+
+    @property
+    def label(self) -> str:
+        """host:GPU index, else host:r<rank>, else the file's name: what a picture labels an outlier with."""
+        launch = self.roofs.launch
+        if self.gpu_index is not None:
+            return f"{self.host or '-'}:{self.gpu_index}"
+        if launch and launch.rank is not None:
+            return f"{self.host or '-'}:r{launch.rank}"
+        return Path(self.path).name
+
+
+@dataclass(frozen=True)
+class CeilingStats:
+    """One ceiling across a group's GPUs (their best valid value each), and what it is judged against."""
+
+    name: str
+    unit: str
+    n: int  # GPUs with a valid value
+    median: float | None
+    min: float | None
+    max: float | None
+    rel_iqr: float | None  # (75th - 25th percentile) / median
+    baseline: float | None  # the group's median, the reference's figure, or None: not judged
+    below: int  # GPUs under min_ratio of the baseline
+
+
+@dataclass(frozen=True)
+class Group:
+    id: str  # "G1", ...: the largest first
+    config: Config
+    gpus: tuple[Gpu, ...]
+    baseline: str | None  # what its GPUs are divided by, in words; None: nothing to judge them against
+    ceilings: tuple[CeilingStats, ...]
+
+
+@dataclass(frozen=True)
+class Outlier:
+    gpu: Gpu
+    group: str
+    reason: str  # REASONS
+    ceiling: str | None
+    value: float | None
+    unit: str | None
+    ratio: float | None
+    cause: str | None  # the likely cause, where the file knows one
+
+
+@dataclass(frozen=True)
+class Fleet:
+    simulated: bool
+    min_ratio: float
+    reference: str | None  # the --reference, in words
+    groups: tuple[Group, ...]
+    ratios: Mapping[str, Mapping[str, float]]  # file -> ceiling -> ratio to its baseline
+    outliers: tuple[Outlier, ...]
+    notes: tuple[str, ...]  # ceilings left unjudged, and why
+
+    @property
+    def passed(self) -> bool:
+        return not self.outliers
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What every GPU is divided by instead of its group's median: a known-good GPU's roofs, or a datasheet."""
+
+    label: str
+    model: str | None  # None for a datasheet row: `matches` decides
+    values: Mapping[str, float]  # ceiling name -> figure (a roofs file)
+    peaks: Mapping[str, float]  # peak_key -> figure (a datasheet row)
+    row_key: str | None = None
+
+    def value(self, ceiling: Ceiling) -> float | None:
+        return self.values.get(ceiling.name) if self.row_key is None else self.peaks.get(ceiling.peak_key)
+
+
+def reference_of(spec: str, simulated: bool) -> Reference:
+    """--reference: a roofs file (an existing path or a name ending .json), else a datasheet row."""
+    path = Path(spec)
+    if spec.endswith(".json") or path.is_file():
+        roofs = load_record(path)
+        if roofs.simulated != simulated:
+            kinds = {True: "simulated", False: "measured"}
+            raise CeilingsError(f"--reference {spec}: a {kinds[roofs.simulated]} file for {kinds[simulated]} GPUs; "
+                                "give a reference of the same kind")
+        return Reference(label=f"reference {path.name}", model=roofs.device.name,
+                         values={n: c.value for n, c in roofs.best_by_name().items()}, peaks={})
+    if simulated:
+        raise CeilingsError(f"--reference {spec}: a datasheet for simulated GPUs; the simulator's numbers mean "
+                            "nothing against it: give a simulated roofs file, or none")
+    from .datasheet import find_datasheet
+
+    try:
+        row = find_datasheet(spec)
+    except CeilingsError as exc:  # say that a roofs file was looked for too
+        raise CeilingsError(f"--reference {spec}: no such roofs file, and {exc}") from None
+    return Reference(label=f"datasheet {row.display_name}", model=None, values={}, peaks=row.peaks(),
+                     row_key=row.key)
+
+
+def _check_reference_fits(reference: Reference, groups: Mapping[Config, list[Gpu]]) -> None:
+    from .datasheet import match_device
+
+    for config, gpus in groups.items():
+        device = gpus[0].roofs.device
+        if reference.row_key is None:
+            fits = config.model == reference.model
+        else:
+            row = match_device(device.name or "", device.memory_bytes)
+            fits = row is not None and row.key == reference.row_key
+        if not fits:
+            raise CeilingsError(f"--reference: {reference.label} is not a {config.model or 'GPU of unknown model'} "
+                                f"({gpus[0].path}); aggregate each model on its own, or drop --reference")
+
+
+def collect(inputs: Sequence[str], *, skip: Path | None = None) -> list[Path]:
+    """The roofs files named, and every *.json under a folder named (but `skip`: our own --json)."""
+    paths: list[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if skip is None or p.resolve() != skip)
+            if not found:
+                raise CeilingsError(f"{item}: no roofs files (*.json) in this folder; point at the folder "
+                                    "`python -m ceilings.measure --out` wrote into")
+            paths += found
+        else:
+            paths.append(path)
+    return paths
+
+
+def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
+    """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice."""
+    gpus, seen = [], {}
+    for path in paths:
+        roofs = load_record(path)
+        if roofs.source:
+            raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
+        uuid = roofs.device.uuid
+        if uuid is not None and uuid in seen:
+            raise CeilingsError(f"{path}: GPU {uuid} is also in {seen[uuid]}; give one file per GPU (the newest)")
+        if uuid is not None:
+            seen[uuid] = path
+        gpus.append(Gpu(str(path), roofs))
+    kinds = {g.roofs.simulated for g in gpus}
+    if len(kinds) > 1:
+        sim = next(g.path for g in gpus if g.roofs.simulated)
+        real = next(g.path for g in gpus if not g.roofs.simulated)
+        raise CeilingsError(f"{sim} is simulated and {real} measured: a simulator's numbers must not sit among "
+                            "a GPU's; aggregate them apart")
+    return gpus
+
+
+def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
+            reference: Reference | None = None) -> Fleet:
+    """Group, take each group's medians, divide every GPU's ceilings by its baseline, list the outliers."""
+    if not gpus:
+        raise CeilingsError("no GPUs: give roofs files or a folder of them")
+    if not 0 < min_ratio <= 1:
+        raise CeilingsError(f"--min-ratio {min_ratio}: give a fraction of the baseline in (0, 1], e.g. "
+                            f"{DEFAULT_MIN_RATIO}")
+    by_config: dict[Config, list[Gpu]] = {}
+    for gpu in gpus:
+        by_config.setdefault(config_of(gpu.roofs), []).append(gpu)
+    if reference is not None:
+        _check_reference_fits(reference, by_config)
+    configs = sorted(by_config, key=lambda c: -len(by_config[c]))  # stable: first seen first among equals
+    ids = {config: f"G{i}" for i, config in enumerate(configs, start=1)}
+    usual: dict[str | None, Config] = {}  # model -> its most common configuration
+    for config in configs:
+        usual.setdefault(config.model, config)
+    best = {gpu.path: gpu.roofs.best_by_name() for gpu in gpus}
+
+    groups, outliers, notes, ratios = [], [], [], {}
+    for config in configs:
+        members = by_config[config]
+        main = usual[config.model]
+        # the GPUs this group's GPUs are compared with: itself, else its model's usual configuration
+        peers = members if len(members) >= MIN_SIBLINGS else by_config[main] if (
+            len(by_config[main]) >= MIN_SIBLINGS) else None
+        medians = _medians(peers, best) if peers is not None else {}
+        if reference is not None:
+            baseline_label = reference.label
+        elif peers is members:
+            baseline_label = f"median of its {len(members)} GPUs"
+        elif peers is not None:
+            baseline_label = f"median of {ids[main]}, its model's usual configuration ({len(peers)} GPUs)"
+        else:
+            baseline_label = None
+        differs = [] if peers is None or peers is members else _differences(config, main)
+
+        names = list(dict.fromkeys(c.name for gpu in members for c in gpu.roofs.ceilings))
+        baselines: dict[str, float | None] = {}
+        units: dict[str, str] = {}
+        for name in names:
+            example = next(c for gpu in members for c in gpu.roofs.ceilings if c.name == name)
+            units[name] = example.unit
+            if reference is not None:
+                baselines[name] = reference.value(example)
+                if baselines[name] is None:
+                    notes.append(f"{ids[config]} {name}: {reference.label} has no figure for it; not judged")
+            else:
+                baselines[name] = medians[name].value if name in medians else None
+
+        for gpu in members:
+            mine = best[gpu.path]
+            present: dict[str, list[Ceiling]] = {}
+            for c in gpu.roofs.ceilings:
+                present.setdefault(c.name, []).append(c)
+            gpu_ratios = {}
+            for name in names:
+                entries = present.get(name)
+                if not entries:
+                    why = "the run was interrupted" if not gpu.roofs.complete else None
+                    outliers.append(Outlier(gpu, ids[config], MISSING, name, None, units[name], None, why))
+                elif name not in mine:
+                    why = "; ".join(dict.fromkeys(c.notes[0] for c in entries if c.notes)) or None
+                    outliers.append(Outlier(gpu, ids[config], INVALID, name, None, units[name], None, why))
+                elif baselines[name]:
+                    ratio = mine[name].value / baselines[name]
+                    gpu_ratios[name] = ratio
+                    if ratio < min_ratio:
+                        cause = _likely_cause(mine[name], medians, peers, best, differs)
+                        outliers.append(Outlier(gpu, ids[config], BELOW, name, mine[name].value, units[name], ratio,
+                                                cause))
+            ratios[gpu.path] = gpu_ratios
+            if differs:  # a lone GPU set up unlike the rest of its model: a wrong power cap, an old driver
+                outliers.append(Outlier(gpu, ids[config], CONFIGURATION, None, None, None, None, "; ".join(differs)))
+            if mine and not gpu_ratios:
+                outliers.append(Outlier(gpu, ids[config], UNJUDGED, None, None, None, None,
+                                        f"only {len(members)} GPU(s) like it and no --reference: measure more of "
+                                        f"its siblings, or give --reference"))
+        groups.append(Group(ids[config], config, tuple(members), baseline_label,
+                            tuple(_stats(name, units[name], members, best, baselines[name], ratios, min_ratio)
+                                  for name in names)))
+    return Fleet(simulated=gpus[0].roofs.simulated, min_ratio=min_ratio,
+                 reference=reference.label if reference else None, groups=tuple(groups), ratios=ratios,
+                 outliers=tuple(outliers), notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class _Medians:
+    value: float
+    sm_hz: float | None
+    mem_hz: float | None
+
+
+def _medians(peers: Sequence[Gpu], best: Mapping[str, Mapping[str, Ceiling]]) -> dict[str, _Medians]:
+    """Ceiling name -> the median value, SM clock and memory clock of `peers` (their best valid ceiling each)."""
+    per_name: dict[str, list[Ceiling]] = {}
+    for gpu in peers:
+        for name, c in best[gpu.path].items():
+            per_name.setdefault(name, []).append(c)
+
+    def median(values):
+        values = [v for v in values if v is not None]
+        return float(np.median(values)) if values else None
+
+    return {name: _Medians(median(c.value for c in cs), median(c.clocks.sm_hz_median for c in cs),
+                           median(c.clocks.mem_hz_median for c in cs)) for name, cs in per_name.items()}
+
+
+def _differences(config: Config, usual: Config) -> list[str]:
+    return [f"{CONFIG_LABELS[f.name]} {show(f.name, getattr(config, f.name))} (its model's usual: "
+            f"{show(f.name, getattr(usual, f.name))})"
+            for f in fields(Config) if getattr(config, f.name) != getattr(usual, f.name)]
+
+
+def _likely_cause(c: Ceiling, medians: Mapping[str, _Medians], peers, best, differs: list[str]) -> str | None:
+    """What the file knows of why ceiling `c` fell short: throttling, a low clock, noise, a configuration
+    unlike its peers'."""
+    causes = []
+    limiting = [r for r in c.clocks.throttle_reasons or () if r in LIMITING_REASONS]
+    if limiting:
+        causes.append(f"throttled ({', '.join(limiting)})")
+    peer = medians.get(c.name)
+    clocks = (("SM", c.clocks.sm_hz_median, peer.sm_hz if peer else None),)
+    if c.kind == "bandwidth":
+        clocks += (("memory", c.clocks.mem_hz_median, peer.mem_hz if peer else None),)
+    for what, mine, theirs in clocks:
+        if mine is not None and theirs and mine < theirs * (1 - CLOCK_SHORTFALL):
+            causes.append(f"{what} clock {mine / 1e6:.0f} MHz, its peers' {theirs / 1e6:.0f} MHz")
+    if c.noisy:
+        causes.append(f"noisy: launch times spread ±{c.rel_iqr / 2:.0%}" if c.rel_iqr is not None else "noisy")
+    causes += differs
+    return "; ".join(causes) or None
+
+
+def _stats(name: str, unit: str, members: Sequence[Gpu], best, baseline: float | None,
+           ratios: Mapping[str, Mapping[str, float]], min_ratio: float) -> CeilingStats:
+    values = np.array([best[g.path][name].value for g in members if name in best[g.path]])
+    below = sum(1 for g in members if ratios[g.path].get(name, math.inf) < min_ratio)
+    if values.size == 0:
+        return CeilingStats(name, unit, 0, None, None, None, None, baseline, below)
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return CeilingStats(name, unit, int(values.size), float(median), float(values.min()), float(values.max()),
+                        float((q3 - q1) / median), baseline, below)
+
+
+# ---------------------------------------------------------------- output
+
+
+def markdown(fleet: Fleet) -> str:
+    """The report people paste: groups, ceilings per group, outliers."""
+    n = sum(len(g.gpus) for g in fleet.groups)
+    failing = len({o.gpu.path for o in fleet.outliers})
+    baseline = fleet.reference or "each group's median"
+    lines = [f"# {'SIMULATED (meaningless numbers): ' if fleet.simulated else ''}{n} GPUs in {len(fleet.groups)} "
+             f"group(s), {failing} falling short (against {baseline}; failing under {fleet.min_ratio:g})", ""]
+    lines += ["## Groups", "", markdown_table(
+        ["group", "GPUs", *CONFIG_LABELS.values(), "judged against"],
+        [[g.id, str(len(g.gpus)), *(show(f.name, getattr(g.config, f.name)) for f in fields(Config)),
+          g.baseline or "nothing (too few GPUs; give --reference)"] for g in fleet.groups]), ""]
+    rows = []
+    for g in fleet.groups:
+        for s in g.ceilings:
+            rows.append([g.id, s.name, str(s.n), format_rate(s.median, s.unit), format_rate(s.min, s.unit),
+                         format_rate(s.max, s.unit), "-" if s.rel_iqr is None else f"{s.rel_iqr:.1%}",
+                         format_rate(s.baseline, s.unit), str(s.below)])
+    lines += ["## Ceilings", "", markdown_table(
+        ["group", "ceiling", "GPUs", "median", "min", "max", "IQR/median", "baseline", f"under {fleet.min_ratio:g}"],
+        rows), ""]
+    lines += ["## Outliers", ""]
+    if fleet.outliers:
+        shown = sorted(fleet.outliers, key=_severity)[:MARKDOWN_OUTLIERS]
+        lines.append(markdown_table(
+            ["host", "GPU", "UUID", "PCI bus", "group", "ceiling", "value", "ratio", "reason", "likely cause",
+             "file"],
+            [[o.gpu.host or "-", _text(o.gpu.gpu_index), _text(o.gpu.roofs.device.uuid),
+              _text(o.gpu.roofs.device.pci_bus_id), o.group, o.ceiling or "-",
+              format_rate(o.value, o.unit) if o.unit else "-", "-" if o.ratio is None else f"{o.ratio:.3f}",
+              o.reason, o.cause or "-", Path(o.gpu.path).name] for o in shown]))
+        if len(fleet.outliers) > MARKDOWN_OUTLIERS:
+            lines.append(f"\n... and {len(fleet.outliers) - MARKDOWN_OUTLIERS} more (all of them in --json)")
+    else:
+        lines.append("None: every GPU passes.")
+    lines += [f"- {note}" for note in fleet.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _severity(o: Outlier):
+    return (REASONS.index(o.reason), o.ratio if o.ratio is not None else 0.0, o.gpu.path)
+
+
+def _text(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def as_json(fleet: Fleet) -> dict:
+    def who(gpu: Gpu) -> dict:
+        d = gpu.roofs.device
+        return {"file": gpu.path, "host": gpu.host, "gpu_index": gpu.gpu_index, "cuda_index": d.index,
+                "uuid": d.uuid, "pci_bus_id": d.pci_bus_id}
+
+    return {
+        "simulated": fleet.simulated, "passed": fleet.passed, "min_ratio": fleet.min_ratio,
+        "reference": fleet.reference, "gpus": sum(len(g.gpus) for g in fleet.groups),
+        "groups": [{"id": g.id, **{f.name: getattr(g.config, f.name) for f in fields(Config)}, "gpus": len(g.gpus),
+                    "baseline": g.baseline,
+                    "ceilings": [{f.name: getattr(s, f.name) for f in fields(CeilingStats)} for s in g.ceilings]}
+                   for g in fleet.groups],
+        "outliers": [{**who(o.gpu), "group": o.group, "reason": o.reason, "ceiling": o.ceiling, "value": o.value,
+                      "unit": o.unit, "ratio": o.ratio, "cause": o.cause} for o in fleet.outliers],
+        "files": [{**who(gpu), "group": g.id, "ratios": dict(fleet.ratios[gpu.path])}
+                  for g in fleet.groups for gpu in g.gpus],
+    }
+
+
+def plot_ceiling(ax, fleet: Fleet, name: str) -> None:
+    """Every GPU's ratio to its baseline for ceiling `name` on `ax`, one column of dots per group (sorted, so
+    that a column reads as a distribution), the failing ones red and the lowest labelled host:GPU. Artists'
+    gids: gpus:<group>, outliers:<group>, label:<host:GPU>, baseline, min-ratio."""
+    ticks, labels, failing = [], [], []
+    for x, group in enumerate(fleet.groups):
+        points = sorted(((fleet.ratios[g.path][name], g) for g in group.gpus if name in fleet.ratios[g.path]),
+                        key=lambda point: point[0])
+        if not points:
+            continue
+        offsets = np.linspace(-0.3, 0.3, len(points)) if len(points) > 1 else np.zeros(1)
+        ys = np.array([r for r, _ in points])
+        low = ys < fleet.min_ratio
+        ax.scatter(x + offsets[~low], ys[~low], s=12, color=PASS_COLOR, gid=f"gpus:{group.id}")
+        ax.scatter(x + offsets[low], ys[low], s=18, color=FAIL_COLOR, gid=f"outliers:{group.id}")
+        failing += [(r, x + dx, g) for (r, g), dx, is_low in zip(points, offsets, low) if is_low]
+        ticks.append(x)
+        labels.append(f"{group.id}\n{len(points)} GPUs")
+    for ratio, x, gpu in sorted(failing, key=lambda f: f[0])[:LABELLED_OUTLIERS]:
+        ax.annotate(gpu.label, (x, ratio), xytext=(4, -2), textcoords="offset points", fontsize="x-small",
+                    color=FAIL_COLOR, gid=f"label:{gpu.label}")
+    ax.axhline(1.0, color="gray", linewidth=0.8, gid="baseline")
+    ax.axhline(fleet.min_ratio, color=FAIL_COLOR, linestyle="--", linewidth=0.8, gid="min-ratio")
+    ax.set_xticks(ticks, labels, fontsize="small")
+    ax.set_xlim(-0.5, max(len(fleet.groups) - 0.5, 0.5))
+    ax.set_title(name)
+    ax.set_ylabel(f"ratio to {'the reference' if fleet.reference else 'group median'}")
+
+
+def judged_ceilings(fleet: Fleet) -> list[str]:
+    """The ceilings with at least one GPU's ratio, in order of first appearance."""
+    return list(dict.fromkeys(name for ratios in fleet.ratios.values() for name in ratios))
+
+
+def draw(fleet: Fleet):
+    """One subplot per judged ceiling in one figure (matplotlib's object API: no pyplot state)."""
+    from matplotlib.figure import Figure
+
+    names = judged_ceilings(fleet)
+    if not names:
+        raise CeilingsError("-o: no ceiling could be judged, so there is nothing to draw; give --reference")
+    cols = min(PICTURE_COLUMNS, len(names))
+    rows = math.ceil(len(names) / cols)
+    fig = Figure(figsize=(4.5 * cols, 3.4 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, name in zip(axes, names):
+        plot_ceiling(ax, fleet, name)
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    against = fleet.reference or "its group's median"
+    prefix = "SIMULATED (Numba simulator: numbers are meaningless) - " if fleet.simulated else ""
+    fig.suptitle(f"{prefix}every GPU against {against}; red: under {fleet.min_ratio:g}")
+    return fig
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Every GPU of a cluster against its siblings (the median of its group: same model, driver, "
+                    "clocks, power limit, ECC and launch mode) or a reference; prints a Markdown report and "
+                    "lists the GPUs that fall short, with the likely cause their files know.",
+        epilog="exit codes: 0 every GPU passes, 1 some GPU falls short (a Slurm health check drains its node), "
+               "2 bad input\n\nsimulated roofs files are aggregated only among themselves (marked SIMULATED); "
+               "a mix of simulated and measured files is refused. See docs/fleet.md.")
+    p.add_argument("inputs", nargs="+", metavar="DIR|FILE",
+                   help="roofs files, or folders searched for *.json (python -m ceilings.measure --out)")
+    p.add_argument("--json", metavar="OUT", help="also write the groups, every GPU's ratios and the outliers")
+    p.add_argument("-o", "--output", metavar="PICTURE", help="a picture (.png/.svg/.pdf) of every GPU per ceiling")
+    p.add_argument("--min-ratio", type=float, default=DEFAULT_MIN_RATIO, metavar="R",
+                   help=f"a GPU fails a ceiling under R times its baseline (default {DEFAULT_MIN_RATIO}: "
+                        "ReFrame's reference minus 10%%; DCGM passes at 0.75 of a reference)")
+    p.add_argument("--reference", metavar="FILE|NAME",
+                   help="judge every GPU against this roofs file (a known-good GPU) or datasheet row (e.g. "
+                        "'H100 SXM') instead of its group's median")
+    p.add_argument("--force", action="store_true", help="overwrite existing --json and -o files")
+    return p.parse_args(argv)
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    if args.json:
+        atomic.check_target(args.json, force=args.force)
+    if args.output:
+        atomic.check_figure_path(args.output, force=args.force)
+    skip = Path(args.json).resolve() if args.json else None
+    gpus = load_gpus(collect(args.inputs, skip=skip))
+    reference = reference_of(args.reference, gpus[0].roofs.simulated) if args.reference else None
+    fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
+    sys.stdout.write(markdown(fleet))
+    if args.json:
+        import json
+
+        atomic.write_text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n", force=args.force)
+        print(f"{PROG}: wrote {args.json}", file=sys.stderr)
+    if args.output:
+        atomic.save_figure(draw(fleet), args.output, force=args.force, dpi=120)
+        print(f"{PROG}: wrote {args.output}", file=sys.stderr)
+    return 0 if fleet.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
