@@ -287,7 +287,7 @@ def test_device_check_dry_run_keeps_to_its_budget(tmp_path):
     statuses = {ln[0]: ln[1] for ln in lines}
     assert statuses["env"] == "ok"
     assert all(s in ("ok", "timeout") or s.startswith(("failed", "skipped")) for s in statuses.values())
-    order = [s for s in statuses.values() if not s.startswith("skipped: torch")]
+    order = [s for s in statuses.values() if not s.startswith("skipped: Python module")]
     first_spent = next(i for i, s in enumerate(order) if s == "skipped: budget spent")
     assert all(s.startswith("skipped") for s in order[first_spent:])
     assert elapsed < 15 + 10 + 5  # budget + one step's kill grace + the fragment
@@ -295,3 +295,11 @@ def test_device_check_dry_run_keeps_to_its_budget(tmp_path):
     assert (tmp_path / "BENCHMARKS.fragment.md").exists()
     ran = [name for name, s in statuses.items() if not s.startswith("skipped")]
     assert all((tmp_path / "logs" / f"{name}.log").exists() for name in ran)
+    # the env step records what every later step depends on; null where this machine cannot say (no GPU)
+    versions = json.loads((tmp_path / "versions.json").read_text())
+    for key in ("driver (NVML)", "CUDA driver API", "CUDA runtime", "NVRTC", "NVVM (Numba)", "cuBLAS", "ncu", "nsys",
+                "nvcc", "ptxas", "cuobjdump", "cupy-cuda13x", "torch", "torchvision"):
+        assert key in versions
+    log = (tmp_path / "logs" / "env.log").read_text()
+    assert all(f"{key}: not known here (" in log for key, v in versions.items() if v is None and key in
+               ("driver (NVML)", "CUDA driver API", "cuBLAS", "ncu", "nsys"))
