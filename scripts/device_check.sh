@@ -141,6 +141,8 @@ ncu_probe() {
     fi
     if ! command -v ncu > /dev/null; then
         NCU_CAUSE="ncu not found on PATH or in ${TOOL_DIRS:-DEVICE_CHECK_TOOL_DIRS}"
+    elif [ -n "$(missing_modules cupy)" ]; then  # the probe's kernel; the apps' torch path needs no CuPy
+        NCU_CAUSE="not probed: Python module cupy is not importable by $PY"
     else
         echo "== ncu-probe (limit ${limit} s): ${cmd[*]}" >&2
         timeout --kill-after="$KILL_AFTER_S" "$limit" "${cmd[@]}" > "$log" 2>&1

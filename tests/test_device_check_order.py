@@ -149,9 +149,15 @@ def test_a_missing_python_module_skips_its_steps_with_the_reason(tmp_path):
     assert steps["resnet50-roofline"][0] == "skipped: no profile or no roofs file"
     assert steps["decode"][0] == "ok" and steps["decode-roofline"][0] == "ok"
     rc, steps, _, _ = run_check(tmp_path / "again", missing="cupy")
+    python = f"{tmp_path}/again/bin/python"
     assert all(steps[name][0].startswith("skipped: Python module cupy") for name in
-               ("pytest-gpu", "measure-quick", "measure", "fma-chains", "inspect", "selfcheck", "peers", "ncu-rep"))
+               ("pytest-gpu", "measure-quick", "measure", "fma-chains", "inspect", "peers"))
+    for name in ("selfcheck", "ncu-rep"):
+        assert steps[name][0] == f"skipped: ncu cannot read the GPU's counters: not probed: Python module cupy is " \
+                                 f"not importable by {python}"
     assert steps["resnet50-roofline"][0] == "skipped: no profile or no roofs file"  # no roofs were measured
+    assert steps["ncu-probe"][0] == f"unavailable: not probed: Python module cupy is not importable by {python}"
+    assert steps["decode-torch"][0] == "ok"  # torch.profiler needs no CuPy
 
 
 def test_inspect_without_its_tools_is_skipped_with_the_remedy(tmp_path):

@@ -158,7 +158,8 @@ def test_mismatch_catches_a_dropped_loop_and_names_a_layout_error():
 
 def _sass(source: CudaSource) -> str:
     pytest.importorskip("cupy")
-    from kernels.inspect import MissingDependency, nvrtc_cubin
+    from ceilings.errors import MissingDependency
+    from kernels.inspect import nvrtc_cubin
 
     tool = cuobjdump()
     try:
