@@ -33,6 +33,13 @@ SIMULATED_BUDGET = Budget(warmup_s=0.0, measure_s=0.0, min_reps=1, max_reps=1)
 PROBE_LAUNCHES = 2
 # A sweep has tens of points: each gets this fraction of a ceiling's budget (and at least min_reps).
 SWEEP_BUDGET_FRACTION = 0.2
+# One timing sample is enough back-to-back launches between two events to last SAMPLE_S (as Triton's
+# do_bench_cudagraph times a graph of many launches): an event's own cost and its ~0.5 us resolution, which
+# per-launch events add to every launch of a short kernel, are spread over the sample. The gaps between
+# the launches of a sample still count (a stream of launches has them); at >= 1 GiB per DRAM array a launch
+# lasts >= ~0.2 ms, so they are ~1%. A sample is the mean per launch; samples repeat for the statistics.
+SAMPLE_S = 2e-3
+MAX_LAUNCHES_PER_SAMPLE = 100
 
 
 def budget_for(bench: Benchmark, budget: Budget) -> Budget:
@@ -43,39 +50,49 @@ def budget_for(bench: Benchmark, budget: Budget) -> Budget:
                   min_reps=max(3, budget.min_reps // 2), max_reps=budget.max_reps)
 
 
+def launches_per_sample(per_launch_s: float) -> int:
+    """Launches in one sample: enough to fill SAMPLE_S (at most MAX_LAUNCHES_PER_SAMPLE), at least 1."""
+    if per_launch_s <= 0:
+        return MAX_LAUNCHES_PER_SAMPLE
+    return max(1, min(MAX_LAUNCHES_PER_SAMPLE, math.ceil(SAMPLE_S / per_launch_s)))
+
+
 class Timer(Protocol):
-    def run(self, launch: Callable[[], None], n: int) -> list[float]:
-        """Launch n times back to back; return each launch's time in seconds."""
+    def run(self, launch: Callable[[], None], n: int, batch: int = 1) -> list[float]:
+        """n samples, each `batch` launches back to back; return each sample's time per launch in seconds."""
 
 
 class EventTimer:
-    """CUDA events on the runtime's (non-default) CuPy stream; launches are enqueued without host syncs."""
+    """CUDA events on the runtime's (non-default) CuPy stream: one event between two samples, none between
+    the launches of a sample; everything is enqueued without host syncs."""
 
     def __init__(self, stream):
         self.stream = stream
 
-    def run(self, launch: Callable[[], None], n: int) -> list[float]:
+    def run(self, launch: Callable[[], None], n: int, batch: int = 1) -> list[float]:
         import cupy
 
         events = [cupy.cuda.Event() for _ in range(n + 1)]
         with self.stream:
             events[0].record(self.stream)
             for i in range(n):
-                launch()
+                for _ in range(batch):
+                    launch()
                 events[i + 1].record(self.stream)
         events[-1].synchronize()
-        return [cupy.cuda.get_elapsed_time(events[i], events[i + 1]) / 1e3 for i in range(n)]
+        return [cupy.cuda.get_elapsed_time(events[i], events[i + 1]) / 1e3 / batch for i in range(n)]
 
 
 class WallTimer:
     """Host wall clock around synchronous launches: for the simulator, where timing means nothing."""
 
-    def run(self, launch: Callable[[], None], n: int) -> list[float]:
+    def run(self, launch: Callable[[], None], n: int, batch: int = 1) -> list[float]:
         samples = []
         for _ in range(n):
             t0 = time.perf_counter()
-            launch()
-            samples.append(time.perf_counter() - t0)
+            for _ in range(batch):
+                launch()
+            samples.append((time.perf_counter() - t0) / batch)
         return samples
 
 
@@ -85,6 +102,7 @@ class Measurement:
     stats: SampleStats | None
     clocks: dict = field(default_factory=dict)
     problem: str | None = None  # why the result is invalid (check failed, launch failed)
+    launches_per_sample: int = 1  # back-to-back launches timed together in each sample
 
 
 def _reps(budget_s: float, per_launch_s: float, lo: int, hi: int) -> int:
@@ -107,13 +125,14 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
         warm = _reps(budget.warmup_s, first, 0, budget.max_reps) if budget.warmup_s > 0 else 0
         if warm:
             timer.run(prepared.launch, warm)
-        reps = _reps(budget.measure_s, first, budget.min_reps, budget.max_reps)
+        batch = launches_per_sample(first) if budget.measure_s > 0 else 1
+        reps = _reps(budget.measure_s, first * batch, budget.min_reps, budget.max_reps)
         with ClockSampler(nvml) as sampler:
-            samples = timer.run(prepared.launch, reps)
+            samples = timer.run(prepared.launch, reps, batch)
         problem = prepared.check()
         if problem:
             problem = f"output check failed: {problem}"
-        return Measurement(plan, summarize(samples), sampler.summary(), problem)
+        return Measurement(plan, summarize(samples), sampler.summary(), problem, batch)
     except Exception as exc:  # a launch error: record it, keep measuring the rest
         return Measurement(plan, None, problem=f"launch failed: {describe(exc)}")
     finally:
@@ -123,7 +142,7 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
 def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict:
     """The roofs-file object of one measured ceiling (schema: docs/roofs-schema.md)."""
     value = bench.rate(m.plan.work, m.stats.median_s) if m.stats and m.stats.median_s > 0 else None
-    notes = list(bench.notes)
+    notes = [*bench.notes, *m.plan.notes]
     if m.problem:
         notes.insert(0, m.problem)
     if m.stats and m.stats.noisy:
@@ -143,7 +162,7 @@ def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict
         "kernel": bench.kernel,
         "work": m.plan.work.as_dict(),
         "params": {"grid": m.plan.grid, "block": m.plan.block, **dict(m.plan.params)},
-        "stats": m.stats.as_dict() if m.stats else {},
+        "stats": {**m.stats.as_dict(), "launches_per_sample": m.launches_per_sample} if m.stats else {},
         "clocks": m.clocks,
         "peaks": {},
         "valid": m.problem is None and value is not None,

@@ -84,6 +84,14 @@ class Plan:
     # Offline proof model (kernels.inspect): every thread runs the kernel's single innermost loop
     # `loop_trips` times; instructions outside it run once. None: no offline proof for this plan.
     loop_trips: int | None = None
+    # Waves of resident blocks the grid runs in: 1 (every block resident at once, a grid that fills every SM
+    # once) or more (an oversubscribed grid: blocks that finish early make room for the rest, so no SM waits
+    # for the slowest). kernels.inspect proves it from the compiled kernel's registers and shared memory:
+    # ceil(grid / (SMs x blocks that fit on one SM)) must be exactly this.
+    waves: int = 1
+    # What a reader of the result must know about this plan (e.g. arrays smaller than planned for lack of
+    # memory); the measurement's record carries them among its notes.
+    notes: tuple[str, ...] = ()
 
     @property
     def threads(self) -> int:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from numba import cuda, float32
 
-from .stream import NUMBA_UNROLL
+from .stream import BLOCK, NUMBA_UNROLL
 
 READ_UNROLL = NUMBA_UNROLL["read"]
 WRITE_UNROLL = NUMBA_UNROLL["write"]
 COPY_UNROLL = NUMBA_UNROLL["copy"]
 TRIAD_UNROLL = NUMBA_UNROLL["triad"]
+DOT_UNROLL = NUMBA_UNROLL["dot"]
 
 
 def dram_read(src, partial, trips, store):
@@ -76,6 +77,56 @@ def dram_triad(a, b, c, scalar, trips):
         i += stride
 
 
+def dram_dot(a, b, block_sums, trips):
+    """BabelStream's Dot: sum of a * b, one partial sum per block (the host adds the blocks)."""
+    block = cuda.blockDim.x
+    tid = cuda.threadIdx.x
+    i = cuda.blockIdx.x * block * DOT_UNROLL + tid
+    stride = cuda.gridDim.x * block * DOT_UNROLL
+    va = cuda.local.array(DOT_UNROLL, float32)
+    vb = cuda.local.array(DOT_UNROLL, float32)
+    acc = float32(0)
+    for _ in range(trips):
+        for u in range(DOT_UNROLL):
+            va[u] = a[i + u * block]
+            vb[u] = b[i + u * block]
+        for u in range(DOT_UNROLL):
+            acc += va[u] * vb[u]
+        i += stride
+    # The block's sum in shared memory: each step the lower half adds the upper (a step wider than the
+    # block, a power of two of at most BLOCK threads, does nothing). Written out step by step, not as a
+    # loop, so that the trip loop stays the only loop with work (a device-function helper would need a
+    # driver to compile offline).
+    sums = cuda.shared.array(BLOCK, float32)
+    sums[tid] = acc
+    cuda.syncthreads()
+    if 128 < block and tid < 128:
+        sums[tid] += sums[tid + 128]
+    cuda.syncthreads()
+    if 64 < block and tid < 64:
+        sums[tid] += sums[tid + 64]
+    cuda.syncthreads()
+    if 32 < block and tid < 32:
+        sums[tid] += sums[tid + 32]
+    cuda.syncthreads()
+    if 16 < block and tid < 16:
+        sums[tid] += sums[tid + 16]
+    cuda.syncthreads()
+    if 8 < block and tid < 8:
+        sums[tid] += sums[tid + 8]
+    cuda.syncthreads()
+    if 4 < block and tid < 4:
+        sums[tid] += sums[tid + 4]
+    cuda.syncthreads()
+    if 2 < block and tid < 2:
+        sums[tid] += sums[tid + 2]
+    cuda.syncthreads()
+    if tid < 1:
+        sums[tid] += sums[tid + 1]
+    if tid == 0:
+        block_sums[cuda.blockIdx.x] = sums[0]
+
+
 def fill(dst, value):
     """Poison: dst[:] = value (grid-stride; not measured)."""
     for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
@@ -88,6 +139,10 @@ SIGNATURES = {
     "write": f"void({_ARRAY}, float32, int32)",
     "copy": f"void({_ARRAY}, {_ARRAY}, int32)",
     "triad": f"void({_ARRAY}, {_ARRAY}, {_ARRAY}, float32, int32)",
+    "dot": f"void({_ARRAY}, {_ARRAY}, {_ARRAY}, int32)",
     "fill": f"void({_ARRAY}, float32)",
 }
-KERNELS = {"read": dram_read, "write": dram_write, "copy": dram_copy, "triad": dram_triad, "fill": fill}
+KERNELS = {"read": dram_read, "write": dram_write, "copy": dram_copy, "triad": dram_triad, "dot": dram_dot,
+           "fill": fill}
+# dram_dot's halving steps start at 128: they sum blocks of at most 256 threads
+assert BLOCK <= 256

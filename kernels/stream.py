@@ -1,17 +1,20 @@
-"""DRAM bandwidth ceilings: dram.read, dram.write, dram.copy, dram.triad, in CUDA C and in Numba.
+"""DRAM bandwidth ceilings: dram.read, dram.write, dram.copy, dram.triad, dram.dot, in CUDA C and in Numba.
 
 Every kernel streams float32 arrays sized to exactly `trips` chunks of grid x block x unroll accesses
 (no tail, no bounds test): each thread runs one trip loop of `trips` iterations holding `unroll` loads
 and/or stores per array, so the declared bytes are elements x 4 B x arrays and `Plan.loop_trips` is the
-trip count. Arrays are >= 8x L2 and >= 1 GiB each when free memory allows (docs/bandwidth.md).
+trip count. Arrays are >= 8x L2 and >= 1 GiB each when free memory allows (docs/bandwidth.md), in --quick
+too. Each operation comes in launch variants (`Variant`): one wave of blocks, an oversubscribed grid of
+several waves, and more bytes in flight per SM; every variant is its own ceiling, and the best valid one
+is the DRAM roof (`ceilings.roofs.best_ceiling`).
 Importing this module imports no CUDA package: cupy and numba are imported when a benchmark is prepared.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -30,32 +33,78 @@ from .base import (
 
 ELEMENT_BYTES = 4  # float32
 VECTOR_ELEMENTS = 4  # CUDA C accesses are float4: 16 bytes (LDG.E.128 / STG.E.128)
+BLOCK = 256  # threads per block, both backends
 
-# CUDA C: 256-thread blocks, 4 resident per SM (`__launch_bounds__(256, 4)` caps registers at 64, so the
-# planned grid is one wave) and 8 independent 16-byte loads in flight per thread: 128 KiB in flight per
-# SM, several times what Little's law asks of HBM3 (~3.35 TB/s x ~0.6 us / 132 SMs ~ 15 KiB).
-CUDA_BLOCK = 256
-CUDA_BLOCKS_PER_SM = 4
-CUDA_UNROLL = {"read": 8, "write": 8, "copy": 8, "triad": 4}  # triad: 4 x 2 arrays = 8 loads in flight
-
-# Numba: scalar float32 accesses. ptxas (sm_90) gives read 32, write 30, copy 39, triad 40 registers:
-# 8 blocks of 256 fit per SM for read/write, 4 for copy/triad (<= 64 registers). Read and write unroll 16
-# because NVVM unrolls a trip loop of only 8 accesses twice and adds a remainder loop.
-NUMBA_BLOCK = 256
-NUMBA_BLOCKS_PER_SM = {"read": 8, "write": 8, "copy": 4, "triad": 4}
-# ptxas gives the Numba triad 94 registers on sm_80 (40 on sm_89/sm_90): capped at 64 for 4 blocks it
-# spills inside the loop, so it runs 2 blocks per SM there
-NUMBA_BLOCKS_PER_SM_BY_ARCH = {"sm_80": {"triad": 2}}
-NUMBA_UNROLL = {"read": 16, "write": 16, "copy": 8, "triad": 8}
-
-# Sizes. Each array is at least DRAM_L2_MULTIPLE x L2 (so L2 hits are a few percent at most) and
-# DRAM_MIN_ARRAY_BYTES; all arrays of one benchmark together use at most FREE_FRACTION of free memory.
+# Sizes. Each array is at least DRAM_L2_MULTIPLE x L2 (so L2 hits are a few percent at most, also between
+# back-to-back launches) and DRAM_MIN_ARRAY_BYTES, in --quick as in a full run; all arrays of one benchmark
+# together use at most FREE_FRACTION of free memory (a plan that had to shrink says so in its notes).
 DRAM_L2_MULTIPLE = 8
-QUICK_L2_MULTIPLE = 4
 DRAM_MIN_ARRAY_BYTES = 2**30
 FREE_FRACTION = 0.5
 SIM_BLOCK = 64  # on the simulator: 4 blocks of 64 threads (SIM_MAX_THREADS), 2 trips
 SIM_TRIPS = 2
+
+# An oversubscribed grid runs this many waves of resident blocks: a block streams an eighth of what a block
+# of one wave would, and each new block starts on whichever SM has just freed a slot, so an SM that runs
+# slow takes fewer blocks instead of setting the end alone (the hardware scheduler balances the load).
+OVERSUBSCRIBED_WAVES = 8
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a DRAM kernel is launched: blocks of BLOCK threads per SM, waves of them, and how many accesses
+    per array each thread makes per trip (the bytes in flight per SM: blocks x BLOCK x loads x access size)."""
+
+    name: str  # wave | waves | deep
+    waves: int  # grid = waves x SMs x blocks per SM
+    blocks_per_sm: Mapping[str, int]  # by op; fewer where the SM holds fewer threads (resident_blocks)
+    unroll: Mapping[str, int]  # accesses per array per thread per trip, by op
+    what: str  # for the description
+    by_arch: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # blocks_per_sm exceptions
+
+    def blocks(self, op: str, arch: str) -> int:
+        return self.by_arch.get(arch, {}).get(op, self.blocks_per_sm[op])
+
+
+def _each(value: int) -> dict[str, int]:
+    return {op: value for op in ("read", "write", "copy", "triad", "dot")}
+
+
+# CUDA C. Little's law for H200's HBM3e (docs/bandwidth.md): ~4.8 TB/s / 132 SMs / 1.98 GHz ~ 18 B per
+# clock per SM, times ~650 cycles of DRAM latency ~ 12 KiB in flight per SM; every variant keeps 10-16x
+# that at its peak, because a thread's loads are in flight only until the last of its trip returns and
+# latency grows under load. __launch_bounds__(256, blocks) caps registers so the planned blocks fit:
+#   wave   4 blocks x 8 loads (triad, dot: 4 per array): 128 KiB per SM, the grid one wave (each SM a fixed
+#          share);
+#   waves  8 blocks x 4 loads, the full 2048 threads, so exactly 8 fit (<= 32 registers) and the grid is
+#          exactly OVERSUBSCRIBED_WAVES waves: 128 KiB per SM, balanced by the block scheduler;
+#   deep   3 blocks x 16 loads (<= 85 registers; ptxas gives 78-80): 192 KiB per SM, one wave.
+CUDA_VARIANTS = (
+    Variant("wave", 1, _each(4), {"read": 8, "write": 8, "copy": 8, "triad": 4, "dot": 4},
+            "one wave of 4 blocks per SM, 8 float4 in flight per thread"),
+    Variant("waves", OVERSUBSCRIBED_WAVES, _each(8), {"read": 4, "write": 4, "copy": 4, "triad": 2, "dot": 2},
+            f"{OVERSUBSCRIBED_WAVES} waves of 8 blocks per SM (grid-stride), 4 float4 in flight per thread"),
+    Variant("deep", 1, _each(3), {"read": 16, "write": 16, "copy": 16, "triad": 8, "dot": 8},
+            "one wave of 3 blocks per SM, 16 float4 in flight per thread"),
+)
+
+# Numba: scalar float32 accesses. Uncapped, ptxas (sm_90) gives read 32, write 30, copy 39, triad 40, dot 32:
+# 8 blocks of 256 fit per SM for read/write, 4 for copy/triad/dot (<= 64 registers). Read and write unroll
+# 16 because NVVM unrolls a trip loop of only 8 accesses twice and adds a remainder loop.
+NUMBA_UNROLL = {"read": 16, "write": 16, "copy": 8, "triad": 8, "dot": 8}
+NUMBA_VARIANTS = (
+    # ptxas gives the Numba triad 94 registers on sm_80 (40 on sm_89/sm_90): capped at 64 for 4 blocks it
+    # spills inside the loop, so it runs 2 blocks per SM there
+    Variant("wave", 1, {"read": 8, "write": 8, "copy": 4, "triad": 4, "dot": 4}, NUMBA_UNROLL,
+            "one wave", by_arch={"sm_80": {"triad": 2}}),
+    # Several waves need exactly the planned blocks resident (kernels.inspect proves ceil(grid / (SMs x
+    # blocks that fit)) = waves), so each kernel gets the blocks its registers under the cap allow and no more:
+    # read, write, dot fit in 32 (8 blocks, the SM's 2048 threads); copy spills at 32 and takes 39 of 40
+    # (6 blocks); triad spills at 40 and takes 54-56 of 64 (4 blocks), 109 of 128 on sm_80 (2 blocks).
+    Variant("waves", OVERSUBSCRIBED_WAVES, {"read": 8, "write": 8, "copy": 6, "triad": 4, "dot": 8}, NUMBA_UNROLL,
+            f"{OVERSUBSCRIBED_WAVES} waves (grid-stride)", by_arch={"sm_80": {"triad": 2}}),
+)
+VARIANTS = {"cuda-c": CUDA_VARIANTS, "numba": NUMBA_VARIANTS}
 
 # Input values are small integers (0..15): sums, copies and b + 3 c are exact in float32, so every check
 # is an exact comparison with the host reference.
@@ -65,14 +114,24 @@ WRITE_VALUE = 1.5
 TRIAD_SCALAR = 3.0
 # The dram.read check launch stores one float32 per thread; timed launches store nothing.
 GUARDED_STORE_BYTES = 4
+# dram.dot inputs are 0..3, so a block's sum of products (<= 9 per element) stays below 2^24 up to 1.86 M
+# elements per block (every reference plan: at most ~0.8 M): every partial sum is then an integer float32
+# holds exactly, and the check is exact. Past that, `dot_tolerance` bounds the rounding instead.
+DOT_PATTERN_BITS = 2
+# Each dot block stores one float32 partial sum (thread 0): grid x 4 B per launch, not counted (a millionth
+# of the bytes read; kernels.inspect lists it as conditional).
+DOT_BLOCK_SUM_BYTES = 4
+# The CUDA C dot folds each thread's float4 accumulator into one float (3 FADDs, once per thread) before the
+# block's shared-memory sum, whose FADDs run only on the lower half of each step (conditional, not counted).
+DOT_FOLD_FADDS = {"cuda-c": 3, "numba": 0}
 
 
 @dataclass(frozen=True)
 class Op:
-    name: str  # read | write | copy | triad
+    name: str  # read | write | copy | triad | dot
     reads: int  # arrays read per element
     writes: int  # arrays written per element
-    flops: int  # fp32 FLOPs per element: read sums (1 FADD), triad b + s c (1 FFMA = 2)
+    flops: int  # fp32 FLOPs per element: read sums (1 FADD), triad b + s c and dot a b (1 FFMA = 2)
 
     @property
     def arrays(self) -> int:
@@ -80,7 +139,7 @@ class Op:
 
 
 OPS = {op.name: op for op in (Op("read", 1, 0, 1), Op("write", 0, 1, 0), Op("copy", 1, 1, 0),
-                               Op("triad", 2, 1, 2))}
+                               Op("triad", 2, 1, 2), Op("dot", 2, 0, 2))}
 
 
 # ---------------------------------------------------------------------------------------------- planning
@@ -90,40 +149,61 @@ def resident_blocks(limits: DeviceLimits, block: int, wanted: int) -> int:
     return max(1, min(wanted, limits.max_threads_per_sm // block))
 
 
-def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool) -> Plan:
-    """The one plan of a DRAM benchmark: grid, unroll, trips and the declared bytes."""
+def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool, variant: Variant | None = None) -> Plan:
+    """The one plan of a DRAM benchmark variant (default: the first, one wave): grid, unroll, trips, waves
+    and the declared bytes. `quick` changes nothing: arrays must outgrow L2 in a quick run too."""
+    variant = variant or VARIANTS[backend][0]
     cuda_c = backend == "cuda-c"
-    unroll = (CUDA_UNROLL if cuda_c else NUMBA_UNROLL)[op.name]
+    unroll = variant.unroll[op.name]
     vector = VECTOR_ELEMENTS if cuda_c else 1
     if limits.simulate:
-        block, blocks_per_sm = SIM_BLOCK, None
+        # the oversubscribed variant runs twice the blocks of half the threads: another grid shape, same size
+        block = SIM_BLOCK // 2 if variant.waves > 1 else SIM_BLOCK
+        blocks_per_sm, grid = None, launch_dims(limits, block)
     else:
-        block = CUDA_BLOCK if cuda_c else NUMBA_BLOCK
-        numba_blocks = NUMBA_BLOCKS_PER_SM_BY_ARCH.get(limits.arch, {}).get(op.name, NUMBA_BLOCKS_PER_SM[op.name])
-        blocks_per_sm = resident_blocks(limits, block, CUDA_BLOCKS_PER_SM if cuda_c else numba_blocks)
-    grid = launch_dims(limits, block, blocks_per_sm)
+        block = BLOCK
+        blocks_per_sm = resident_blocks(limits, block, variant.blocks(op.name, limits.arch))
+        grid = variant.waves * limits.sm_count * blocks_per_sm
     block_bytes = block * unroll * vector * ELEMENT_BYTES  # one block, one trip, one array
+    notes: tuple[str, ...] = ()
     if limits.simulate:
         trips = SIM_TRIPS
     else:
-        target = max((QUICK_L2_MULTIPLE if quick else DRAM_L2_MULTIPLE) * limits.l2_bytes,
-                     0 if quick else DRAM_MIN_ARRAY_BYTES)
+        target = max(DRAM_L2_MULTIPLE * limits.l2_bytes, DRAM_MIN_ARRAY_BYTES)
         budget = int(FREE_FRACTION * limits.free_bytes) // op.arrays
         trips = min(math.ceil(target / (grid * block_bytes)), budget // (grid * block_bytes))
         if trips < 1:  # a small GPU: one trip of as many blocks as the budget holds
             grid, trips = max(1, budget // block_bytes), 1
+        if trips * grid * block_bytes < target:
+            notes = (small_arrays_note(trips * grid * block_bytes, op, limits),)
     elements = trips * grid * block * unroll * vector
     array_bytes = elements * ELEMENT_BYTES
-    params = {"elements": elements, "array_bytes": array_bytes, "arrays": op.arrays,
+    waves = 1 if blocks_per_sm is None else math.ceil(grid / (limits.sm_count * blocks_per_sm))
+    params = {"variant": variant.name, "elements": elements, "array_bytes": array_bytes, "arrays": op.arrays,
               "l2_multiple": round(array_bytes / limits.l2_bytes, 2), "trips": trips, "unroll": unroll,
               "access_bytes": vector * ELEMENT_BYTES, "grid": grid, "block": block,
-              "blocks_per_sm": blocks_per_sm}
+              "blocks_per_sm": blocks_per_sm, "waves": waves,
+              "bytes_in_flight_per_sm": None if blocks_per_sm is None else
+              blocks_per_sm * block * unroll * max(1, op.reads) * vector * ELEMENT_BYTES}
+    flops = elements * op.flops
     if op.name == "read":
         params["guarded_store_bytes_per_thread"] = GUARDED_STORE_BYTES
+    if op.name == "dot":
+        params["block_sum_bytes_per_block"] = DOT_BLOCK_SUM_BYTES
+        flops += DOT_FOLD_FADDS[backend] * grid * block
     # The FLOPs are declared so that kernels.inspect can prove them too; a bandwidth rate uses bytes only.
     work = Work(bytes_read=array_bytes * op.reads, bytes_written=array_bytes * op.writes,
-                flops={"fp32": elements * op.flops} if op.flops else {})
-    return Plan(grid=grid, block=block, work=work, params=params, loop_trips=trips)
+                flops={"fp32": flops} if flops else {})
+    return Plan(grid=grid, block=block, work=work, params=params, loop_trips=trips, waves=waves, notes=notes)
+
+
+def small_arrays_note(array_bytes: int, op: Op, limits: DeviceLimits) -> str:
+    from ceilings.sweeps import format_bytes
+
+    return (f"arrays of {format_bytes(array_bytes)} ({array_bytes / limits.l2_bytes:.1f}x L2), not >= "
+            f"{DRAM_L2_MULTIPLE}x L2 and >= {format_bytes(DRAM_MIN_ARRAY_BYTES)}: {op.arrays} "
+            f"array{'s' if op.arrays > 1 else ''} in {FREE_FRACTION:.0%} of the {format_bytes(limits.free_bytes)} "
+            f"free; L2 hits may raise this rate")
 
 
 def cuda_source(op: Op, plan: Plan) -> CudaSource:
@@ -143,18 +223,25 @@ def numba_source(op: Op, plan: Plan) -> NumbaSource:
 
 # ------------------------------------------------------------------------------------ device operations
 
-@lru_cache(maxsize=4)
-def pattern(n: int, seed: int = 0) -> np.ndarray:
-    """n float32 small integers (0..15): a multiplicative hash of the index over a prime period, repeated
-    (the period shares no factor with the power-of-two layouts, so neighbouring threads and trips see
-    different values). Read-only and kept: the CUDA C and Numba DRAM benchmarks of a run use the same
-    GiB-sized inputs, and building one costs seconds of host page faults."""
-    x = np.arange(seed * PATTERN_PERIOD, (seed + 1) * PATTERN_PERIOD, dtype=np.uint32)
-    x *= np.uint32(2654435761)
-    x >>= np.uint32(32 - PATTERN_BITS)
-    out = np.resize(x.astype(np.float32), n)
-    out.flags.writeable = False
-    return out
+# The longest pattern built so far per (seed, bits); shorter ones are its prefixes.
+_PATTERNS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def pattern(n: int, seed: int = 0, bits: int = PATTERN_BITS) -> np.ndarray:
+    """n float32 small integers (0 .. 2^bits - 1): a multiplicative hash of the index over a prime period,
+    repeated (the period shares no factor with the power-of-two layouts, so neighbouring threads and trips
+    see different values). Read-only and kept: every DRAM benchmark of a run (both backends, every variant,
+    each with its own whole-chunk size) takes a prefix of the same GiB-sized input, and building one costs
+    seconds of host page faults."""
+    built = _PATTERNS.get((seed, bits))
+    if built is None or built.size < n:
+        x = np.arange(seed * PATTERN_PERIOD, (seed + 1) * PATTERN_PERIOD, dtype=np.uint32)
+        x *= np.uint32(2654435761)
+        x >>= np.uint32(32 - bits)
+        built = np.resize(x.astype(np.float32), n)
+        built.flags.writeable = False
+        _PATTERNS[(seed, bits)] = built
+    return built[:n]
 
 
 # Checks compare in chunks of this many elements: no GiB-sized boolean or reference temporary (each fresh
@@ -296,7 +383,7 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
 
         def check():
             return mismatch("dram.copy output", dev.to_host(state["out"]), host_in)
-    else:  # triad
+    elif op.name == "triad":
         host_b, host_c = pattern(n, seed=1), pattern(n, seed=2)
         state["a"], state["b"], state["c"] = dev.empty(n), dev.to_device(host_b), dev.to_device(host_c)
         launch = lambda: dev.launch(
@@ -305,6 +392,16 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
         def check():
             return mismatch("dram.triad output a", dev.to_host(state["a"]),
                             lambda start, stop: host_b[start:stop] + np.float32(TRIAD_SCALAR) * host_c[start:stop])
+    else:  # dot
+        host_a, host_b = pattern(n, seed=3, bits=DOT_PATTERN_BITS), pattern(n, seed=4, bits=DOT_PATTERN_BITS)
+        state["a"], state["b"], state["out"] = dev.to_device(host_a), dev.to_device(host_b), dev.empty(plan.grid)
+        launch = lambda: dev.launch(plan, (state["a"], state["b"], state["out"], trips))
+
+        def check():
+            vector = VECTOR_ELEMENTS if backend == "cuda-c" else 1
+            want, magnitude = block_dots(host_a, host_b, plan, vector)
+            return dot_mismatch(dev.to_host(state["out"]), want,
+                                dot_tolerance(magnitude, dot_roundings(plan, vector), integral=True))
 
     output = "a" if op.name == "triad" else "out"
 
@@ -326,6 +423,51 @@ def read_partials(host_in: np.ndarray, plan: Plan, vector: int) -> np.ndarray:
     return sums.reshape(-1)
 
 
+def block_dots(host_a: np.ndarray, host_b: np.ndarray, plan: Plan, vector: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of a b, sum of |a b|) over the elements each dram_dot block reads, in float64 (exact for the
+    small-integer inputs): on trip k block b reads the contiguous unroll x block float4 (or floats) from
+    (k * grid + b) x unroll x block."""
+    shape = (plan.params["trips"], plan.grid, plan.params["unroll"] * plan.block * vector)
+    sums, magnitudes = np.zeros(plan.grid), np.zeros(plan.grid)
+    for a, b in zip(host_a.reshape(shape), host_b.reshape(shape)):  # one trip at a time: small temporaries
+        sums += np.einsum("ij,ij->i", a, b, dtype=np.float64)
+        magnitudes += np.einsum("ij,ij->i", np.abs(a), np.abs(b), dtype=np.float64)
+    return sums, magnitudes
+
+
+FLOAT32_UNIT_ROUNDOFF = 2.0**-24
+FLOAT32_EXACT_INTEGERS = 2**24  # every integer of at most this magnitude is a float32
+
+
+def dot_roundings(plan: Plan, vector: int) -> int:
+    """Roundings on the longest path from one product to a block's sum in dram_dot: the thread's FMA chain
+    (one per accumulator: trips x unroll), the fold of a float4 accumulator (two levels of a pairwise sum),
+    then one per halving step of the block's shared-memory sum (log2 block)."""
+    fold = 2 if vector == VECTOR_ELEMENTS else 0
+    return plan.params["trips"] * plan.params["unroll"] + fold + int(math.log2(plan.block))
+
+
+def dot_tolerance(magnitudes: np.ndarray, roundings: int, *, integral: bool) -> np.ndarray:
+    """How far each block's float32 sum may lie from the exact one: gamma_n x sum |a_i b_i|, gamma_n =
+    n u / (1 - n u), n the roundings on the longest path, u the float32 unit roundoff (the bound for a
+    summation of that order: Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2). Zero
+    where the inputs are integers and sum |a_i b_i| <= 2^24: every partial sum is then an integer float32
+    holds, so nothing rounds."""
+    nu = roundings * FLOAT32_UNIT_ROUNDOFF
+    bound = nu / (1 - nu) * magnitudes
+    return np.where(magnitudes <= FLOAT32_EXACT_INTEGERS, 0.0, bound) if integral else bound
+
+
+def dot_mismatch(got: np.ndarray, want: np.ndarray, tolerance: np.ndarray) -> str | None:
+    """None when every block sum is within its tolerance (NaN never is), else how many are not and the first."""
+    off = ~(np.abs(got.astype(np.float64) - want) <= tolerance)
+    if not off.any():
+        return None
+    i = int(np.argmax(off))
+    return (f"dram.dot block sums: {int(off.sum())} of {got.size} off by more than the summation-order bound "
+            f"(first: block {i} got {got[i]}, expected {want[i]:.17g} +- {tolerance[i]:.3g})")
+
+
 # ------------------------------------------------------------------------------------------ benchmarks
 
 _WHAT = {
@@ -334,25 +476,28 @@ _WHAT = {
     "write": "fills one array once per launch",
     "copy": "copies one array to another once per launch",
     "triad": "a = b + 3 c over three arrays once per launch",
+    "dot": "sums a x b over two arrays once per launch (BabelStream's Dot): each block adds its threads' sums "
+           "in shared memory and stores one partial sum, the host adds the blocks",
 }
 
 
-def _benchmark(op: Op, backend: str) -> Benchmark:
+def _benchmark(op: Op, backend: str, variant: Variant) -> Benchmark:
     cuda_c = backend == "cuda-c"
-    unroll = (CUDA_UNROLL if cuda_c else NUMBA_UNROLL)[op.name]
+    unroll = variant.unroll[op.name]
     how = (f"float4 (16-byte LDG.E.128/STG.E.128) accesses, {unroll} per array per thread per trip, "
-           f"{CUDA_BLOCK}-thread blocks x {CUDA_BLOCKS_PER_SM} per SM" if cuda_c else
+           f"{BLOCK}-thread blocks, {variant.what}" if cuda_c else
            f"scalar float32 (4-byte) accesses, {unroll} per array per thread per trip (Numba has no "
-           f"float4), {NUMBA_BLOCK}-thread blocks x {NUMBA_BLOCKS_PER_SM[op.name]} per SM")
+           f"float4), {BLOCK}-thread blocks x {variant.blocks_per_sm[op.name]} per SM, {variant.what}")
+    function = f"dram_{op.name}" if cuda_c else f"numba_stream.dram_{op.name}"
     return Benchmark(
-        name=f"dram.{op.name}", backend=backend, kind="bandwidth",
-        kernel=f"dram_{op.name}" if cuda_c else f"numba_stream.dram_{op.name}",
+        name=f"dram.{op.name}", backend=backend, kind="bandwidth", kernel=f"{function}[{variant.name}]",
         description=f"{_WHAT[op.name]}: {how}; arrays >= {DRAM_L2_MULTIPLE}x L2 and >= 1 GiB",
-        plans=lambda limits, quick: [dram_plan(op, backend, limits, quick)],
+        plans=lambda limits, quick: [dram_plan(op, backend, limits, quick, variant)],
         prepare=lambda plan, runtime: dram_prepare(op, backend, plan, runtime),
         source=(lambda plan: cuda_source(op, plan)) if cuda_c else (lambda plan: numba_source(op, plan)),
         level="dram", pipe="memory", peak_key="dram", group="bandwidth", simulable=not cuda_c,
     )
 
 
-BENCHMARKS = [_benchmark(OPS[name], backend) for backend in ("cuda-c", "numba") for name in OPS]
+BENCHMARKS = [_benchmark(OPS[name], backend, variant) for backend in ("cuda-c", "numba")
+              for variant in VARIANTS[backend] for name in OPS]

@@ -11,16 +11,18 @@ class FakeTimer:
 
     def __init__(self, per_launch_s):
         self.per_launch_s = per_launch_s
-        self.calls = []
+        self.calls = []  # (samples, launches per sample), or samples alone where a sample is one launch
+        self.launched = 0
 
-    def run(self, launch, n):
-        self.calls.append(n)
-        for _ in range(n):
+    def run(self, launch, n, batch=1):
+        self.calls.append(n if batch == 1 else (n, batch))
+        for _ in range(n * batch):
             launch()
+            self.launched += 1
         return [self.per_launch_s(i) for i in range(n)]
 
 
-def copy_benchmark(corrupt=False, fail_prepare=False, n=1000):
+def copy_benchmark(corrupt=False, fail_prepare=False, n=1000, notes=()):
     state = {}
 
     def prepare(plan, runtime):
@@ -44,7 +46,8 @@ def copy_benchmark(corrupt=False, fail_prepare=False, n=1000):
 
     return Benchmark(
         name="dram.copy", backend="numba", kind="bandwidth", kernel="copy", description="test copy",
-        plans=lambda limits, quick: [Plan(grid=4, block=256, work=Work(8 * n, 8 * n), params={"n": n})],
+        plans=lambda limits, quick: [Plan(grid=4, block=256, work=Work(8 * n, 8 * n), params={"n": n},
+                                          notes=notes)],
         prepare=prepare, source=lambda plan: None, level="dram")
 
 
@@ -64,6 +67,70 @@ def test_reps_follow_the_time_budget_and_rate_comes_from_declared_work():
     assert record["valid"] and record["unit"] == "B/s"
     assert record["work"] == {"bytes_read": 8000, "bytes_written": 8000, "flops": {}}
     assert record["params"] == {"grid": 4, "block": 256, "n": 1000}
+    assert record["stats"]["launches_per_sample"] == 1  # a 2 ms launch fills a sample (SAMPLE_S) alone
+
+
+def test_short_launches_are_timed_many_to_a_sample():
+    """0.1 ms launches: 2 ms / 0.1 ms = 20 back-to-back launches per sample, and 0.1 s / 2 ms = 50 samples."""
+    bench = copy_benchmark()
+    timer = FakeTimer(lambda i: 1e-4)
+    m = measure_plan(bench, bench.plans(None, False)[0], Runtime(simulate=True), timer, BUDGET)
+    # probes and warm-up (0.01 s / 0.1 ms = 100, capped at max_reps = 50) one launch at a time, then 50
+    # samples of 20 launches
+    assert timer.calls == [2, 50, (50, 20)] and timer.launched == 2 + 50 + 50 * 20
+    record = ceiling_record(bench, m, simulated=False)
+    assert record["stats"]["n"] == 50 and record["stats"]["launches_per_sample"] == 20
+    assert record["value"] == pytest.approx(16000 / 1e-4)  # per launch, from the per-launch samples
+
+
+def test_launches_per_sample_bounds():
+    from ceilings.harness import MAX_LAUNCHES_PER_SAMPLE, launches_per_sample
+
+    assert [launches_per_sample(t) for t in (5e-3, 2e-3, 1.9e-3, 1e-5, 0.0)] == [
+        1, 1, 2, MAX_LAUNCHES_PER_SAMPLE, MAX_LAUNCHES_PER_SAMPLE]
+
+
+def test_event_timer_puts_one_event_between_samples(monkeypatch):
+    """n samples of `batch` launches: n + 1 events on the stream, none between the launches of a sample,
+    and each sample's elapsed time divided by its launches."""
+    import sys
+    import types
+
+    from ceilings.harness import EventTimer
+
+    order = []
+
+    class Event:
+        def __init__(self):
+            self.at = None
+
+        def record(self, stream):
+            self.at = len([o for o in order if o == "launch"])  # 1 ms per launch so far
+            order.append("event")
+
+        def synchronize(self):
+            order.append("sync")
+
+    class Stream:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Event=Event, get_elapsed_time=lambda start, end: float(end.at - start.at)))  # milliseconds
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    samples = EventTimer(Stream()).run(lambda: order.append("launch"), 3, batch=4)
+    assert samples == [1e-3, 1e-3, 1e-3]
+    assert order == ["event"] + (["launch"] * 4 + ["event"]) * 3 + ["sync"]
+
+
+def test_plan_notes_reach_the_record():
+    bench = copy_benchmark(notes=("arrays of 512 MiB (10.2x L2), not >= 8x L2",))
+    m = measure_plan(bench, bench.plans(None, False)[0], Runtime(simulate=True), FakeTimer(lambda i: 1e-3), BUDGET)
+    record = ceiling_record(bench, m, simulated=False)
+    assert record["valid"] and record["notes"] == ["arrays of 512 MiB (10.2x L2), not >= 8x L2"]
 
 
 def test_a_wrong_output_makes_the_ceiling_invalid_visibly():

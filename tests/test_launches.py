@@ -298,11 +298,13 @@ def test_unsynchronised_host_read_is_a_race(fake_cupy):
 # ------------------------------------------------------------------------------------------------ GPU
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name,backend", [("fp32.fma", "cuda-c"), ("fp32.fma", "numba"), ("dram.triad", "numba"),
-                                          ("tensor.fp16", "cuda-c"), ("l2.read", "cuda-c")])
-def test_measure_plan_on_the_gpu(name, backend, gpu_limits, gpu_runtime):
+@pytest.mark.parametrize("name,backend,kernel", [
+    ("fp32.fma", "cuda-c", None), ("fp32.fma", "numba", None),
+    ("dram.triad", "numba", "numba_stream.dram_triad[waves]"), ("dram.dot", "cuda-c", "dram_dot[waves]"),
+    ("tensor.fp16", "cuda-c", None), ("l2.read", "cuda-c", None)])
+def test_measure_plan_on_the_gpu(name, backend, kernel, gpu_limits, gpu_runtime):
     """What `ceilings.measure` does per plan: probe, plan, poison, probe launch, warm-up, timed launches
-    with CUDA events on a non-blocking stream, check."""
+    (several to a sample between two CUDA events) on a non-blocking stream, check."""
     skip_if_numba_simulated(backend)
     from ceilings.device import probe_device
     from ceilings.harness import QUICK_BUDGET, EventTimer, measure_plan
@@ -311,7 +313,7 @@ def test_measure_plan_on_the_gpu(name, backend, gpu_limits, gpu_runtime):
     device = probe_device(0)
     for key in ("compute_capability", "sm_count", "l2_bytes", "max_threads_per_sm"):
         assert device[key], (key, device["probe_errors"])
-    (bench,) = [b for b in all_benchmarks() if b.name == name and b.backend == backend]
+    (bench,) = [b for b in all_benchmarks() if b.name == name and b.backend == backend and kernel in (None, b.kernel)]
     plan = bench.plans(gpu_limits, True)[0]
     m = measure_plan(bench, plan, gpu_runtime, EventTimer(gpu_runtime.cupy_stream), QUICK_BUDGET)
     assert m.problem is None

@@ -170,3 +170,28 @@ def test_save_sweep_figures_without_force_keeps_an_existing_figure(tmp_path):
     assert earlier.read_text() == "an earlier run's figure"
     sweeps.save_sweep_figures(doc, tmp_path / "run.json", force=True)
     assert earlier.read_bytes()[:4] == b"\x89PNG"
+
+
+# gpu-benches (te42kyfo/gpu-benches, gpu-l2-cache/h200.txt): an H200's L2-only read bandwidth against the
+# footprint (kB, GB/s), every row of the published file from 1.5 MB to 256 MB
+H200_GPU_L2_CACHE = [
+    (1536, 13526.6), (2048, 11745.0), (2560, 11385.1), (3072, 11049.3), (3584, 10706.6), (4096, 10619.2),
+    (4608, 10544.9), (5120, 10538.3), (5632, 10325.0), (6144, 10260.0), (6656, 10236.1), (7168, 10231.8),
+    (7680, 10238.0), (8192, 10251.9), (8704, 10074.8), (9216, 10042.1), (9728, 9916.7), (10240, 10084.5),
+    (11264, 9914.4), (12288, 9716.0), (13312, 9834.6), (14336, 9836.4), (15360, 9920.3), (16896, 9765.2),
+    (18432, 9774.3), (19968, 9885.0), (21504, 9739.7), (23552, 9766.9), (25600, 9675.0), (28160, 9780.0),
+    (30720, 9769.1), (33792, 9628.8), (36864, 9477.3), (40448, 9666.0), (44032, 9105.3), (48128, 7542.5),
+    (52736, 6467.1), (57856, 5053.8), (63488, 4463.9), (69632, 4201.3), (76288, 4017.5), (83456, 3946.8),
+    (91648, 3916.1), (100352, 3903.5), (110080, 3892.8), (120832, 3889.9), (132608, 3887.9), (145408, 3888.2),
+    (159744, 3887.9), (175616, 3888.2), (193024, 3888.5), (211968, 3887.3), (232960, 3888.6), (256000, 3887.6)]
+
+
+def test_public_h200_l2_curve():
+    """The whole-L2 plateau (9.86 TB/s, 6-41 MB) and DRAM (3.89 TB/s) are found; the 1.5-5 MB decline from
+    13.5 TB/s is a slope (12% per octave), no plateau: l2.read.near measures that footprint directly."""
+    x = np.array([kb * 1024.0 for kb, _ in H200_GPU_L2_CACHE])
+    y = np.array([gbs * 1e9 for _, gbs in H200_GPU_L2_CACHE])
+    l2, dram = sweeps.find_plateaus(x, y, 60 * MiB)
+    assert (l2.level, dram.level) == ("l2", "dram")
+    assert l2.value == pytest.approx(9.86e12, rel=0.01) and 5 * MiB < l2.x_min < 6 * MiB < 38 * MiB < l2.x_max
+    assert dram.value == pytest.approx(3.888e12, rel=0.001) and dram.x_min > 70 * MiB

@@ -5,8 +5,10 @@
 // of thread t is float4 number u * BLOCK + t, so every warp access is 512 contiguous bytes. The host
 // sizes the arrays to exactly `trips` chunks: no tail, no bounds test, and the only loop with memory
 // accesses is the trip loop (`#pragma unroll 1`), holding UNROLL 16-byte accesses per array.
-// __launch_bounds__(BLOCK, MIN_BLOCKS) caps registers so MIN_BLOCKS blocks stay resident per SM: the
-// planned grid (SMs x MIN_BLOCKS) is then one wave.
+// __launch_bounds__(BLOCK, MIN_BLOCKS) caps registers so that MIN_BLOCKS blocks are resident per SM. The
+// host plans the grid as a whole number of waves of SMs x MIN_BLOCKS blocks: one wave (each block a fixed
+// share, the static layout) or several (a block that ends early makes room for the next one, so a slow SM
+// takes fewer blocks); the same kernels serve both, only the grid and the trip count differ.
 
 template <int BLOCK, int MIN_BLOCKS, int UNROLL>
 __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS)
@@ -94,4 +96,44 @@ dram_triad(float4* __restrict__ a, const float4* __restrict__ b, const float4* _
         pb += stride;
         pc += stride;
     }
+}
+
+// BabelStream's Dot: sum of a * b, one partial sum per block (the host adds the blocks). Each thread keeps
+// four FMA chains (one per float4 component), folds them, and the block adds its threads' sums in shared
+// memory, halving BLOCK down to 1 (unrolled: BLOCK is a constant), so the only loop is the trip loop.
+template <int BLOCK, int MIN_BLOCKS, int UNROLL>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS)
+dram_dot(const float4* __restrict__ a, const float4* __restrict__ b, float* __restrict__ block_sums, int trips)
+{
+    const size_t stride = (size_t)gridDim.x * BLOCK * UNROLL;
+    const size_t first = (size_t)blockIdx.x * BLOCK * UNROLL + threadIdx.x;
+    const float4* pa = a + first;
+    const float4* pb = b + first;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+    for (int t = 0; t < trips; ++t) {
+        float4 va[UNROLL], vb[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            va[u] = pa[u * BLOCK];
+            vb[u] = pb[u * BLOCK];
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            acc.x = fmaf(va[u].x, vb[u].x, acc.x);
+            acc.y = fmaf(va[u].y, vb[u].y, acc.y);
+            acc.z = fmaf(va[u].z, vb[u].z, acc.z);
+            acc.w = fmaf(va[u].w, vb[u].w, acc.w);
+        }
+        pa += stride;
+        pb += stride;
+    }
+    __shared__ float sums[BLOCK];
+    sums[threadIdx.x] = (acc.x + acc.y) + (acc.z + acc.w);
+#pragma unroll
+    for (int half = BLOCK / 2; half > 0; half /= 2) {
+        __syncthreads();
+        if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    }
+    if (threadIdx.x == 0) block_sums[blockIdx.x] = sums[0];
 }
