@@ -305,17 +305,24 @@ def blocks_that_fit(limits, block: int, registers: int, shared_bytes: int) -> in
 
 
 def occupancy_problem(job: _Job, usage: dict[str, int] | None) -> str | None:
-    """Why the planned grid does not run as one wave on every SM (None when it does, or when unknown)."""
+    """Why the planned grid does not run in the waves its plan declares (None when it does, or when unknown):
+    `Plan.waves` is 1 for a grid that fills every SM once, or the exact number of waves of an oversubscribed
+    grid; with `fits` blocks resident per SM, the grid runs in ceil(grid / (SMs x fits)) waves."""
     if not usage or "REG" not in usage:
         return None
     limits = REFERENCE_LIMITS[job.arch]
-    planned = -(-job.plan.grid // limits.sm_count)
     fits = blocks_that_fit(limits, job.plan.block, usage["REG"], usage.get("SHARED", 0))
-    if planned <= fits:
+    runs = -(-job.plan.grid // (limits.sm_count * fits)) if fits else None
+    if runs == job.plan.waves:
         return None
-    return (f"occupancy: {usage['REG']} registers/thread and {usage.get('SHARED', 0)} B shared/block fit "
-            f"{fits} blocks of {job.plan.block} threads per SM; the grid plans {planned} per SM on "
-            f"{limits.sm_count} SMs: a second, partial wave instead of one that fills every SM")
+    what = (f"occupancy: {usage['REG']} registers/thread and {usage.get('SHARED', 0)} B shared/block fit "
+            f"{fits} blocks of {job.plan.block} threads per SM; ")
+    if job.plan.waves == 1:
+        planned = -(-job.plan.grid // limits.sm_count)
+        return what + (f"the grid plans {planned} per SM on {limits.sm_count} SMs: a second, partial wave "
+                       f"instead of one that fills every SM")
+    return what + (f"the grid of {job.plan.grid} blocks runs in {runs} waves on {limits.sm_count} SMs, not the "
+                   f"{job.plan.waves} its plan declares")
 
 
 # --- the plans to prove -------------------------------------------------------------------------------------

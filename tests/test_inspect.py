@@ -256,10 +256,12 @@ def test_whole_registry_is_green_at_sm80_and_sm90(tmp_path):
     assert not bad, "\n".join(bad)
     # every hand-written kernel the issues ask for was proven on both architectures (fp8 mma.sync has no
     # plan on sm_80/sm_90; cuBLAS has no source): a family that stopped planning would show up here
-    both = {f"{op}:{backend}" for op in ("dram.read", "dram.write", "dram.copy", "dram.triad", "fp64.fma",
+    both = {f"{op}:{backend}" for op in ("dram.read", "dram.write", "dram.copy", "dram.triad", "dram.dot",
+                                        "fp64.fma",
                                         "fp32.fma", "fp16x2.fma", "bf16x2.fma", "int32.mad")
             for backend in ("cuda-c", "numba")}
-    cuda_c = {f"{name}:cuda-c" for name in ("l1.read", "l2.read", "bandwidth.working_set", "intensity.fp32",
+    cuda_c = {f"{name}:cuda-c" for name in ("l1.read", "l2.read", "l2.read.near", "bandwidth.working_set",
+                                           "intensity.fp32",
                                            "intensity.fp64", "tensor.fp16", "tensor.bf16", "tensor.tf32")}
     hopper = {f"wgmma.{t}:cuda-c" for t in ("bf16", "fp16", "fp8")}  # sm_90a wgmma: planned on CC 9.0 only
     for arch, extra in (("sm_80", set()), ("sm_90", hopper)):
@@ -307,6 +309,20 @@ def test_a_grid_larger_than_one_wave_is_a_problem():
     problem = insp.occupancy_problem(job, {"REG": 94, "SHARED": 0})
     assert problem.startswith("occupancy: 94 registers/thread and 0 B shared/block fit 2 blocks of 256 threads "
                               "per SM; the grid plans 4 per SM on 108 SMs")
+
+
+def test_an_oversubscribed_grid_runs_in_exactly_its_declared_waves():
+    sm90 = REFERENCE_LIMITS["sm_90"]
+    job = insp._Job(None, Plan(grid=8 * 8 * sm90.sm_count, block=256, work=Work(), waves=8), "sm_90", None,
+                    ["full"])
+    assert insp.occupancy_problem(job, {"REG": 32, "SHARED": 0}) is None  # 8 fit: 8 waves of 132 x 8
+    # 40 registers: 6 fit, so 8448 blocks run in ceil(8448 / 792) = 11 waves
+    assert insp.occupancy_problem(job, {"REG": 40, "SHARED": 0}).endswith(
+        "fit 6 blocks of 256 threads per SM; the grid of 8448 blocks runs in 11 waves on 132 SMs, not the 8 its "
+        "plan declares")
+    # fewer blocks than fit, declared as one wave, are one wave
+    one = insp._Job(None, Plan(grid=3 * sm90.sm_count, block=256, work=Work()), "sm_90", None, ["full"])
+    assert insp.occupancy_problem(one, {"REG": 32, "SHARED": 0}) is None
 
 
 def test_numba_stream_kernels_are_capped_to_their_planned_occupancy():

@@ -23,8 +23,8 @@ class ScriptedTimer:
     def __init__(self, stream):
         self.stream = stream
 
-    def run(self, launch, n):
-        return [launch() for _ in range(n)]
+    def run(self, launch, n, batch=1):
+        return [sum(launch() for _ in range(batch)) / batch for _ in range(n)]
 
 
 def bench(name, kind, work, seconds, *, level=None, precision=None, pipe="memory", peak_key="dram",
