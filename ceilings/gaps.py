@@ -19,6 +19,7 @@ PEAK_FALLBACKS = {"tensor.fp64": ("fp64", "no FP64 tensor cores (DMMA) on this G
                                           "of the CUDA cores, which cuBLAS uses here")}
 # Data-center parts whose tensor peak needs an instruction hand-written mma.sync kernels do not use.
 ASYNC_MMA_BY_MAJOR = {"9": ("Hopper", "wgmma"), "10": ("Blackwell data-center", "tcgen05.mma")}
+MMA_SYNC_PREFIX = "tensor."  # the names of the hand-written mma.sync ceilings
 
 
 def _ratio(value: float | None, peak: float | None) -> float | None:
@@ -87,8 +88,9 @@ def annotate(ceiling: dict, device: dict) -> dict:
                          f"{ECC_GDDR_TYPICAL_DRAM_LOSS * 100:.0f}%")
 
     major = cc.split(".")[0]
-    if (out.get("pipe") == "tensor" and out.get("backend") != "library" and str(key).startswith("tensor.")
-            and major in ASYNC_MMA_BY_MAJOR):
+    # the mma.sync kernels (ceilings "tensor.<type>"), not the wgmma ones ("wgmma.<type>") nor cuBLAS
+    if (out.get("pipe") == "tensor" and str(out.get("name", "")).startswith(MMA_SYNC_PREFIX)
+            and out.get("backend") != "library" and major in ASYNC_MMA_BY_MAJOR):
         arch, instruction = ASYNC_MMA_BY_MAJOR[major]
         notes.append(f"mma.sync is not the {arch} tensor peak ({instruction} is): a hand-written mma.sync "
                      f"kernel cannot reach it")

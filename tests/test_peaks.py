@@ -148,6 +148,8 @@ def test_annotate_mma_sync_on_hopper_only_for_hand_written_tensor():
     assert any(n.startswith("mma.sync is not the Hopper tensor peak (wgmma is)") for n in mma["notes"])
     lib = annotate(_ceiling("tensor.fp16", 7e14, pipe="tensor", backend="library"), H100_DEVICE)
     assert not any("mma.sync" in n for n in lib["notes"])
+    wgmma = annotate({**_ceiling("tensor.bf16", 9e14, pipe="tensor"), "name": "wgmma.bf16"}, H100_DEVICE)
+    assert not any("mma.sync" in n for n in wgmma["notes"])  # it is the Hopper instruction
     a100 = {**H100_DEVICE, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "sm_count": 108,
             "max_sm_clock_hz": 1.41e9}
     assert not any("mma.sync" in n for n in annotate(_ceiling("tensor.fp16", 2e14, pipe="tensor"), a100)["notes"])
