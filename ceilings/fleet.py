@@ -226,7 +226,9 @@ def collect(inputs: Sequence[str], *, skip: Path | None = None) -> list[Path]:
     for item in inputs:
         path = Path(item)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*.json") if skip is None or p.resolve() != skip)
+            # the name first: resolving every one of thousands of paths costs more than reading them
+            found = sorted(p for p in path.rglob("*.json")
+                           if skip is None or p.name != skip.name or p.resolve() != skip)
             if not found:
                 raise CeilingsError(f"{item}: no roofs files (*.json) in this folder; point at the folder "
                                     "`python -m ceilings.measure --out` wrote into")
@@ -456,8 +458,8 @@ def _text(value) -> str:
 def as_json(fleet: Fleet) -> dict:
     def who(gpu: Gpu) -> dict:
         d = gpu.roofs.device
-        return {"file": gpu.path, "host": gpu.host, "gpu_index": gpu.gpu_index, "cuda_index": d.index,
-                "uuid": d.uuid, "pci_bus_id": d.pci_bus_id}
+        return {"file": gpu.path, "gpu": gpu.label, "host": gpu.host, "gpu_index": gpu.gpu_index,
+                "cuda_index": d.index, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id}
 
     return {
         "simulated": fleet.simulated, "passed": fleet.passed, "min_ratio": fleet.min_ratio,
@@ -512,8 +514,13 @@ def draw(fleet: Fleet):
     from matplotlib.figure import Figure
 
     names = judged_ceilings(fleet)
-    if not names:
-        raise CeilingsError("-o: no ceiling could be judged, so there is nothing to draw; give --reference")
+    if not names:  # the picture says so rather than being left out: a health check may look for the file
+        fig = Figure(figsize=(6, 2), layout="constrained")
+        ax = fig.subplots()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no GPU could be judged: too few GPUs of each configuration; give --reference",
+                ha="center", va="center", wrap=True, gid="nothing-judged")
+        return fig
     cols = min(PICTURE_COLUMNS, len(names))
     rows = math.ceil(len(names) / cols)
     fig = Figure(figsize=(4.5 * cols, 3.4 * rows), layout="constrained")

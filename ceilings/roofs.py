@@ -115,6 +115,21 @@ _SWEEP = {
 _UNIT = {"unit": (str, True)}
 
 
+def _as_tuples(*specs: dict) -> None:
+    """Every spec's types as a tuple, as _check_fields looks them up."""
+    for spec in specs:
+        for field, (types, required) in spec.items():
+            spec[field] = (types if isinstance(types, tuple) else (types,), required)
+
+
+_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _SWEEP, _UNIT)
+_ABSENT = object()
+_XY = (int, float)
+# stats.samples_s as this module writes it (json.dumps, indent=1), and what a list of JSON numbers is made of
+_SAMPLES_KEY = b'"samples_s": ['
+_NUMBER_BYTES = b"0123456789.eE+-, \t\r\n"
+
+
 @dataclass(frozen=True)
 class Clocks:
     """What NVML saw while one benchmark ran; None where it did not answer (no NVML: every field)."""
@@ -245,20 +260,21 @@ def _check_fields(obj: Any, spec: dict, where: str) -> None:
     if not isinstance(obj, dict):
         raise CeilingsError(f"{where}: expected an object, found {type(obj).__name__}")
     for field, (types, required) in spec.items():
-        if field not in obj:
+        value = obj.get(field, _ABSENT)
+        if value is _ABSENT:
             if required:
                 raise CeilingsError(f"{where}.{field}: missing")
             continue
-        value = obj[field]
+        if type(value) in types:  # what JSON gives: exactly one of the types (a fleet loads thousands of files)
+            continue
         # bool is an int in Python; an int field must not accept true/false
-        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        if isinstance(value, bool) and bool not in types:
             raise CeilingsError(f"{where}.{field}: expected {_type_names(types)}, found a boolean")
         if not isinstance(value, types):
             raise CeilingsError(f"{where}.{field}: expected {_type_names(types)}, found {type(value).__name__}")
 
 
-def _type_names(types) -> str:
-    types = types if isinstance(types, tuple) else (types,)
+def _type_names(types: tuple) -> str:
     names = {int: "integer", float: "number", str: "string", bool: "boolean", dict: "object", list: "list",
              type(None): "null"}
     return " or ".join(names.get(t, t.__name__) for t in types)
@@ -342,6 +358,8 @@ def validate(doc: Any) -> dict:
         _check_fields(sweep["x"], _UNIT, f"{where}.x")
         _check_fields(sweep["y"], _UNIT, f"{where}.y")
         for j, point in enumerate(sweep["points"]):
+            if type(point) is list and len(point) == 2 and type(point[0]) in _XY and type(point[1]) in _XY:
+                continue  # the common case, checked fast; numpy numbers and mistakes below
             if not (isinstance(point, list) and len(point) == 2
                     and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point)):
                 raise CeilingsError(f"{where}.points[{j}]: expected [x, y] numbers, found {point!r}")
@@ -390,18 +408,39 @@ def _ceiling(c: dict) -> Ceiling:
                    rel_iqr=c["stats"].get("rel_iqr"), noisy=c["stats"].get("noisy"))
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path, *, samples: bool = True) -> Any:
+    """The JSON document of `path`; without `samples`, every ceiling's raw launch times are left out: they are
+    most of a file, and parsing them most of the time that loading a fleet's thousands of files takes."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise CeilingsError(f"{path}: no such roofs file; make one with `python -m ceilings.measure`") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
     try:
-        return json.loads(text)
+        return json.loads(data if samples else _without_samples(data))
+    except UnicodeDecodeError as exc:
+        raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
     except json.JSONDecodeError as exc:
         raise CeilingsError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a roofs file from "
                             f"`python -m ceilings.measure`?") from None
+
+
+def _without_samples(data: bytes) -> bytes:
+    """`data` with every samples_s list emptied. Only a list of nothing but number characters is emptied, so
+    what is dropped is what parsing would have made of it (a malformed number in it goes unnoticed: nothing
+    that loads a record keeps the list); anything else is left for the parser to judge. Inside a JSON string
+    the key's quotes would be escaped, so it never matches there."""
+    parts, at = [], 0
+    while (start := data.find(_SAMPLES_KEY, at)) >= 0:
+        start += len(_SAMPLES_KEY)
+        end = data.find(b"]", start)
+        if end < 0:
+            break
+        parts.append(data[at:start])
+        at = start if data[start:end].translate(None, _NUMBER_BYTES) else end
+    parts.append(data[at:])
+    return b"".join(parts)
 
 
 def _in_file(path: Path, check, doc: Any):
@@ -421,7 +460,7 @@ def load_roofs(path: str | os.PathLike) -> dict:
 def load_record(path: str | os.PathLike) -> RoofsRecord:
     """Read a roofs file as the typed record; every problem is a CeilingsError naming the file and the field."""
     path = Path(path)
-    return _in_file(path, record, _read(path))
+    return _in_file(path, record, _read(path, samples=False))
 
 
 def dumps(doc: dict) -> str:

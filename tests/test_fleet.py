@@ -185,6 +185,7 @@ def test_cli_markdown_json_picture_and_exit_1(faults, tmp_path, capsys):
         "roofs-node1-4.json"]
     doc = json.loads(out.read_text())
     assert doc["passed"] is False and doc["simulated"] is False and doc["gpus"] == 7
+    assert {o["gpu"] for o in doc["outliers"]} == {"node1:3", "node1:4", "node2:0", "node2:1"}
     assert {(o["host"], o["gpu_index"], o["uuid"], o["pci_bus_id"], o["reason"]) for o in doc["outliers"]} == {
         ("node1", 3, "GPU-node1-3", "0000:1a:00.0", "below"), ("node1", 4, "GPU-node1-4", "0000:1b:00.0", "below"),
         ("node2", 0, "GPU-node2-0", "0000:17:00.0", "below"),
@@ -195,6 +196,16 @@ def test_cli_markdown_json_picture_and_exit_1(faults, tmp_path, capsys):
     assert fleet.main([str(faults), "--json", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
     assert fleet.main([str(faults), "--json", str(out), "--force"]) == 1
+
+
+def test_a_picture_of_nothing_judged_says_so(tmp_path, capsys):
+    # two GPUs: too few for a median, no reference; the verdict stays exit 1 (unjudged), the picture says why
+    docs = [roofs(f"n{i}", 0, [ceiling("dram.read", 3.0 * TB)]) for i in range(2)]
+    png = tmp_path / "f.png"
+    assert fleet.main([str(write(tmp_path, docs)), "-o", str(png)]) == 1
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    [ax] = fleet.draw(analyze(load_gpus(collect([str(tmp_path)])))).axes
+    assert [t.get_gid() for t in ax.texts] == ["nothing-judged"] and "give --reference" in ax.texts[0].get_text()
 
 
 def test_every_gpu_passing_exits_0(tmp_path, capsys):

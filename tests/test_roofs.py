@@ -179,3 +179,15 @@ def test_load_record_names_the_file(tmp_path):
     path.write_text(json.dumps(doc(schema_minor=1)))
     with pytest.raises(CeilingsError, match=f"{re.escape(str(path))}: roofs.launch: missing"):
         load_record(path)
+
+
+def test_a_record_loads_without_the_raw_samples_and_loses_nothing_it_holds(tmp_path):
+    d = doc()
+    d["ceilings"][0]["stats"] = {"samples_s": [1.5e-4, 2e-4, 1.75e-4], "n": 3, "rel_iqr": 0.125, "noisy": True}
+    # the key's text inside a string (JSON escapes its quotes there) is left alone
+    d["ceilings"][0]["notes"] = ['a note quoting "samples_s": [1, 2]']
+    path = save_roofs(d, tmp_path / "r.json")
+    fast, full = load_record(path), record(load_roofs(path))
+    assert fast == full
+    assert fast.ceilings[0].notes == ('a note quoting "samples_s": [1, 2]',)
+    assert (fast.ceilings[0].rel_iqr, fast.ceilings[0].noisy) == (0.125, True)
