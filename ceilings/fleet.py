@@ -285,8 +285,12 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
         members = by_config[config]
         main = usual[config.model]
         # the GPUs this group's GPUs are compared with: itself, else its model's usual configuration
-        peers = members if len(members) >= MIN_SIBLINGS else by_config[main] if (
-            len(by_config[main]) >= MIN_SIBLINGS) else None
+        if len(members) >= MIN_SIBLINGS:
+            peers = members
+        elif len(by_config[main]) >= MIN_SIBLINGS:
+            peers = by_config[main]
+        else:
+            peers = None
         medians = _medians(peers, best) if peers is not None else {}
         if reference is not None:
             baseline_label = reference.label
@@ -329,16 +333,17 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
                     ratio = mine[name].value / baselines[name]
                     gpu_ratios[name] = ratio
                     if ratio < min_ratio:
-                        cause = _likely_cause(mine[name], medians, peers, best, differs)
+                        cause = _likely_cause(mine[name], medians, differs)
                         outliers.append(Outlier(gpu, ids[config], BELOW, name, mine[name].value, units[name], ratio,
                                                 cause))
             ratios[gpu.path] = gpu_ratios
             if differs:  # a lone GPU set up unlike the rest of its model: a wrong power cap, an old driver
                 outliers.append(Outlier(gpu, ids[config], CONFIGURATION, None, None, None, None, "; ".join(differs)))
             if mine and not gpu_ratios:
-                outliers.append(Outlier(gpu, ids[config], UNJUDGED, None, None, None, None,
-                                        f"only {len(members)} GPU(s) like it and no --reference: measure more of "
-                                        f"its siblings, or give --reference"))
+                why = (f"{reference.label} has no figure for any of its valid ceilings" if reference else
+                       f"only {len(members)} GPU(s) like it and no --reference: measure more of its siblings, "
+                       "or give --reference")
+                outliers.append(Outlier(gpu, ids[config], UNJUDGED, None, None, None, None, why))
         groups.append(Group(ids[config], config, tuple(members), baseline_label,
                             tuple(_stats(name, units[name], members, best, baselines[name], ratios, min_ratio)
                                   for name in names)))
@@ -375,7 +380,7 @@ def _differences(config: Config, usual: Config) -> list[str]:
             for f in fields(Config) if getattr(config, f.name) != getattr(usual, f.name)]
 
 
-def _likely_cause(c: Ceiling, medians: Mapping[str, _Medians], peers, best, differs: list[str]) -> str | None:
+def _likely_cause(c: Ceiling, medians: Mapping[str, _Medians], differs: list[str]) -> str | None:
     """What the file knows of why ceiling `c` fell short: throttling, a low clock, noise, a configuration
     unlike its peers'."""
     causes = []

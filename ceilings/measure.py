@@ -15,8 +15,8 @@ from typing import Sequence
 
 from . import __version__
 from .atomic import check_folder, check_target
-from .errors import EXIT_INTERRUPTED, CeilingsError, MissingDependency, cli_entry
-from .ranks import Task, check_unique, detect, expand, node_gpu_index
+from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
+from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
@@ -234,7 +234,12 @@ def measure_concurrently(indices: list[int], args, argv, task: Task) -> int:
         for worker in workers:
             worker.join()
     codes = [worker.exitcode for worker in workers]
-    return EXIT_INTERRUPTED if any(c == EXIT_INTERRUPTED or c < 0 for c in codes) else max(codes)
+    for index, code in zip(indices, codes):
+        if code < 0:  # killed by a signal: no file for that GPU, so the run is no pass
+            log(f"GPU {index}: its process was killed (signal {-code}); it wrote no roofs file")
+    if EXIT_INTERRUPTED in codes:
+        return EXIT_INTERRUPTED
+    return EXIT_USER_ERROR if any(c < 0 for c in codes) else max(codes)
 
 
 def _measure_worker(index: int, args, argv, task: Task, at_once: int) -> None:
@@ -290,7 +295,7 @@ def output_path(args, device: dict, launch: dict, stamp: str, several_gpus: bool
 def default_name(device: dict, stamp: str, simulated: bool, launch: dict) -> Path:
     gpu = "simulator" if simulated else re.sub(r"[^a-z0-9]+", "-", (device.get("name") or "gpu").lower()).strip("-")
     several = (launch["world_size"] or 1) > 1
-    task = f"-{re.sub(r'[^A-Za-z0-9._-]', '-', launch['node'])}-r{launch['rank']}" if several else ""
+    task = f"-{file_safe(launch['node'])}-r{launch['rank']}" if several else ""
     return Path(f"roofs-{gpu}{task}-{stamp}.json")
 
 

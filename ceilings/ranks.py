@@ -131,6 +131,11 @@ def check_unique(template: str, *, several_tasks: bool, several_gpus: bool) -> N
                             f"index) or %u (GPU UUID) in the name")
 
 
+def file_safe(text: str) -> str:
+    """`text` fit for a file name: never a folder, a space or a shell character."""
+    return _SAFE.sub("-", text)
+
+
 def expand(template: str, values: Mapping[str, str | int | None]) -> str:
     """The file name of `template` with each letter's value; CeilingsError naming a letter whose value is
     missing here (no launcher gave a rank, the GPU's UUID could not be probed, ...)."""
@@ -142,7 +147,7 @@ def expand(template: str, values: Mapping[str, str | int | None]) -> str:
             known = " ".join(f"%{k}" for k, v in values.items() if v is not None)
             raise CeilingsError(f"--out {template}: %{letter} ({LETTERS[letter].split(':')[0]}) is not known in "
                                 f"this run; use another letter ({known})")
-        return _SAFE.sub("-", str(values[letter]))
+        return file_safe(str(values[letter]))
 
     letters(template)
     return re.sub(r"%(.)", value, template, flags=re.DOTALL)

@@ -203,6 +203,18 @@ def test_a_letter_without_a_value_here_is_refused_before_measuring(tmp_path):
     assert "%u (UUID) is not known in this run; use another letter (%h %d)" in out.stderr
 
 
+@pytest.mark.sim
+def test_concurrent_workers_are_spawned_processes_that_each_write_their_file(tmp_path):
+    """The CLI refuses --concurrent with --simulate (the simulator is one fake device), but the processes that
+    --concurrent spawns run the same on it: a real spawned worker, its file, its exit code."""
+    args = measure.build_parser().parse_args(["--simulate", "--quick", "--only", "dram.copy", "--no-plots",
+                                              "--out", str(tmp_path / "roofs.json")])
+    task = measure.detect({})
+    assert measure.measure_concurrently([0], args, [], task) == 0
+    launch = load_record(tmp_path / "roofs-d0.json").launch  # -d<index>: one file per GPU
+    assert (launch.mode, launch.gpus_at_once) == ("concurrent", 1)
+
+
 @pytest.mark.gpu
 def test_concurrent_all_devices_writes_one_file_per_gpu_saying_so(tmp_path):
     import cupy
