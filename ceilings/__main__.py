@@ -11,6 +11,7 @@ from .errors import CeilingsError, cli_entry
 COMMANDS = {
     "measure": ("ceilings.measure", "run the microbenchmarks and write a roofs file"),
     "compare": ("ceilings.compare", "compare roofs files and datasheets side by side"),
+    "fleet": ("ceilings.fleet", "a cluster's roofs files: each GPU against its siblings, outliers named (exit 1)"),
     "inspect": ("kernels.inspect", "prove each kernel's declared work from its SASS (no GPU needed)"),
     "ncu": ("analysis.ncu", "read Nsight Compute / Nsight Systems outputs into a kernel table"),
     "roofline": ("analysis.roofline", "draw application kernels against the measured roofs"),

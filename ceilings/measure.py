@@ -16,6 +16,10 @@ from typing import Sequence
 from . import __version__
 from .atomic import check_folder, check_target
 from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
+
+# the run went through and wrote its roofs file, but some ceiling is invalid: a result to look at, not a
+# failure (1 stays what an uncaught exception gives: a crash)
+EXIT_SOME_INVALID = 3
 from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
@@ -41,7 +45,8 @@ examples:
   srun --ntasks-per-node=8 --gpus-per-task=1 python -m ceilings.measure --quick --out 'roofs-%h-%g.json'
   python -m ceilings.measure --device all --concurrent --out 'roofs-%h-%g.json'   # a node's GPUs at once
 
-exit codes: 0 done, 1 some ceiling invalid, 2 usage error / no GPU / missing package, 130 interrupted
+exit codes: 0 done, every ceiling valid; 3 done, some ceiling invalid (the roofs file is written and says why);
+2 usage error / no GPU / missing package; 130 interrupted; 1 only for a crash (a bug: please report it)
 """
 
 
@@ -253,7 +258,7 @@ def _measure_worker(index: int, args, argv, task: Task, at_once: int) -> None:
 
 def measure_device(index: int, benches, args, argv, task: Task, mode: str | None, at_once: int | None, *,
                    several_gpus: bool) -> int:
-    """Probe device `index`, name and check its outputs, measure, write: 0, 1 (a ceiling invalid) or 130."""
+    """Probe device `index`, name and check its outputs, measure, write: 0, EXIT_SOME_INVALID or 130."""
     started = _now()
     session = open_device(index, args)
     launch = launch_record(task, session.device, mode, at_once)
@@ -270,7 +275,7 @@ def measure_device(index: int, benches, args, argv, task: Task, mode: str | None
     if interrupted:
         print(f"{PROG}: interrupted; what was measured is saved with \"complete\": false", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return 1 if any(not c["valid"] for c in doc["ceilings"]) else 0
+    return EXIT_SOME_INVALID if any(not c["valid"] for c in doc["ceilings"]) else 0
 
 
 def launch_record(task: Task, device: dict, mode: str | None, at_once: int | None) -> dict:

@@ -187,3 +187,18 @@ def test_a_benchmark_without_plans_is_skipped_with_its_reason(fake_gpu, tmp_path
     assert measure.main(["--out", str(tmp_path / "x.json")]) == 0
     assert "skipped tensor.fp8 (numba) on sm_90: emulated with fp16 HMMA on this architecture" in \
         capsys.readouterr().err
+
+
+def test_a_run_with_an_invalid_ceiling_exits_3_and_keeps_its_file(fake_gpu, monkeypatch, tmp_path):
+    """A check that fails makes that ceiling invalid: the run still went through (exit 3, not 1: a crash)."""
+    def failing(plan, runtime):  # a check returns what is wrong
+        return Prepared(launch=lambda: plan.params["seconds"], poison=lambda: None,
+                        check=lambda: "element 7: 2.0 instead of 3.0")
+
+    broken = dataclasses.replace(benchmarks()[1], prepare=failing)
+    monkeypatch.setattr("kernels.registry.select", lambda pattern, simulate: [benchmarks()[0], broken])
+    out = tmp_path / "h200.json"
+    assert measure.main(["--out", str(out), "--no-plots"]) == measure.EXIT_SOME_INVALID == 3
+    doc = load_roofs(out)
+    fma = next(c for c in doc["ceilings"] if c["name"] == "fp32.fma")
+    assert fma["valid"] is False and any("element 7" in n for n in fma["notes"])
