@@ -47,6 +47,16 @@ def numba_ratio(ceilings: Sequence[dict], name: str) -> float | None:
     return None
 
 
+def library_ratio(ceilings: Sequence[dict], ceiling: dict) -> float | None:
+    """A hand-written tensor ceiling over the best valid library (cuBLAS) ceiling of the same peak key: how
+    close our mma.sync / wgmma kernels come to what the vendor library reaches on this GPU."""
+    if ceiling["pipe"] != "tensor" or ceiling["backend"] == "library" or not ceiling["valid"] or not ceiling["value"]:
+        return None
+    library = [c["value"] for c in ceilings if c["backend"] == "library" and c["valid"] and c["value"]
+               and c.get("peak_key") == ceiling.get("peak_key")]
+    return ceiling["value"] / max(library) if library else None
+
+
 def ceiling_status(ceiling: dict) -> str:
     """'ok' or 'INVALID', then every note: a later note can be the one that matters (gaps.annotate puts the
     mma.sync-is-not-the-tensor-peak note after a clock note)."""
@@ -58,13 +68,14 @@ def ceilings_table(doc: dict) -> str:
     """The summary table: best per ceiling, against clock-derived and datasheet peaks."""
     header = ["ceiling", "SIMULATED (meaningless)" if doc["simulated"] else "measured", "by", "spread", "SM MHz",
               "clock-derived", "% clk", "datasheet", "% ds",
-              "numba/cuda-c", "status"]
+              "numba/cuda-c", "vs cuBLAS", "status"]
     rows = []
     for c in best_per_name(doc["ceilings"]):
         peaks = c.get("peaks") or {}
         clock = peaks.get("clock_derived_run") or peaks.get("clock_derived_max")
         sm = (c.get("clocks") or {}).get("sm_hz_median")
         ratio = numba_ratio(doc["ceilings"], c["name"])
+        vs_library = library_ratio(doc["ceilings"], c)
         rows.append([
             c["name"],
             format_rate(c["value"], c["unit"]),
@@ -76,6 +87,7 @@ def ceilings_table(doc: dict) -> str:
             format_rate(peaks.get("datasheet"), c["unit"]),
             _pct(peaks.get("of_datasheet")),
             "-" if ratio is None else f"{ratio:.2f}",
+            _pct(vs_library),
             ceiling_status(c),
         ])
     return markdown_table(header, rows)

@@ -48,3 +48,19 @@ def test_status_shows_every_note_so_the_instruction_path_note_is_not_hidden():
 def test_roofs_summary_names_the_kernel_that_gave_each_roof():
     d = doc(ceilings=[ceiling("dram.read", 4.5e12), ceiling("dram.copy", 4.3e12)])
     assert roofs_summary(d) == "DRAM roof: 4.5 TB/s from dram.read (cuda-c:copy)"
+
+
+def test_hand_written_tensor_ceilings_show_their_ratio_to_cublas():
+    """wgmma 900 and mma.sync 600 TFLOP/s against cuBLAS's 800 on the same peak key: 112% and 75%; an
+    fp8 ceiling without a cuBLAS fp8 figure shows none."""
+    kw = {"kind": "compute", "level": None, "pipe": "tensor", "unit": "FLOP/s"}
+    wgmma = ceiling("wgmma.bf16", 9e14, precision="bf16", peak_key="tensor.bf16", **kw)
+    mma = ceiling("tensor.bf16", 6e14, precision="bf16", peak_key="tensor.bf16", **kw)
+    cublas = ceiling("cublas.bf16", 8e14, precision="bf16", peak_key="tensor.bf16", backend="library", **kw)
+    fp8 = ceiling("wgmma.fp8", 1.8e15, precision="fp8", peak_key="tensor.fp8", **kw)
+    rows = {line.split("|")[1].strip(): line for line in
+            ceilings_table(doc(ceilings=[wgmma, mma, cublas, fp8])).splitlines()[2:]}
+    header = ceilings_table(doc(ceilings=[wgmma])).splitlines()[0]
+    column = [c.strip() for c in header.split("|")].index("vs cuBLAS")
+    cell = {name: [c.strip() for c in line.split("|")][column] for name, line in rows.items()}
+    assert cell == {"wgmma.bf16": "112%", "tensor.bf16": "75%", "cublas.bf16": "-", "wgmma.fp8": "-"}
