@@ -380,8 +380,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
     out.attrs["missing"] = table.attrs["missing"]
     out.attrs["gpus"] = _gpus(table)
+    # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
     busy = [f.attrs.get("busy_s") for _, f in counted]
-    out.attrs["busy_s"] = sum(busy) if busy and all(b is not None for b in busy) else None
+    whole = pattern is None and nvtx is None and not len(nsys_rows)
+    out.attrs["busy_s"] = sum(busy) if whole and busy and all(b is not None for b in busy) else None
     out.attrs["by"] = by
     return out
 

@@ -248,3 +248,11 @@ def test_real_triton_trace_links_the_kernel_through_its_driver_launch():
     assert k.kernel == "triton_poi_fused_add_cos_sin_0" and k.op == "triton_poi_fused_add_cos_sin_0"
     assert k.time_s == pytest.approx(1.76e-6) and k.grid == "(1, 1, 1)" and k.block == "(128, 1, 1)"
     assert math.isnan(k.flops)  # a fused elementwise kernel: no FLOP rule, so missing
+
+
+def test_a_filter_drops_the_busy_time_of_the_whole_trace(tmp_path):
+    """--kernel keeps some kernels: the trace's busy time (all kernels) would be wrong for them, so the
+    application point falls back to their summed time."""
+    f = trace(tmp_path / "step.json", model_events())
+    assert kernel_table([f]).attrs["busy_s"] == pytest.approx(37e-6)
+    assert kernel_table([f], kernel_regex="sgemm").attrs["busy_s"] is None
