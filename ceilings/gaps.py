@@ -10,6 +10,9 @@ from .peaks import arch_units, clock_derived_peaks, missing_reason
 
 # A run clock this far below max boost is worth a note (NVML medians jitter by a few MHz).
 CLOCK_SHORTFALL_NOTE_FRACTION = 0.03
+# The clock kernel and NVML disagreeing by more than this is worth a note (NVML's sample may have missed a
+# clock change, or the kernel ran at another clock than NVML read).
+CLOCK_DISAGREEMENT_NOTE_FRACTION = 0.05
 # A measurement this far above the clock-derived peak at max boost cannot be right (work count or timing).
 SUSPECT_ABOVE_PEAK_FRACTION = 0.02
 # Inline ECC on GDDR stores check bits in ordinary DRAM, costing extra traffic; HBM has sideband ECC bits.
@@ -30,9 +33,11 @@ def annotate(ceiling: dict, device: dict) -> dict:
     """A copy of `ceiling` with `peaks` filled and gap explanations appended to `notes`.
 
     peaks: datasheet (matched by device name and memory), clock_derived_max (device max SM clock),
-    clock_derived_run (the ceiling's clocks.sm_hz_median, and clocks.mem_hz_median for dram, when known),
-    of_datasheet, of_clock_derived (vs the run figure when known, else max). A value more than
-    SUSPECT_ABOVE_PEAK_FRACTION above clock_derived_max is marked valid=False.
+    clock_derived_run (at the run's SM clock: the clock kernel's clocks.sm_hz_kernel_median, else NVML's
+    clocks.sm_hz_median; for dram NVML's clocks.mem_hz_median; when known), of_datasheet, of_clock_derived
+    (vs the run figure when known, else max), clock_source (which clock: kernel | nvml | max; None without a
+    clock-derived peak). A value more than SUSPECT_ABOVE_PEAK_FRACTION above clock_derived_max is marked
+    valid=False.
     """
     out = copy.deepcopy(ceiling)
     notes: list[str] = out.setdefault("notes", [])
@@ -49,19 +54,23 @@ def annotate(ceiling: dict, device: dict) -> dict:
     row = match_device(device.get("name") or "", device.get("memory_bytes"))
     datasheet = row.peaks().get(key) if row else None
     cd_max = clock_derived_peaks(device).get(key)
-    run_sm = clocks.get("sm_hz_median")
+    kernel_sm, nvml_sm = clocks.get("sm_hz_kernel_median"), clocks.get("sm_hz_median")
+    run_sm = kernel_sm or nvml_sm
     run_mem = clocks.get("mem_hz_median")
     if key == "dram":
         run_device = {**device, "memory_clock_hz": run_mem} if run_mem else None
         cd_run = clock_derived_peaks(run_device).get(key) if run_device else None
+        source = "nvml" if cd_run else "max"
     else:
         cd_run = clock_derived_peaks(device, run_sm).get(key) if run_sm else None
+        source = ("kernel" if kernel_sm else "nvml") if cd_run else "max"
     out["peaks"] = {
         "datasheet": datasheet,
         "clock_derived_max": cd_max,
         "clock_derived_run": cd_run,
         "of_datasheet": _ratio(value, datasheet),
         "of_clock_derived": _ratio(value, cd_run if cd_run else cd_max),
+        "clock_source": source if cd_max or cd_run else None,
     }
 
     if row is None:
@@ -71,9 +80,13 @@ def annotate(ceiling: dict, device: dict) -> dict:
     if reason:
         notes.append(reason)
 
+    if kernel_sm and nvml_sm and abs(kernel_sm / nvml_sm - 1) > CLOCK_DISAGREEMENT_NOTE_FRACTION:
+        notes.append(f"SM clocks disagree: the clock kernel measured {kernel_sm / 1e9:.3f} GHz, NVML read "
+                     f"{nvml_sm / 1e9:.3f} GHz (median); the peak at the run clock uses the kernel's")
     max_sm = device.get("max_sm_clock_hz")
     if out.get("kind") == "compute" and run_sm and max_sm and run_sm < max_sm * (1 - CLOCK_SHORTFALL_NOTE_FRACTION):
-        notes.append(f"SM clock during the run (median {run_sm / 1e9:.2f} GHz) was "
+        measured = "kernel-measured " if kernel_sm else ""
+        notes.append(f"SM clock during the run ({measured}median {run_sm / 1e9:.2f} GHz) was "
                      f"{(1 - run_sm / max_sm) * 100:.0f}% below max boost ({max_sm / 1e9:.2f} GHz)")
     limiting = [r for r in clocks.get("throttle_reasons") or [] if r in LIMITING_REASONS]
     if limiting:

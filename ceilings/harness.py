@@ -40,6 +40,9 @@ SWEEP_BUDGET_FRACTION = 0.2
 # lasts >= ~0.2 ms, so they are ~1%. A sample is the mean per launch; samples repeat for the statistics.
 SAMPLE_S = 2e-3
 MAX_LAUNCHES_PER_SAMPLE = 100
+# The timed samples run in up to this many chunks, each followed on the same stream by the clock kernel
+# (kernels.clock): several readings of the SM clock spread over the measurement, a few host syncs in all.
+CLOCK_CHUNKS = 4
 
 
 def budget_for(bench: Benchmark, budget: Budget) -> Budget:
@@ -127,16 +130,41 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
             timer.run(prepared.launch, warm)
         batch = launches_per_sample(first) if budget.measure_s > 0 else 1
         reps = _reps(budget.measure_s, first * batch, budget.min_reps, budget.max_reps)
+        probe, probe_error = _clock_probe(runtime)
+        samples: list[float] = []
         with ClockSampler(nvml) as sampler:
-            samples = timer.run(prepared.launch, reps, batch)
+            for chunk in _chunks(reps, CLOCK_CHUNKS if probe else 1):
+                samples += timer.run(prepared.launch, chunk, batch)
+                if probe:
+                    probe.launch()
         problem = prepared.check()
         if problem:
             problem = f"output check failed: {problem}"
-        return Measurement(plan, summarize(samples), sampler.summary(), problem, batch)
+        clocks = {**sampler.summary(), **(probe.summary() if probe else probe_error)}
+        return Measurement(plan, summarize(samples), clocks, problem, batch)
     except Exception as exc:  # a launch error: record it, keep measuring the rest
         return Measurement(plan, None, problem=f"launch failed: {describe(exc)}")
     finally:
         prepared.release()
+
+
+def _chunks(total: int, parts: int) -> list[int]:
+    """`total` split into at most `parts` sizes as equal as can be, none empty."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def _clock_probe(runtime: Runtime):
+    """(the clock kernel on the runtime's stream, {}), or (None, why there is none, as clocks fields). The
+    simulator has no SM clock: there it is None and nothing is recorded."""
+    if runtime.simulate or runtime.cupy_stream is None:
+        return None, {}
+    from kernels.clock import ClockProbe
+
+    try:
+        return ClockProbe(runtime), {}
+    except Exception as exc:  # the kernel's compile or buffer failed: the benchmark is still measured
+        return None, {"sm_hz_kernel_error": f"clock kernel unavailable: {describe(exc)}"}
 
 
 def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict:

@@ -14,9 +14,10 @@ from . import atomic
 from .errors import CeilingsError
 
 SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
-# The minor version written: 1 added `launch`. A file without `schema_minor` is 1.0 and still read; a newer
-# minor only adds fields, so it is read too (without what it adds).
-SCHEMA_MINOR = 1
+# The minor version written: 1 added `launch`, 2 the SM clock measured by a kernel (`clocks.sm_hz_kernel_*`)
+# and which clock the clock-derived peak used (`peaks.clock_source`). A file without `schema_minor` is 1.0 and
+# still read; a newer minor only adds fields, so it is read too (without what it adds).
+SCHEMA_MINOR = 2
 KINDS = ("bandwidth", "compute")
 LEVELS = ("dram", "l2", "l1")
 UNITS = {"bandwidth": "B/s", "compute": "FLOP/s"}
@@ -29,6 +30,10 @@ LAUNCHERS = ("slurm", "openmpi", "torchrun")
 # on one node), sharing the node's power and PCIe.
 SINGLE, SEQUENTIAL, CONCURRENT = "single", "sequential", "concurrent"
 MODES = (SINGLE, SEQUENTIAL, CONCURRENT)
+# peaks.clock_source: the clock clock_derived_run / of_clock_derived used. kernel: the SM clock measured by
+# the clock kernel on the benchmark's stream; nvml: NVML's samples; max: neither, so of_clock_derived is
+# against the max clock (a power-capped clock then reads as a shortfall of the kernel).
+CLOCK_SOURCES = ("kernel", "nvml", "max")
 
 _NONE = type(None)
 _NUMBER = (int, float, _NONE)
@@ -101,7 +106,12 @@ _CEILING = {
 _STATS = {"rel_iqr": (_NUMBER, False), "noisy": (_BOOL, False)}
 _CLOCKS = {"sm_hz_median": (_NUMBER, False), "mem_hz_median": (_NUMBER, False),
            "power_w_median": (_NUMBER, False), "temperature_c_max": (_NUMBER, False),
-           "throttle_reasons": (list, False)}
+           "throttle_reasons": (list, False),
+           # 1.2: the clock kernel's (kernels.clock), or why it has none
+           "sm_hz_kernel_median": (_NUMBER, False), "sm_hz_kernel_min": (_NUMBER, False),
+           "sm_hz_kernel_max": (_NUMBER, False), "sm_hz_kernel_readings": (_INT, False),
+           "sm_hz_kernel_error": (_STR, False)}
+_PEAKS = {"clock_source": (_STR, False)}  # 1.2; the figures themselves are free-form
 _SWEEP = {
     "name": (str, True),
     "x": (dict, True),
@@ -122,7 +132,7 @@ def _as_tuples(*specs: dict) -> None:
             spec[field] = (types if isinstance(types, tuple) else (types,), required)
 
 
-_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _SWEEP, _UNIT)
+_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _PEAKS, _SWEEP, _UNIT)
 _ABSENT = object()
 _XY = (int, float)
 # stats.samples_s as this module writes it (json.dumps, indent=1), and what a list of JSON numbers is made of
@@ -139,6 +149,8 @@ class Clocks:
     power_w_median: float | None = None
     temperature_c_max: float | None = None
     throttle_reasons: tuple[str, ...] | None = None  # every reason seen (ceilings.nvml.THROTTLE_REASONS)
+    # The clock kernel's median over its readings (1.2; None before, on the simulator, or when it failed)
+    sm_hz_kernel_median: float | None = None
 
 
 @dataclass(frozen=True)
@@ -352,6 +364,15 @@ def validate(doc: Any) -> dict:
         _check_fields(ceiling["clocks"], _CLOCKS, f"{where}.clocks")
         if "throttle_reasons" in ceiling["clocks"]:
             _check_strings(ceiling["clocks"]["throttle_reasons"], f"{where}.clocks.throttle_reasons")
+        kernel_hz = ceiling["clocks"].get("sm_hz_kernel_median")
+        if kernel_hz is not None and not (math.isfinite(kernel_hz) and kernel_hz > 0):
+            raise CeilingsError(f"{where}.clocks.sm_hz_kernel_median: {kernel_hz!r} is not a positive clock "
+                                f"(null when not measured)")
+        _check_fields(ceiling["peaks"], _PEAKS, f"{where}.peaks")
+        source = ceiling["peaks"].get("clock_source")
+        if source is not None and source not in CLOCK_SOURCES:
+            raise CeilingsError(f"{where}.peaks.clock_source: {source!r} is not one of {', '.join(CLOCK_SOURCES)} "
+                                f"(or null)")
     for i, sweep in enumerate(doc["sweeps"]):
         where = f"roofs.sweeps[{i}]"
         _check_fields(sweep, _SWEEP, where)
@@ -404,7 +425,8 @@ def _ceiling(c: dict) -> Ceiling:
                    clocks=Clocks(sm_hz_median=clocks.get("sm_hz_median"), mem_hz_median=clocks.get("mem_hz_median"),
                                  power_w_median=clocks.get("power_w_median"),
                                  temperature_c_max=clocks.get("temperature_c_max"),
-                                 throttle_reasons=None if reasons is None else tuple(reasons)),
+                                 throttle_reasons=None if reasons is None else tuple(reasons),
+                                 sm_hz_kernel_median=clocks.get("sm_hz_kernel_median")),
                    rel_iqr=c["stats"].get("rel_iqr"), noisy=c["stats"].get("noisy"))
 
 

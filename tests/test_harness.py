@@ -187,3 +187,49 @@ def test_sweeps_get_a_fraction_of_the_budget():
     assert budget_for(plain, BUDGET) is BUDGET
     b = budget_for(sweep, BUDGET)
     assert b.measure_s == BUDGET.measure_s * SWEEP_BUDGET_FRACTION and b.min_reps == 3
+
+
+class FakeProbe:
+    """The clock kernel's place in the harness: counts its launches, reports a fixed clock."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def launch(self):
+        self.launches += 1
+
+    def summary(self):
+        return {"sm_hz_kernel_median": 1.9e9, "sm_hz_kernel_readings": self.launches}
+
+
+def test_the_clock_kernel_follows_each_chunk_of_timed_samples(monkeypatch):
+    from ceilings import harness
+
+    probe = FakeProbe()
+    monkeypatch.setattr(harness, "_clock_probe", lambda runtime: (probe, {}))
+    timer = FakeTimer(lambda i: 2e-3)
+    m = measure_plan(copy_benchmark(), copy_benchmark().plans(None, False)[0], Runtime(simulate=False), timer,
+                     BUDGET)
+    # 2 probes, 5 warm-up (0.01 s / 2 ms), then 50 samples (0.1 s / 2 ms) in 4 chunks of 13, 13, 12, 12
+    assert timer.calls == [2, 5, 13, 13, 12, 12]
+    assert probe.launches == 4
+    assert m.clocks["sm_hz_kernel_median"] == 1.9e9 and m.stats.n == 50
+
+
+def test_a_clock_kernel_that_cannot_be_made_is_recorded_and_the_benchmark_still_measured(monkeypatch):
+    import kernels.clock
+
+    def broken(runtime):
+        raise RuntimeError("nvrtc: no such arch")
+
+    monkeypatch.setattr(kernels.clock, "ClockProbe", broken)
+    m = measure_plan(copy_benchmark(), copy_benchmark().plans(None, False)[0],
+                     Runtime(simulate=False, cupy_stream=object()), FakeTimer(lambda i: 2e-3), BUDGET)
+    assert m.problem is None and m.stats.n == 50
+    assert m.clocks["sm_hz_kernel_error"] == "clock kernel unavailable: nvrtc: no such arch"
+
+
+def test_the_simulator_records_no_kernel_clock():
+    m = measure_plan(copy_benchmark(), copy_benchmark().plans(None, False)[0], Runtime(simulate=True),
+                     FakeTimer(lambda i: 2e-3), BUDGET)
+    assert not any(k.startswith("sm_hz_kernel") for k in m.clocks)

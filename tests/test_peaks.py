@@ -219,3 +219,37 @@ def test_cublas_fp64_without_fp64_tensor_cores_is_compared_with_the_fp64_units()
     h100 = annotate(_ceiling("tensor.fp64", 5e13, pipe="tensor", backend="library"), H100_DEVICE)
     assert h100["peaks"]["clock_derived_max"] == pytest.approx(132 * 256 * 1.98e9)  # DMMA: 256 FLOP/clk/SM
     assert not any("DMMA" in n for n in h100["notes"])
+
+
+def test_annotate_uses_the_kernel_clock_over_nvml_and_notes_their_disagreement():
+    # kernel 1.60 GHz, NVML 1.755 GHz: 1.60 / 1.755 = 0.912, 8.8 % apart (> 5 %)
+    c = _ceiling("fp32", 50e12, clocks={"sm_hz_kernel_median": 1.60e9, "sm_hz_median": 1.755e9})
+    out = annotate(c, H100_DEVICE)
+    assert out["peaks"]["clock_derived_run"] == pytest.approx(132 * 256 * 1.60e9)
+    assert out["peaks"]["of_clock_derived"] == pytest.approx(50e12 / (132 * 256 * 1.60e9))
+    assert out["peaks"]["clock_source"] == "kernel"
+    assert ("SM clocks disagree: the clock kernel measured 1.600 GHz, NVML read 1.755 GHz (median); the peak at "
+            "the run clock uses the kernel's") in out["notes"]
+    # 1.60 / 1.98 = 0.808: 19 % below max boost
+    assert "SM clock during the run (kernel-measured median 1.60 GHz) was 19% below max boost (1.98 GHz)" \
+        in out["notes"]
+
+
+def test_annotate_kernel_clock_without_nvml_is_the_run_clock_and_close_clocks_are_not_noted():
+    alone = annotate(_ceiling("fp32", 60e12, clocks={"sm_hz_kernel_median": 1.98e9}), H100_DEVICE)
+    assert alone["peaks"]["clock_derived_run"] == pytest.approx(132 * 256 * 1.98e9)
+    assert alone["peaks"]["clock_source"] == "kernel" and alone["notes"] == []
+    # 1.90 / 1.98 = 0.960: 4 % apart, under the 5 % disagreement that is noted
+    close = annotate(_ceiling("fp32", 60e12, clocks={"sm_hz_kernel_median": 1.90e9, "sm_hz_median": 1.98e9}),
+                     H100_DEVICE)
+    assert not any(n.startswith("SM clocks disagree") for n in close["notes"])
+
+
+def test_annotate_clock_source_nvml_then_max():
+    nvml = annotate(_ceiling("fp32", 60e12, clocks={"sm_hz_median": 1.98e9}), H100_DEVICE)
+    assert nvml["peaks"]["clock_source"] == "nvml"
+    assert annotate(_ceiling("fp32", 60e12), H100_DEVICE)["peaks"]["clock_source"] == "max"
+    # dram: the memory clock is NVML's alone; the SM clock kernel does not enter its peak
+    dram = annotate(_ceiling("dram", 3e12, kind="bandwidth", pipe="memory", unit="B/s",
+                             clocks={"sm_hz_kernel_median": 1.98e9}), H100_DEVICE)
+    assert dram["peaks"]["clock_source"] == "max"

@@ -191,3 +191,28 @@ def test_a_record_loads_without_the_raw_samples_and_loses_nothing_it_holds(tmp_p
     assert fast == full
     assert fast.ceilings[0].notes == ('a note quoting "samples_s": [1, 2]',)
     assert (fast.ceilings[0].rel_iqr, fast.ceilings[0].noisy) == (0.125, True)
+
+
+def test_schema_1_2_kernel_clock_and_clock_source_validate_and_load():
+    c = ceiling(clocks={"sm_hz_median": 1.98e9, "sm_hz_kernel_median": 1.9e9, "sm_hz_kernel_min": 1.89e9,
+                        "sm_hz_kernel_max": 1.91e9, "sm_hz_kernel_readings": 528},
+                peaks={"clock_source": "kernel"})
+    rec = record(doc(schema_minor=2, launch=launch(), ceilings=[c]))
+    assert rec.ceilings[0].clocks.sm_hz_kernel_median == 1.9e9 and rec.schema_minor == 2
+
+
+def test_an_older_file_has_no_kernel_clock():
+    assert record(doc()).ceilings[0].clocks.sm_hz_kernel_median is None  # 1.0
+    assert record(doc(schema_minor=1, launch=launch())).ceilings[0].clocks == Clocks()
+
+
+@pytest.mark.parametrize("clocks, peaks, field", [
+    ({"sm_hz_kernel_median": 0.0}, {}, "clocks.sm_hz_kernel_median: 0.0 is not a positive clock"),
+    ({"sm_hz_kernel_median": "1.9e9"}, {}, "clocks.sm_hz_kernel_median: expected integer or number or null"),
+    ({"sm_hz_kernel_readings": 1.5}, {}, "clocks.sm_hz_kernel_readings: expected integer or null"),
+    ({"sm_hz_kernel_error": 3}, {}, "clocks.sm_hz_kernel_error: expected string or null"),
+    ({}, {"clock_source": "guess"}, "peaks.clock_source: 'guess' is not one of kernel, nvml, max"),
+])
+def test_kernel_clock_fields_are_checked(clocks, peaks, field):
+    with pytest.raises(CeilingsError, match=re.escape(field)):
+        validate(doc(schema_minor=2, launch=launch(), ceilings=[ceiling(clocks=clocks, peaks=peaks)]))
