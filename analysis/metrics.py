@@ -40,9 +40,9 @@ DMMA_FLOPS_PER_INST = {"8.0": 512}
 # 2 x 4096^3 in sm__ops_path_tensor_op_utcqmma_src_fp8_dst_fp32.sum). Names by architecture:
 # sm__ops_path_tensor_src_<t>[_dst_<t>], ..._op_<hmma|hgmma|imma|utcqmma|...>_src_..., with _sparsity_on/off
 # and _realtime variants; a name without the op or sparsity part is the sum of the names with it.
-TENSOR_OPS = re.compile(r"^sm__ops_path_tensor(?:_op_(?P<op>[a-z0-9]+))?_src_(?P<src>[a-z0-9]+)"
-                        r"(?:_dst_(?P<dst>[a-z0-9]+))?(?:_sparsity_(?P<sparsity>on|off))?(?P<realtime>_realtime)?"
-                        r"\.sum$")
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor(?:_op_(?P<op>[a-z0-9]+))?_src_(?P<src>[a-z0-9]+(?:_[a-z0-9]+)*?)"
+                        r"(?:_dst_(?P<dst>[a-z0-9]+(?:_[a-z0-9]+)*?))?(?:_sparsity_(?P<sparsity>on|off))?"
+                        r"(?P<realtime>_realtime)?\.sum$")  # multi-part types: src_fp4_fp6_dst_fp32
 INTEGER_TYPES = ("int", "uint", "s", "u", "b1")  # prefixes of integer source types: int8, int4, s8, u4, b1
 # HFMA2.MMA register moves: one warp instruction on the tensor pipe is 32 hfma thread instructions
 WARP_THREADS = 32
@@ -60,10 +60,14 @@ PRECISIONS = {"fp64": ("dfma", "dadd", "dmul"), "fp32": ("ffma", "fadd", "fmul")
 TENSOR_METRICS = ("sm__inst_executed_pipe_tensor.sum",
                   *(f"sm__inst_executed_pipe_tensor_op_{op}.sum" for op in ("hmma", "imma", "dmma")))
 HFMA_METRIC = "sm__sass_thread_inst_executed_op_hfma_pred_on.sum"
+# ncu's count of HFMA2.MMA warp instructions (part of the hmma breakdown), where collected
+HFMA2_MMA_METRIC = "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"
 
 OUTPUT_COLUMNS = ["kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
-                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes"]
+                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes", "tensor_type"]
+# tensor_type: the input type of flops_tensor where the profile says it (ops counters, a rule's instruction,
+# a torch op's dtype), for the roof of that type; empty when unknown or mixed.
 # summed over launches; ops_tensor_int: integer tensor operations (IMMA), which are not FLOPs; alg_bytes:
 # algorithmic bytes of framework operators (inputs + outputs, from shapes): a lower bound of DRAM traffic
 EXTENSIVE = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops",
@@ -110,28 +114,33 @@ def _times(count: pd.Series, per_inst: pd.Series) -> pd.Series:
     return (count * per_inst).where(count != 0, count)
 
 
+QUALIFIERS = ("op", "dst", "sparsity")  # the optional parts of an ops counter's name, beside its source type
+
+
 def tensor_ops_columns(columns) -> dict[str, list[str]]:
-    """The ops counters to add up, by source type: for each (source, destination) the least split names
-    present (a name without op or sparsity is the sum of those with it; _realtime repeats a name)."""
+    """The ops counters to add up, by source type, none counted twice. A name that leaves a qualifier out
+    (op, destination type, sparsity) is the sum of the names that give it, and `_realtime` repeats a name:
+    per source type, names are taken coarsest first, and a name is skipped when a taken one covers it (the
+    same source, and every qualifier the taken name gives equal) or overlaps it (two names split along
+    different qualifiers: `src_fp16_dst_fp32` and `op_hmma_src_fp16` share the hmma->fp32 work)."""
     found = {}
     for name in columns:
         m = TENSOR_OPS.match(name)
         if m:
             found[name] = m.groupdict()
-    plain = {(g["op"], g["src"], g["dst"], g["sparsity"]) for g in found.values() if not g["realtime"]}
-    by_type: dict[tuple, list[tuple[int, str]]] = {}
-    for name, g in found.items():
-        if g["realtime"] and (g["op"], g["src"], g["dst"], g["sparsity"]) in plain:
-            continue
-        split = (g["op"] is not None) + (g["sparsity"] is not None)  # 0: a total, 2: the finest split
-        by_type.setdefault((g["src"], g["dst"]), []).append((split, name))
+    plain = {tuple(g[q] for q in ("src", *QUALIFIERS)) for g in found.values() if not g["realtime"]}
     chosen: dict[str, list[str]] = {}
-    for (src, _dst), names in by_type.items():
-        least = min(split for split, _ in names)
-        if least == 1:  # ops without sparsity beside sparsity without ops: one kind of split only
-            ops = [n for split, n in names if split == 1 and found[n]["op"]]
-            names = [(1, n) for n in ops] or [(1, n) for split, n in names if split == 1]
-        chosen.setdefault(src, []).extend(n for split, n in names if split == least)
+    taken: list[dict] = []
+    coarse_first = sorted(found, key=lambda n: (sum(found[n][q] is not None for q in QUALIFIERS), n))
+    for name in coarse_first:
+        g = found[name]
+        if g["realtime"] and tuple(g[q] for q in ("src", *QUALIFIERS)) in plain:
+            continue
+        if any(t["src"] == g["src"] and all(t[q] is None or g[q] is None or t[q] == g[q] for q in QUALIFIERS)
+               for t in taken):
+            continue
+        taken.append(g)
+        chosen.setdefault(g["src"], []).append(name)
     return chosen
 
 
@@ -139,49 +148,76 @@ def _is_integer(src: str) -> bool:
     return src.startswith(INTEGER_TYPES) and any(ch.isdigit() for ch in src)
 
 
+def tensor_type(src: str) -> str | None:
+    """An ops counter's source type in the roofs' vocabulary (roofline.TENSOR_TYPES), or None."""
+    if src.startswith(("fp8", "e4m3", "e5m2")):
+        return "fp8"
+    return src if src in ("fp64", "tf32", "fp16", "bf16", "int8") else None
+
+
 def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     """Per launch: flops_tensor, ops_tensor_int (integer tensor ops are not FLOPs), phantom_flops (fp16 and
     tensor FLOPs of HFMA2.MMA moves, PHANTOM_NOTE), hfma_phantom (hfma thread instructions to leave out of
-    flops_fp16) and tensor_rule ("ops counters", "x<N> per instruction (CC)", or "" when unknown).
+    flops_fp16), tensor_type (the one input type of the tensor FLOPs where the input says it) and
+    tensor_rule ("ops counters", "x<N> per instruction (CC)", or "" when unknown).
 
-    The sm__ops_path_tensor_* counters are used when the input has any; else warp instruction counts x
-    FLOPs per instruction where the CC allows one shape only; else flops_tensor is missing (0 instructions
-    are 0 FLOPs).
+    flops_tensor comes from the floating-point sm__ops_path_tensor_* counters when the input has any; else
+    from warp instruction counts x FLOPs per instruction where the CC allows one shape only; else it is
+    missing (0 instructions are 0 FLOPs). HFMA2.MMA moves: ncu's own count of them where collected
+    (..._op_hmma_type_hfma2), else the signature hfma thread instructions = 32 x the tensor-pipe
+    instructions that are no IMMA/DMMA (the moves count as HMMA in the hmma breakdown).
     """
     out = pd.DataFrame(index=df.index)
     total, hmma, imma, dmma = (_col(df, name) for name in TENSOR_METRICS)
     cc = df["cc"] if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    parts = hmma.fillna(0) + imma.fillna(0) + dmma.fillna(0)
     has_parts = hmma.notna() | imma.notna() | dmma.notna()
-    # tensor-pipe instructions that are no MMA: all of them when the parts are not collected
-    extra = (total - parts.where(has_parts, 0)).clip(lower=0)
     hfma = _col(df, HFMA_METRIC)
-    phantom = (extra > 0) & (hfma == WARP_THREADS * extra)
-    out["hfma_phantom"] = hfma.where(phantom, 0.0)
-    ops = tensor_ops_columns(df.columns)
-    if ops:
-        def summed(srcs):
-            names = [n for s in srcs for n in ops[s]]
-            return df[names].astype("float64").sum(axis=1, min_count=len(names)) if names else 0.0
-        floats = [s for s in ops if not _is_integer(s)]
-        out["flops_tensor"] = pd.Series(summed(floats), index=df.index, dtype="float64")
-        out["ops_tensor_int"] = pd.Series(summed([s for s in ops if _is_integer(s)]), index=df.index,
-                                          dtype="float64")
-        out["tensor_rule"] = "ops counters"
-        out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"]
-        return out
+    # Which count holds the moves is not documented: the tensor-pipe instructions beside the hmma/imma/dmma
+    # breakdown (outside), or the hmma ones (inside: ncu breaks hmma down into ..._type_hfma2). The
+    # signature is tried on both; without the breakdown the whole tensor-pipe count is the candidate.
+    outside = (total - hmma.fillna(0) - imma.fillna(0) - dmma.fillna(0)).where(has_parts, total)
+    inside = (total.where(total.notna(), hmma) - imma.fillna(0) - dmma.fillna(0)).where(has_parts, np.nan)
+    is_outside = (outside > 0) & (hfma == WARP_THREADS * outside)
+    is_inside = ~is_outside & (inside > 0) & (hfma == WARP_THREADS * inside)
+    counted = _col(df, HFMA2_MMA_METRIC)  # ncu's own count, where collected: inside hmma
+    moves = counted.where(counted.notna(), outside.where(is_outside, inside.where(is_inside, 0.0))).fillna(0.0)
+    moves_in_hmma = counted.notna() | is_inside | ~has_parts
+    out["hfma_phantom"] = np.minimum(WARP_THREADS * moves, hfma.fillna(0.0))
     per_hmma = cc.map(HMMA_FLOPS_PER_INST).astype("float64")
     per_dmma = cc.map(DMMA_FLOPS_PER_INST).astype("float64")
     unknown = pd.Series(np.nan, index=df.index)  # IMMA: integer ops of several shapes, no FLOPs
-    # without parts the total is all MMA (one rule: sm_70/72 have HMMA only) unless it is all HFMA2.MMA
-    whole = _times(total.where(~phantom, 0.0), per_hmma)
-    by_parts = _times(hmma.fillna(0), per_hmma) + _times(dmma.fillna(0), per_dmma)
-    out["flops_tensor"] = whole.where(~has_parts, by_parts)
-    out["ops_tensor_int"] = _times(imma.fillna(0), unknown).where(has_parts, np.nan)
+    # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it
+    real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
+    by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
+    out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
+    out["ops_tensor_int"] = _times(imma.fillna(0), unknown).where(imma.notna(), np.nan)
     out["tensor_rule"] = [f"x{n:.0f} per instruction (CC {c})" if n == n else "" for n, c in zip(per_hmma, cc)]
-    tensor_phantom = _times(total.where(phantom & ~has_parts, 0.0), per_hmma).fillna(0)
-    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + tensor_phantom
+    # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80)
+    out["tensor_type"] = [_one_type({"fp16": h, "fp64": d}) for h, d in zip(real_hmma, dmma)]
+    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _times(moves, per_hmma).fillna(0)
+    ops = tensor_ops_columns(df.columns)
+    floats = [src for src in ops if not _is_integer(src)]
+    integers = [src for src in ops if _is_integer(src)]
+
+    def summed(srcs):
+        names = [n for src in srcs for n in ops[src]]
+        return df[names].astype("float64").sum(axis=1, min_count=len(names))
+
+    if floats:  # the FLOP counters themselves: they count no moves
+        out["flops_tensor"] = summed(floats)
+        out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"]
+        out["tensor_rule"] = "ops counters"
+        by_src = [summed([src]) for src in floats]
+        out["tensor_type"] = [_one_type(dict(zip(floats, values))) for values in zip(*by_src)]
+    if integers:
+        out["ops_tensor_int"] = summed(integers)
     return out
+
+
+def _one_type(flops_by_src: dict) -> str | None:
+    """The input type of a launch's tensor FLOPs when all of them are of one type."""
+    busy = {tensor_type(src) for src, f in flops_by_src.items() if f == f and f > 0}
+    return busy.pop() if len(busy) == 1 else None
 
 
 def launch_time(raw: pd.DataFrame) -> pd.Series:
@@ -238,6 +274,8 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
     out["time_s"] = launch_time(raw)
     out["sm_clock_hz"] = launch_clock(raw)
     out["tensor_rule"] = tensor["tensor_rule"]
+    given = raw["tensor_type"] if "tensor_type" in raw.columns else pd.Series(None, index=raw.index, dtype=object)
+    out["tensor_type"] = given.astype(object).where(given.notna(), tensor["tensor_type"])
     return out
 
 

@@ -168,6 +168,7 @@ def _first_error(data: bytes) -> str:
 
 
 # -------------------------------------------------------------------------------------------- the table
+FACT_PREFIXES = ("launch__", "device__attribute_")
 # two runs' times of one kernel (median per launch) that differ by more than this factor are reported
 TIME_DISAGREEMENT = 1.2
 # FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
@@ -193,7 +194,8 @@ class Run:
     def counters(self) -> set[str]:
         """The metrics this run measured, beyond times: two runs sharing one are distinct launches."""
         rest = self.launches.columns.difference(META_COLUMNS).difference(TIME_METRICS)
-        return {c for c in rest if self.launches[c].notna().any()}
+        # launch and device facts are the same in every pass over a launch: not measurements
+        return {c for c in rest if self.launches[c].notna().any() and not c.startswith(FACT_PREFIXES)}
 
 
 def _split_runs(frames: Sequence[pd.DataFrame], paths: Sequence[str]) -> list[Run]:
@@ -351,7 +353,16 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
                             f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
                             "no rates")
-        time_only = _time_only_rows(nsys_rows, set(launches["kernel"]))
+        # with --nvtx, nsys rows without ranges serve as times only: their other kernels may be outside it
+        ranged = nsys_rows["nvtx"].map(lambda r: bool(r) if isinstance(r, tuple) else False).any()
+        time_only = _time_only_rows(nsys_rows, set(launches["kernel"])) if nvtx is None or ranged else \
+            nsys_rows.iloc[0:0]
+        if not len(launches):
+            several = [(p, f["run"].nunique()) for p, f in zip([*paths, *nsys], frames + nsys_frames)
+                       if f.attrs["yields"] == TIMES and f["run"].nunique() > 1]
+            warnings += [f"{p}: {n} nsys runs (tables, or processes of an export) in one file: each kernel's "
+                         f"launches and time are summed over them; --per-process shows them apart"
+                         for p, n in several]
         if len(launches) and len(time_only):
             warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
                             f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
@@ -555,6 +566,12 @@ def _diagnosis(table: pd.DataFrame, paths: Sequence, nsys: Sequence) -> list[str
             f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)"]
 
 
+def _one_value(values: pd.Series):
+    """The one value every launch of a group agrees on, else None (unknown or mixed)."""
+    distinct = values.dropna().unique()
+    return distinct[0] if len(distinct) == 1 and values.notna().all() else None
+
+
 def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     """Totals per kernel (per process and kernel with `per_process`). A total is missing unless every launch
     of the kernel has the metric: a sum over some launches divided by the time of all would give wrong
@@ -568,6 +585,7 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     out["kernel"] = groups["kernel"].first()
     out["launches"] = groups["launches"].sum()
     out["sm_clock_hz"] = groups["sm_clock_hz"].mean()
+    out["tensor_type"] = groups["tensor_type"].agg(_one_value)
     out = with_rates(out.reset_index())
     extra = ["process"] if per_process else []
     for col in ("cc", "device", "gpu"):  # kept when every launch of every kernel agrees

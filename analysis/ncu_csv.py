@@ -305,7 +305,7 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
     source = io.BytesIO(src.data)
     source.seek(start)
     try:
-        df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str, "gpu": str, "process": str}, encoding_errors="replace")
+        df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str, "gpu": str, "process": str, "tensor_type": str}, encoding_errors="replace")
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable kernel table CSV ({describe(exc)})") from None
     launches = pd.to_numeric(df["launches"], errors="coerce")
@@ -317,7 +317,7 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
         out[col] = pd.to_numeric(df[col], errors="coerce") / launches if col in df.columns else float("nan")
     if "sm_clock_hz" in df.columns:
         out["sm_clock_hz"] = pd.to_numeric(df["sm_clock_hz"], errors="coerce")
-    for col in ("grid", "block", "device", "cc", "gpu", "process"):
+    for col in ("grid", "block", "device", "cc", "gpu", "process", "tensor_type"):
         out[col] = df[col].astype("object").where(df[col].notna(), None) if col in df.columns else None
     return out
 

@@ -39,6 +39,7 @@ ROOFLINE_METRICS = SEED_METRICS + tuple(
     # which GPU (named in every table, compared with the roofs) and its SMs (FLOPs per SM cycle check)
     "device__attribute_display_name", "device__attribute_compute_capability_major",
     "device__attribute_compute_capability_minor", "device__attribute_multiprocessor_count")
+OFFERED_ONLY = ("sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum",)
 HIERARCHICAL_METRICS = ROOFLINE_METRICS + ("lts__t_bytes.sum", "l1tex__t_bytes.sum")
 METRIC_SETS = {"roofline": ROOFLINE_METRICS, "hierarchical": HIERARCHICAL_METRICS,
                "full": HIERARCHICAL_METRICS}
@@ -108,6 +109,8 @@ def ncu_command(app: Sequence[str], *, log_file: str | os.PathLike, metric_set: 
         cmd += ["--set", "full"]
     metrics, _ = split_available(METRIC_SETS[metric_set], available)
     metrics += tensor_ops_metrics(available)
+    # only where this ncu lists it (an unknown metric makes ncu refuse the run): the HFMA2.MMA moves' count
+    metrics += [m for m in OFFERED_ONLY if available and base_name(m) in available]
     cmd += ["--metrics", ",".join(metrics), "--csv", "--page", "raw",
             "--log-file", str(log_file)]
     if kernel_regex:

@@ -63,7 +63,7 @@ KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "f
 COUNTED, ALGORITHMIC = "counted", "algorithmic"
 TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precision", "level", "bytes_kind", "ai",
                  "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s", "time_saved_s",
-                 "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source", "profile_gpu")
+                 "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source", "profile_gpu", "roof")
 
 
 @dataclass(frozen=True)
@@ -450,7 +450,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         ais = {lv: _intensity(k["flops"], k[f"{lv}_bytes"]) for lv in LEVELS}
         row = {"kernel": k["kernel"], "short_name": short_name(str(k["kernel"])), "launches": k["launches"],
                "time_s": k["time_s"], "share": k["time_s"] / total_time if total_time > 0 else math.nan,
-               "precision": prec, "level": math.nan, "bytes_kind": COUNTED, "ai": math.nan,
+               "precision": prec, "level": math.nan, "bytes_kind": COUNTED, "roof": math.nan, "ai": math.nan,
                "flop_per_s": k["flops"] / k["time_s"] if k["time_s"] > 0 else math.nan,
                "roof_flop_per_s": math.nan, "bound": math.nan, "pct_of_roof": math.nan,
                "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
@@ -580,15 +580,24 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
         parts = {row["precision"]: k["flops"]}
     else:
         parts = {p: k[f"flops_{p}"] for p in PRECISIONS if not pd.isna(k[f"flops_{p}"])}
+    typed = k.get("tensor_type")
+    if isinstance(typed, str) and typed:  # tensor FLOPs of one known type run at that type's roof, or none
+        parts = {(f"tensor.{typed}" if p == "tensor" else p): f for p, f in parts.items()}
+    main = row["precision"]
+    if main == "tensor" and isinstance(typed, str) and typed:
+        main = f"tensor.{typed}"
     counted = {lv: k[f"{lv}_bytes"] for lv in levels if not pd.isna(k[f"{lv}_bytes"])}
     algorithmic = k.get("alg_bytes")
     if not counted and "dram" in levels and algorithmic is not None and not pd.isna(algorithmic):
+        if algorithmic == 0 and k["flops"] == 0:  # a copy or reduction inside an op counted on another kernel
+            return "no work of its own: its operator's FLOPs and bytes are on the operator's main kernel"
         # no counted bytes (a torch trace): the operator's inputs + outputs, the least DRAM traffic it needs
         counted, row["bytes_kind"] = {"dram": algorithmic}, ALGORITHMIC
         row["ai_dram"] = row["ai"] = _intensity(k["flops"], algorithmic)
     if not counted:
         return f"no {'/'.join(levels)} byte counters"
-    at = time_at_roofs(roofs, parts, counted, main=row["precision"] if parts else None)
+    at = time_at_roofs(roofs, parts, counted, main=main if parts else None)
+    row["roof"] = main if parts else at.level if not isinstance(at, str) else math.nan
     if isinstance(at, str):
         return at
     row.update(level=at.level, ai=row[f"ai_{at.level}"], bytes=counted[at.level], bound=at.bound,

@@ -10,9 +10,11 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
   and annotations; newer traces also give the kernel its op's "External id", used when no launch is found.
   Kernels whose op cannot be found are kept, and counted in a warning.
 - FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
-  come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for the innermost enclosing operator
-  that has a rule; an operator's FLOPs go to its longest kernel, its other kernels get 0 of them. Half
-  precisions are tensor-core FLOPs, fp32 CUDA-core (TF32 would run on tensor cores: not in the trace).
+  come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
+  outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
+  it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
+  clone or bias add inside it); its other kernels get 0 of it. Half precisions are tensor-core FLOPs, fp32
+  CUDA-core unless the kernel's name says TF32 tensor cores.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
 - The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
@@ -86,13 +88,15 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
     need not (a ProfilerStep#N begins inside the optimizer step's range): ended ranges are dropped at every
     query, not only from the top."""
     by_thread: dict[tuple, list] = defaultdict(list)
-    for e in events:  # 0 before 1: an event starting at a query's time contains it
-        by_thread[(e.get("pid"), e.get("tid"))].append((e["ts"], 0, -e.get("dur", 0), id(e), e))
+    for order, e in enumerate(events):  # 0 before 1: an event starting at a query's time contains it
+        # same start and length (integer-microsecond traces): the parent first, by its smaller External id
+        tie = (e.get("args") or {}).get("External id", order)
+        by_thread[(e.get("pid"), e.get("tid"))].append((e["ts"], 0, -e.get("dur", 0), tie, e))
     for pid, tid, ts, key in queries:
         by_thread[(pid, tid)].append((ts, 1, 0, 0, key))
     out = {}
     for items in by_thread.values():
-        items.sort(key=lambda item: item[:4])
+        items.sort(key=lambda item: (item[0], item[1], item[2], item[3] if isinstance(item[3], (int, float)) else 0))
         stack: list[dict] = []
         for ts, kind, _, _, thing in items:
             while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < ts:
@@ -106,7 +110,7 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    from .torch_flops import op_work
+    from .torch_flops import OPS as FLOP_OPS, op_work
 
     doc = _load(source)
     device = _device(doc, source.path)
@@ -155,14 +159,12 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
                "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", 0)) * US,
                "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
-        for op in reversed(ops):  # the innermost operator with a FLOP rule counts, the ones around it do not
-            a = op.get("args") or {}
-            if op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [],
-                       a.get("Concrete Inputs")) is not None:
-                counted_op.setdefault(id(op), (op, []))[1].append(len(rows))
-                row["_direct"] = op is ops[-1]  # launched by the op itself, not by a copy or clone inside it
-                row["op"] = str(op["name"])
-                break
+        ruled = [op for op in ops if _work(op, op_work) is not None]
+        if ruled:  # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
+            counted_op.setdefault(id(ruled[0]), (ruled[0], []))[1].append(len(rows))
+            # the op's own compute kernel: launched by an op of the rule table (not a copy, clone or bias add)
+            row["_direct"] = str(ops[-1]["name"]) in FLOP_OPS
+            row["op"] = str(ruled[0]["name"])
         rows.append(row)
     if not ranges:
         _shape_work(rows, counted_op, op_work, shapes)
@@ -170,7 +172,11 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if ranges:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
             _counter_rows(ranges, device, process)
-    busy = _busy_seconds([(r["_start"], r["_end"]) for r in rows])
+    # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
+    per_device = defaultdict(list)
+    for r in rows:
+        per_device[r["device"]].append((r["_start"], r["_end"]))
+    busy = sum(_busy_seconds(v) for v in per_device.values()) if rows else None
     df = df.drop(columns=["_start", "_end", "_direct"], errors="ignore")
     notes = []
     if unlinked:
@@ -186,6 +192,11 @@ def _read(source: Source, _found) -> pd.DataFrame:
     return df
 
 
+def _work(op: dict, op_work):
+    a = op.get("args") or {}
+    return op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"))
+
+
 def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external: dict) -> tuple | None:
     """(pid, tid, ts) of the kernel's launch on the CPU: the runtime call with its correlation, else the
     ac2g flow from it; else (newer traces) the start of the operator whose External id the kernel carries."""
@@ -199,23 +210,23 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
 
 
 def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
-    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest kernel among those the
-    op launched itself (else among all its kernels: an aten::mm's GEMM, not the copy of an aten::clone
-    inside it), 0 on its other kernels; missing (NaN) for kernels of operators without a FLOP rule. fp32
-    work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work."""
+    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest compute kernel (else
+    its longest kernel), 0 on its other kernels; missing (NaN) for kernels of operators without a FLOP
+    rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
             row[col] = float("nan")
     for op, members in counted_op.values():
-        a = op.get("args") or {}
-        work = op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"))
+        work = _work(op, op_work)
         direct = [i for i in members if rows[i].get("_direct")] or members
         longest = max(direct, key=lambda i: rows[i]["time_s"])
         column = PRECISION_COLUMN.get(work.precision)
         if work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
             column = "flops_tensor"
+        typed = "tf32" if column == "flops_tensor" and work.precision == "fp32" else work.precision
         for i in members:
             share = 1.0 if i == longest else 0.0
+            rows[i]["tensor_type"] = typed if column == "flops_tensor" else None
             for col in FLOP_COLUMNS:
                 rows[i][col] = work.flops * share if col == column else 0.0
             rows[i]["alg_bytes"] = work.bytes * share if work.bytes is not None else float("nan")

@@ -334,3 +334,84 @@ def test_missing_roofline_inputs_are_named_with_the_command_that_collects_them(t
     (w,) = t.attrs["warnings"]
     assert w == (f"{f}: no kernel has flops, dram_bytes, so the roofline cannot place them; collect them with: "
                  f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)")
+
+
+def test_a_total_ops_counter_beside_its_destination_split_is_counted_once(tmp_path):
+    """A100 lists sm__ops_path_tensor_src_fp16 (all destinations) beside its _dst_fp16/_dst_fp32 parts."""
+    ops = "sm__ops_path_tensor"
+    f = details_csv(tmp_path / "a100.csv", [(0, 1, "gemm", {
+        f"{ops}_src_fp16.sum": ("", "137,438,953,472"), f"{ops}_src_fp16_dst_fp16.sum": ("", "0"),
+        f"{ops}_src_fp16_dst_fp32.sum": ("", "137,438,953,472"),
+        f"{ops}_src_fp4_fp6_dst_fp32.sum": ("", "1,000"), TIME: ("msecond", "1.0")})])
+    k = kernel_table([f]).iloc[0]
+    assert k["flops_tensor"] == 137_438_953_472 + 1000  # the fp16 total once, and Blackwell's fp4/fp6 type
+
+
+def test_hfma2_mma_moves_counted_inside_the_hmma_breakdown_are_found_too(tmp_path):
+    """With the hmma/imma/dmma counters collected, the moves show up as HMMA (ncu breaks op_hmma down into
+    ..._type_hfma2): hfma thread instructions = 32 x hmma exactly. Or ncu's own count says so."""
+    parts = {FFMA: ("inst", "1,000,000"), FADD: ("inst", "0"), FMUL: ("inst", "0"), HFMA: ("inst", f"{32 * T:,}"),
+             HADD: ("inst", "0"), HMUL: ("inst", "0"), PIPE: ("inst", f"{T:,}"),
+             "sm__inst_executed_pipe_tensor_op_hmma.sum": ("inst", f"{T:,}"),
+             "sm__inst_executed_pipe_tensor_op_imma.sum": ("inst", "0"),
+             "sm__inst_executed_pipe_tensor_op_dmma.sum": ("inst", "0"), TIME: ("msecond", "1.0")}
+    k = kernel_table([details_csv(tmp_path / "inside.csv", [(0, 1, SGEMM, parts)])]).iloc[0]
+    assert k["flops_tensor"] == 0 and k["flops_fp16"] == 0 and k["flops"] == 2_000_000
+    named = {**parts, HFMA: ("inst", f"{32 * T + 64:,}"),  # 2 real HFMA2 besides the moves
+             "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum": ("inst", f"{T:,}")}
+    k = kernel_table([details_csv(tmp_path / "named.csv", [(0, 1, SGEMM, named)])]).iloc[0]
+    assert k["flops_tensor"] == 0 and k["flops_fp16"] == 2 * 64
+
+
+def test_an_integer_ops_counter_alone_leaves_tensor_flops_to_the_instruction_rule(tmp_path):
+    """CC 7.0: 1000 HMMA.884 x 512; the int8 ops counter holds integer operations, not FLOPs."""
+    f = details_csv(tmp_path / "v100.csv", [(0, 1, "k", {
+        PIPE: ("inst", "1,000"), "sm__ops_path_tensor_src_int8.sum": ("", "4,096"), TIME: ("usecond", "1.0")})],
+        cc="7.0")
+    k = kernel_table([f]).iloc[0]
+    assert k["flops_tensor"] == 512_000 and k["ops_tensor_int"] == 4096
+
+
+def test_tensor_work_of_a_known_type_is_judged_at_that_types_roof(tmp_path):
+    """A DGEMM on an A100 (DMMA.884, 512 FLOPs each): 1e6 instructions in 27.7 us = 18.5 TFLOP/s. Against the
+    A100 datasheet's FP64 tensor roof (19.5 TFLOP/s) that is 94.9 %, not 5.9 % of the FP16 tensor roof."""
+    from analysis.roofline import roofline_table, target_roofs
+
+    f = details_csv(tmp_path / "dgemm.csv", [(0, 1, "ampere_dgemm_64x32", {
+        PIPE: ("inst", "1,000,000"), "sm__inst_executed_pipe_tensor_op_dmma.sum": ("inst", "1,000,000"),
+        "sm__inst_executed_pipe_tensor_op_hmma.sum": ("inst", "0"), "sm__inst_executed_pipe_tensor_op_imma.sum": ("inst", "0"),
+        TIME: ("usecond", "27.7"), "dram__bytes.sum": ("Mbyte", "10")})])
+    kernels = kernel_table([f])
+    assert kernels.iloc[0]["tensor_type"] == "fp64" and kernels.iloc[0]["flops"] == 512e6
+    judged = roofline_table(target_roofs("A100 SXM4 80GB"), kernels).iloc[0]
+    assert judged["roof"] == "tensor.fp64"
+    assert judged["pct_of_roof"] == pytest.approx(100 * (512e6 / 19.5e12) / 27.7e-6, rel=1e-3)  # 94.8 %
+
+
+def test_two_nsys_runs_alone_are_summed_with_a_warning(tmp_path):
+    text = [*_nsys_table([(3_000, 1, "copy(float*)")]), "", *_nsys_table([(5_000, 3, "copy(float*)")]), ""]
+    f = tmp_path / "nsys.txt"
+    f.write_text("\n".join(text) + "\n")
+    t = kernel_table([f])
+    assert t.iloc[0]["launches"] == 4 and t.iloc[0]["time_s"] == pytest.approx(8_000e-9, rel=1e-4)
+    assert any("2 nsys runs" in w and "summed" in w for w in t.attrs["warnings"])
+
+
+def test_nvtx_with_an_nsys_summary_adds_no_kernel_from_outside_the_range(tmp_path):
+    """The ncu kernel ran inside 'step'; nsys (no ranges) also saw 'other', which may have run anywhere."""
+    ncu = tmp_path / "ncu.txt"
+    ncu.write_text((DATA / "text_new_sections.txt").read_text().replace("<0,matmul>", "<0,step>"))
+    nsys = tmp_path / "nsys.txt"
+    nsys.write_text("\n".join([*_nsys_table([(9_000, 3, "other_kernel(float*)")]), ""]) + "\n")
+    t = kernel_table([ncu], nsys=[nsys], nvtx="step")
+    assert "other_kernel(float*)" not in set(t["kernel"])
+
+
+def test_two_passes_that_both_carry_launch_facts_still_merge(tmp_path):
+    """Both passes ran with LaunchStats (grid and block size as metrics): they are still one set of launches."""
+    facts = {"launch__grid_size": ("", "1,024"), "launch__block_size": ("", "256")}
+    a = details_csv(tmp_path / "a.csv", [(0, 1, "k", {**facts, "dram__bytes.sum": ("Kbyte", "64")})])
+    b = details_csv(tmp_path / "b.csv", [(0, 2, "k", {**facts, FFMA: ("inst", "10"), FADD: ("inst", "0"),
+                                                      FMUL: ("inst", "0")})])
+    k = kernel_table([a, b]).iloc[0]
+    assert k["launches"] == 1 and k["dram_bytes"] == 64_000 and k["flops"] == 20

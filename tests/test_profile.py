@@ -111,3 +111,16 @@ def test_success_writes_csv_and_prints_kernel_table(tmp_path, monkeypatch, capsy
     assert "--clock-control none" in err and "regex:saxpy" in err  # the command, shell-quoted, on stderr
     assert "saxpy" in out  # the kernel table of the result
     assert profile.main(["--ncu", str(ncu), "--out", "run1", "--", "./app"]) == 2  # exists: needs --force
+
+
+def test_the_tensor_flop_counters_and_the_hfma2_mma_count_are_asked_for_only_where_offered():
+    offered = {profile.base_name(m) for m in profile.ROOFLINE_METRICS} | {
+        "sm__ops_path_tensor_src_fp16", "sm__ops_path_tensor_src_fp16_dst_fp32",
+        "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2"}
+    cmd = profile.ncu_command(["./app"], log_file="x.csv", available=offered)
+    metrics = cmd[cmd.index("--metrics") + 1].split(",")
+    # the fp16 total, not also its destination part; ncu's own count of HFMA2.MMA moves
+    assert "sm__ops_path_tensor_src_fp16.sum" in metrics and "sm__ops_path_tensor_src_fp16_dst_fp32.sum" not in metrics
+    assert "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum" in metrics
+    unknown = profile.ncu_command(["./app"], log_file="x.csv", available=None)  # the listing failed: none
+    assert not any("ops_path" in m or "hfma2" in m for m in unknown[unknown.index("--metrics") + 1].split(","))

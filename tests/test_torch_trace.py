@@ -256,3 +256,49 @@ def test_a_filter_drops_the_busy_time_of_the_whole_trace(tmp_path):
     f = trace(tmp_path / "step.json", model_events())
     assert kernel_table([f]).attrs["busy_s"] == pytest.approx(37e-6)
     assert kernel_table([f], kernel_regex="sgemm").attrs["busy_s"] is None
+
+
+def test_a_conv_is_counted_once_on_its_compute_kernel(tmp_path):
+    """AlexNet's structure: conv2d > convolution > _convolution > (cudnn_convolution: the GEMM; add_: the
+    bias). N=8, 3->64 channels, 11x11, stride 4, no padding: (224 - 11) // 4 + 1 = 54, so 54x54 outputs and
+    2 x 8 x (64 x 3 x 11 x 11) x 54 x 54 FLOPs."""
+    dims = [[8, 3, 224, 224], [64, 3, 11, 11], [64]]
+    concrete = ["", "", "", "[4, 4]", "[0, 0]", "[1, 1]", "1"]
+    conv = {"Input Dims": dims, "Input type": ["float"] * 3, "Concrete Inputs": concrete}
+    events = [
+        x("cpu_op", "aten::conv2d", 0, 100, **{"External id": 1, **conv}),
+        x("cpu_op", "aten::convolution", 1, 98, **{"External id": 2, "Input Dims": dims + [[]] * 6,
+                                                   "Input type": ["float"] * 3 + ["ScalarList"] * 3 + ["Scalar"] * 3,
+                                                   "Concrete Inputs": ["", "", "", "[4, 4]", "[0, 0]", "[1, 1]",
+                                                                       "False", "[0, 0]", "1"]}),
+        x("cpu_op", "aten::cudnn_convolution", 10, 30, **{"External id": 3}),
+        x("cuda_runtime", "cudaLaunchKernel", 20, 2, correlation=11),
+        x("cpu_op", "aten::add_", 50, 20, **{"External id": 4}),
+        x("cuda_runtime", "cudaLaunchKernel", 55, 2, correlation=12),
+        x("kernel", "implicit_convolve_sgemm", 200, 40, pid=0, tid=7, correlation=11),
+        x("kernel", "elementwise_kernel_add", 241, 50, pid=0, tid=7, correlation=12)]  # longer, but no rule
+    t = kernel_table([trace(tmp_path / "conv.json", events)], per_launch=True)
+    flops = 2 * 8 * (64 * 3 * 11 * 11) * 54 * 54
+    assert t["flops"].sum() == flops  # once, not also for the ops inside conv2d
+    gemm = t[t["kernel"] == "implicit_convolve_sgemm"].iloc[0]
+    assert gemm["flops_fp32"] == flops and gemm["op"] == "aten::conv2d"
+    bias = t[t["kernel"] == "elementwise_kernel_add"].iloc[0]
+    assert bias["flops"] == 0 and bias["alg_bytes"] == 0
+
+
+def test_busy_time_is_per_gpu_and_summed(tmp_path):
+    """One process driving two GPUs at the same time (DataParallel): 10 us busy on each, 20 GPU-us."""
+    events = [x("kernel", "a", 0, 10, pid=0, tid=7, correlation=1, device=0),
+              x("kernel", "a", 0, 10, pid=1, tid=7, correlation=2, device=1)]
+    assert kernel_table([trace(tmp_path / "dp.json", events)]).attrs["busy_s"] == pytest.approx(20e-6)
+
+
+def test_an_op_and_its_same_length_child_nest_by_external_id(tmp_path):
+    """Integer-microsecond traces give a parent and child the same ts and dur: the smaller External id is the
+    parent, whatever the file order."""
+    events = [x("cpu_op", "aten::mul", 0, 10, **{"External id": 8}),
+              x("cpu_op", "reducer::mul_out", 0, 10, **{"External id": 7}),
+              x("cuda_runtime", "cudaLaunchKernel", 5, 1, correlation=1),
+              x("kernel", "mul_kernel", 20, 3, pid=0, tid=7, correlation=1)]
+    t = read_profile(trace(tmp_path / "tie.json", events))
+    assert t.iloc[0]["op"] == "aten::mul"
