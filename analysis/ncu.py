@@ -56,7 +56,7 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     holds (COUNTERS or TIMES, analysis.formats).
     """
     source = read_source(path)
-    found = detect(source, binary=True) or detect(source)
+    found = source.memo["binary_format"] or detect(source)
     if found is None:
         _not_a_profile(source)
     fmt, where = found
@@ -88,7 +88,8 @@ def read_source(path: str | os.PathLike) -> Source:
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     source = Source(data, str(p), file)
-    if detect(source, binary=True) is not None:
+    source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
+    if source.memo["binary_format"] is not None:
         return source
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
@@ -96,7 +97,9 @@ def read_source(path: str | os.PathLike) -> Source:
         data, file = data.removeprefix(UTF8_BOM), None
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    return Source(data, str(p), file)
+    text = Source(data, str(p), file)
+    text.memo["binary_format"] = None
+    return text
 
 
 def _not_a_profile(source: Source) -> None:
