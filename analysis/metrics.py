@@ -183,18 +183,6 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     moves = counted.where(counted.notna(), outside.where(is_outside, inside.where(is_inside, 0.0))).fillna(0.0)
     moves_in_hmma = counted.notna() | is_inside | ~has_parts
     out["hfma_phantom"] = np.minimum(WARP_THREADS * moves, hfma.fillna(0.0))
-    per_hmma = cc.map(HMMA_FLOPS_PER_INST).astype("float64")
-    per_dmma = cc.map(DMMA_FLOPS_PER_INST).astype("float64")
-    unknown = pd.Series(np.nan, index=df.index)  # IMMA: integer ops of several shapes, no FLOPs
-    # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it
-    real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
-    by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
-    out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
-    out["ops_tensor_int"] = _times(imma.fillna(0), unknown).where(imma.notna(), np.nan)
-    out["tensor_rule"] = [f"x{n:.0f} per instruction (CC {c})" if n == n else "" for n, c in zip(per_hmma, cc)]
-    # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80)
-    out["tensor_type"] = [_one_type({"fp16": h, "fp64": d}) for h, d in zip(real_hmma, dmma)]
-    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _times(moves, per_hmma).fillna(0)
     ops = tensor_ops_columns(df.columns)
     floats = [src for src in ops if not _is_integer(src)]
     integers = [src for src in ops if _is_integer(src)]
@@ -203,14 +191,25 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
         names = [n for src in srcs for n in ops[src]]
         return df[names].astype("float64").sum(axis=1, min_count=len(names))
 
+    # IMMA: integer ops of several shapes, no FLOPs; 0 instructions are 0 ops
+    out["ops_tensor_int"] = summed(integers) if integers else imma.where(imma == 0)
     if floats:  # the FLOP counters themselves: they count no moves
         out["flops_tensor"] = summed(floats)
         out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"]
         out["tensor_rule"] = "ops counters"
         by_src = [summed([src]) for src in floats]
         out["tensor_type"] = [_one_type(dict(zip(floats, values))) for values in zip(*by_src)]
-    if integers:
-        out["ops_tensor_int"] = summed(integers)
+        return out
+    per_hmma = cc.map(HMMA_FLOPS_PER_INST).astype("float64")
+    per_dmma = cc.map(DMMA_FLOPS_PER_INST).astype("float64")
+    # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it
+    real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
+    by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
+    out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
+    out["tensor_rule"] = [f"x{n:.0f} per instruction (CC {c})" if n == n else "" for n, c in zip(per_hmma, cc)]
+    # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80)
+    out["tensor_type"] = [_one_type({"fp16": h, "fp64": d}) for h, d in zip(real_hmma, dmma)]
+    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _times(moves, per_hmma).fillna(0)
     return out
 
 

@@ -37,7 +37,6 @@ US = 1e-6  # trace times are microseconds
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 MEMORY_CATEGORIES = ("gpu_memcpy", "gpu_memset")
 MODULE_PREFIX = "nn.Module: "
-STEP_PREFIX = "ProfilerStep#"
 # the roofline precision of work done in each dtype by the operators with FLOP rules (GEMM, conv, attention)
 PRECISION_COLUMN = {"fp64": "flops_fp64", "fp32": "flops_fp32", "fp16": "flops_tensor", "bf16": "flops_tensor",
                     "fp8": "flops_tensor"}
@@ -125,7 +124,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                             f"activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device")
     rank = (doc.get("distributedInfo") or {}).get("rank")
     process = f"rank {rank}" if rank is not None else None
-    memory = by_cat.get("gpu_memcpy", []) + by_cat.get("gpu_memset", [])
+    memory = [e for cat in MEMORY_CATEGORIES for e in by_cat.get(cat, [])]
 
     launches = {}
     for cat in LAUNCH_CATEGORIES:

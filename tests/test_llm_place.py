@@ -103,7 +103,6 @@ def ai(batch: int) -> float:
 def test_decode_turns_compute_bound_where_the_gemms_intensity_reaches_the_ridge(tiny):
     """Compute 2 B N / 1e14 >= memory (2 N + 2 B IN_OUT) / 1e12 from B = N / (N / 100 - IN_OUT) = 222.8: batch
     223, where the GEMMs' intensity first reaches the ridge (100 FLOP/B)."""
-    assert N / (N / 100 - IN_OUT) == pytest.approx(222.77, abs=0.01)
     assert ai(222) < ROOFS.ridge("tensor.bf16") == 100 <= ai(223)
     assert crossover_batch(tiny, Setup(prompt=100), ROOFS) == 223
 

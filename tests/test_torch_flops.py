@@ -284,6 +284,8 @@ def test_a100_trace_linear_holds_its_addmm():
                   and linear["ts"] <= e["ts"] <= linear["ts"] + linear["dur"]]
         assert len(inside) == 1
         assert _event_work(inside[0]) == _event_work(linear)
+        (m, k), (_, n) = inside[0]["args"]["Input Dims"][1:3]  # addmm(bias, mat1 [m, k], mat2 [k, n])
+        assert _event_work(linear).flops == 2 * m * k * n
 
 
 def test_alexnet_trace_without_shapes():
