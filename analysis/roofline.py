@@ -124,7 +124,7 @@ class Roofs:
         if bandwidths[0] is None:
             raise CeilingsError(f"{origin or 'roofs'}: no valid DRAM bandwidth ceiling; a roofline needs one "
                                 f"(rerun `python -m ceilings.measure` with the dram group)")
-        clocks = [c.clocks.sm_hz_median for c in rec.ceilings if c.clocks.sm_hz_median]
+        clocks = [c.clocks.sm_hz for c in rec.ceilings if c.clocks.sm_hz]
         sm_clock = float(np.median(clocks)) if clocks else rec.device.max_sm_clock_hz
         sweeps = tuple(Sweep(s.name, s.points) for s in rec.sweeps if s.name.startswith("intensity."))
         return cls(device=rec.device.name or UNKNOWN_GPU,

@@ -370,7 +370,7 @@ def _medians(peers: Sequence[Gpu], best: Mapping[str, Mapping[str, Ceiling]]) ->
         values = [v for v in values if v is not None]
         return float(np.median(values)) if values else None
 
-    return {name: _Medians(median(c.value for c in cs), median(c.clocks.sm_hz_median for c in cs),
+    return {name: _Medians(median(c.value for c in cs), median(c.clocks.sm_hz for c in cs),
                            median(c.clocks.mem_hz_median for c in cs)) for name, cs in per_name.items()}
 
 
@@ -388,7 +388,7 @@ def _likely_cause(c: Ceiling, medians: Mapping[str, _Medians], differs: list[str
     if limiting:
         causes.append(f"throttled ({', '.join(limiting)})")
     peer = medians.get(c.name)
-    clocks = (("SM", c.clocks.sm_hz_median, peer.sm_hz if peer else None),)
+    clocks = (("SM", c.clocks.sm_hz, peer.sm_hz if peer else None),)
     if c.kind == "bandwidth":
         clocks += (("memory", c.clocks.mem_hz_median, peer.mem_hz if peer else None),)
     for what, mine, theirs in clocks:

@@ -7,6 +7,7 @@ import copy
 from .datasheet import match_device
 from .nvml import LIMITING_REASONS
 from .peaks import arch_units, clock_derived_peaks, missing_reason
+from .roofs import run_sm_hz
 
 # A run clock this far below max boost is worth a note (NVML medians jitter by a few MHz).
 CLOCK_SHORTFALL_NOTE_FRACTION = 0.03
@@ -55,7 +56,7 @@ def annotate(ceiling: dict, device: dict) -> dict:
     datasheet = row.peaks().get(key) if row else None
     cd_max = clock_derived_peaks(device).get(key)
     kernel_sm, nvml_sm = clocks.get("sm_hz_kernel_median"), clocks.get("sm_hz_median")
-    run_sm = kernel_sm or nvml_sm
+    run_sm = run_sm_hz(clocks)
     run_mem = clocks.get("mem_hz_median")
     if key == "dram":
         run_device = {**device, "memory_clock_hz": run_mem} if run_mem else None

@@ -98,13 +98,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.concurrent:
         return measure_concurrently(indices, args, argv, task)
     mode, at_once = how_measured(task, len(indices), concurrent=False)
-    status = 0
+    codes = []
     for index in indices:
-        status = max(status, measure_device(index, benches, args, argv, task, mode, at_once,
-                                            several_gpus=len(indices) > 1))
-        if status == EXIT_INTERRUPTED:
+        codes.append(measure_device(index, benches, args, argv, task, mode, at_once,
+                                    several_gpus=len(indices) > 1))
+        if codes[-1] == EXIT_INTERRUPTED:
             break
-    return status
+    return worst(codes)
+
+
+# exit codes from the worst outcome to the best: a GPU that failed (no file) outweighs one whose ceilings
+# are partly invalid (a file that says why), whatever the numbers
+SEVERITY = (EXIT_INTERRUPTED, 1, EXIT_USER_ERROR, EXIT_SOME_INVALID, 0)
+
+
+def worst(codes) -> int:
+    """The run's exit code from its GPUs' codes: the most severe; a process killed by a signal (negative,
+    no file) counts as failed."""
+    known = [EXIT_USER_ERROR if c < 0 else c for c in codes]
+    return next((c for c in SEVERITY if c in known), max(known, default=0))
 
 
 def check_request(args, task: Task) -> None:
@@ -242,9 +254,7 @@ def measure_concurrently(indices: list[int], args, argv, task: Task) -> int:
     for index, code in zip(indices, codes):
         if code < 0:  # killed by a signal: no file for that GPU, so the run is no pass
             log(f"GPU {index}: its process was killed (signal {-code}); it wrote no roofs file")
-    if EXIT_INTERRUPTED in codes:
-        return EXIT_INTERRUPTED
-    return EXIT_USER_ERROR if any(c < 0 for c in codes) else max(codes)
+    return worst(codes)
 
 
 def _measure_worker(index: int, args, argv, task: Task, at_once: int) -> None:

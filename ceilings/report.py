@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .roofs import run_sm_hz
+
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
@@ -40,8 +42,10 @@ def best_per_name(ceilings: Sequence[dict]) -> list[dict]:
 
 def numba_ratio(ceilings: Sequence[dict], name: str) -> float | None:
     """Numba / CUDA C for a ceiling measured validly in both backends."""
-    by_backend = {c["backend"]: c["value"] for c in ceilings
-                  if c["name"] == name and c["valid"] and c["value"]}
+    by_backend: dict[str, float] = {}
+    for c in ceilings:  # the best valid value of each backend (a ceiling has several launch variants)
+        if c["name"] == name and c["valid"] and c["value"]:
+            by_backend[c["backend"]] = max(c["value"], by_backend.get(c["backend"], 0.0))
     if "numba" in by_backend and "cuda-c" in by_backend:
         return by_backend["numba"] / by_backend["cuda-c"]
     return None
@@ -73,7 +77,7 @@ def ceilings_table(doc: dict) -> str:
     for c in best_per_name(doc["ceilings"]):
         peaks = c.get("peaks") or {}
         clock = peaks.get("clock_derived_run") or peaks.get("clock_derived_max")
-        sm = (c.get("clocks") or {}).get("sm_hz_median")
+        sm = run_sm_hz(c.get("clocks"))
         ratio = numba_ratio(doc["ceilings"], c["name"])
         vs_library = library_ratio(doc["ceilings"], c)
         rows.append([

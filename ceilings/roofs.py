@@ -8,6 +8,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from . import atomic
@@ -140,6 +141,13 @@ _SAMPLES_KEY = b'"samples_s": ['
 _NUMBER_BYTES = b"0123456789.eE+-, \t\r\n"
 
 
+def run_sm_hz(clocks: Mapping | None) -> float | None:
+    """The SM clock a benchmark ran at, from a ceiling's `clocks` object: the clock kernel's (measured on
+    the SMs, on the benchmark's stream), else NVML's samples; None when neither answered."""
+    clocks = clocks or {}
+    return clocks.get("sm_hz_kernel_median") or clocks.get("sm_hz_median")
+
+
 @dataclass(frozen=True)
 class Clocks:
     """What NVML saw while one benchmark ran; None where it did not answer (no NVML: every field)."""
@@ -151,6 +159,11 @@ class Clocks:
     throttle_reasons: tuple[str, ...] | None = None  # every reason seen (ceilings.nvml.THROTTLE_REASONS)
     # The clock kernel's median over its readings (1.2; None before, on the simulator, or when it failed)
     sm_hz_kernel_median: float | None = None
+
+    @property
+    def sm_hz(self) -> float | None:
+        """The SM clock the benchmark ran at: run_sm_hz."""
+        return self.sm_hz_kernel_median or self.sm_hz_median
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ceilings.atomic import STDOUT, write_text
+from ceilings.roofs import run_sm_hz
 from ceilings.errors import CeilingsError, cli_entry
 from ceilings.report import ceiling_status, format_rate, markdown_table
 from scripts.outdir_cli import existing_folder, script_parser
@@ -117,16 +118,18 @@ def _gib(b):
 def ceilings_section(roofs: dict | None, quick: dict | None) -> list[str]:
     if roofs is None:
         return ["### Ceilings", "", "No roofs file was produced: see `logs/measure.log`.", ""]
-    quick_by = {(c["name"], c["backend"]): c for c in (quick or {}).get("ceilings", [])} if quick is not roofs else {}
+    # a ceiling's launch variants differ by kernel label (dram_copy[waves]): each row its own quick figure
+    quick_by = ({(c["name"], c["backend"], c["kernel"]): c for c in (quick or {}).get("ceilings", [])}
+                if quick is not roofs else {})
     rows = []
     for c in roofs["ceilings"]:
         peaks = c.get("peaks") or {}
         clock = peaks.get("clock_derived_run") or peaks.get("clock_derived_max")
-        q = quick_by.get((c["name"], c["backend"]))
+        q = quick_by.get((c["name"], c["backend"], c["kernel"]))
         status = ceiling_status(c)
         rows.append([c["name"], c["backend"], f"`{c['kernel']}`", format_rate(c["value"], c["unit"]),
                      "-" if q is None else format_rate(q["value"], q["unit"]),
-                     mhz((c.get("clocks") or {}).get("sm_hz_median")),
+                     mhz(run_sm_hz(c.get("clocks"))),
                      format_rate(clock, c["unit"]), pct(peaks.get("of_clock_derived")),
                      format_rate(peaks.get("datasheet"), c["unit"]), pct(peaks.get("of_datasheet")), status])
     table = markdown_table(["ceiling", "backend", "kernel", "measured", "--quick", "SM clock", "clock-derived",

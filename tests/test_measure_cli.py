@@ -222,8 +222,16 @@ def test_concurrent_all_devices_writes_one_file_per_gpu_saying_so(tmp_path):
     count = cupy.cuda.runtime.getDeviceCount()
     out = run("--device", "all", "--concurrent", "--quick", "--only", "dram.copy", "--no-plots",
               "--out", "roofs-%g-%u.json", cwd=tmp_path)
-    assert out.returncode in (0, 1), out.stderr[-2000:]
+    assert out.returncode in (0, measure.EXIT_SOME_INVALID), out.stderr[-2000:]
     records = [load_record(p) for p in sorted(tmp_path.glob("roofs-*.json"))]
     assert len(records) == count
     assert {(r.launch.mode, r.launch.gpus_at_once) for r in records} == {("concurrent", count)}
     assert len({r.device.uuid for r in records}) == count
+
+
+def test_the_run_exit_code_is_its_most_severe_gpu():
+    """GPU 0 failed (2, no file), GPU 1 ran with an invalid ceiling (3): the run failed, whatever 3 > 2."""
+    assert measure.worst([2, 3]) == 2
+    assert measure.worst([3, 0]) == 3 and measure.worst([0, 0]) == 0 and measure.worst([]) == 0
+    assert measure.worst([-9, 3]) == 2  # killed by a signal: no file
+    assert measure.worst([3, 130, 1]) == 130 and measure.worst([1, 2]) == 1

@@ -1,3 +1,5 @@
+import pytest
+
 from ceilings.gaps import annotate
 from ceilings.report import best_per_name, ceilings_table, format_rate, numba_ratio, roofs_summary
 from tests.test_roofs import ceiling, doc
@@ -16,6 +18,10 @@ def test_best_per_name_and_numba_ratio():
     assert [(c["name"], c["value"]) for c in best] == [("dram.copy", 4.0e12), ("dram.read", None)]
     assert numba_ratio(cs, "dram.copy") == 0.75  # 3.0 / 4.0
     assert numba_ratio(cs, "dram.read") is None
+    # launch variants: the best valid value of each backend, 3.2 / 3.4, whatever their order
+    variants = [ceiling(value=v * 1e12) for v in (3.3, 3.4, 3.0)] + [
+        ceiling(value=v * 1e12, backend="numba") for v in (3.2, 2.0)]
+    assert numba_ratio(variants, "dram.copy") == pytest.approx(3.2 / 3.4)
 
 
 def test_table_shows_peaks_ratios_and_invalid_reasons():
@@ -64,3 +70,10 @@ def test_hand_written_tensor_ceilings_show_their_ratio_to_cublas():
     column = [c.strip() for c in header.split("|")].index("vs cuBLAS")
     cell = {name: [c.strip() for c in line.split("|")][column] for name, line in rows.items()}
     assert cell == {"wgmma.bf16": "112%", "tensor.bf16": "75%", "cublas.bf16": "-", "wgmma.fp8": "-"}
+
+
+def test_the_sm_clock_column_is_the_one_the_peak_used_kernel_first():
+    """The clock kernel saw 1.50 GHz, NVML 1.98 GHz: the table's SM MHz says 1500, as % clk is computed."""
+    c = ceiling(value=4.3e12, clocks={"sm_hz_median": 1.98e9, "sm_hz_kernel_median": 1.5e9})
+    row = next(line for line in ceilings_table(doc(ceilings=[c])).splitlines() if line.startswith("| dram.copy"))
+    assert "| 1500 " in row and "| 1980 " not in row
