@@ -18,6 +18,7 @@ its own -arch=sm_90 to NVRTC, and wgmma exists only in the arch-specific sm_90a 
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -171,18 +172,25 @@ def _source(op: WgmmaOp) -> Callable[[Plan], CudaSource]:
     return source
 
 
+@functools.lru_cache(maxsize=None)
+def _cubin(code: str, file: str, options: tuple[str, ...], name_expression: str) -> tuple[bytes, str]:
+    """NVRTC's cubin of one source and its kernel's lowered name, once per source (plans share sources)."""
+    from .inspect import nvrtc_cubin
+
+    cubin, names = nvrtc_cubin(code, file, options, (name_expression,),
+                               ARCH.removesuffix("a"))  # the device's arch; the source's options name sm_90a
+    return cubin, names[name_expression]
+
+
 def load_kernel(source: CudaSource):
     """The kernel compiled by NVRTC for sm_90a and loaded from its cubin through CuPy."""
     import cupy
 
-    from .inspect import nvrtc_cubin
-
-    cubin, names = nvrtc_cubin(source.code, source.file, source.options, (source.name_expression,),
-                               ARCH.removesuffix("a"))  # the device's arch; the source's options name sm_90a
+    cubin, name = _cubin(source.code, source.file, tuple(source.options), source.name_expression)
     with tempfile.TemporaryDirectory(prefix="ceilings-wgmma-") as folder:
         path = Path(folder) / "wgmma.cubin"
         path.write_bytes(cubin)
-        return cupy.RawModule(path=str(path)).get_function(names[source.name_expression])
+        return cupy.RawModule(path=str(path)).get_function(name)
 
 
 def _prepare(op: WgmmaOp) -> Callable[[Plan, Runtime], Prepared]:

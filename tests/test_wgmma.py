@@ -159,11 +159,10 @@ def test_mismatch_catches_a_dropped_loop_and_names_a_layout_error():
 def _sass(source: CudaSource) -> str:
     pytest.importorskip("cupy")
     from ceilings.errors import MissingDependency
-    from kernels.inspect import nvrtc_cubin
 
     tool = cuobjdump()
-    try:
-        cubin, names = nvrtc_cubin(source.code, source.file, source.options, (source.name_expression,), "sm_90")
+    try:  # the cubin the benchmark loads on a GPU (compiled once per source)
+        cubin, _ = wgmma._cubin(source.code, source.file, tuple(source.options), source.name_expression)
     except MissingDependency as exc:
         pytest.skip(str(exc))
     with tempfile.TemporaryDirectory() as folder:
