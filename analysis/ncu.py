@@ -32,8 +32,9 @@ import pandas as pd
 from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry, describe
 
-from . import ncu_csv
-from .formats import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source, detect
+from .readers import ncu_csv
+from .readers.contract import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+from .readers.registry import detect
 from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
                       launch_time, with_rates)
 
@@ -53,7 +54,7 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
-    holds (COUNTERS or TIMES, analysis.formats).
+    holds (COUNTERS or TIMES, analysis.readers.contract).
     """
     source = read_source(path)
     found = source.memo["binary_format"] or detect(source)

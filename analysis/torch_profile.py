@@ -15,7 +15,7 @@ Around an unmodified script: `profile_script(["train.py", ...], "runs/step")`, b
 `python -m analysis.profile --torch --out DIR -- SCRIPT.py ARGS` (each optimizer step is a profiler step).
 
 What is recorded: CPU and CUDA activity (the CPU only where torch sees no CUDA device), input shapes (the
-trace reader, analysis.torch_trace, rebuilds FLOPs and algorithmic bytes from them), memory, FLOPs for
+trace reader, analysis.readers.torch_trace, rebuilds FLOPs and algorithmic bytes from them), memory, FLOPs for
 key_averages(), and the Python tracer (with_stack), whose "nn.Module: ..." ranges `--by module` reads:
 with_modules alone names modules of TorchScript models only. One TensorBoard trace per recorded cycle of the
 schedule goes into the folder (torch.profiler.tensorboard_trace_handler), `<host>_<pid>.<ns>.pt.trace.json`.

@@ -20,3 +20,12 @@ def test_importing_does_not_import_heavy_packages(module):
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'cupy', 'numba', 'pynvml', 'matplotlib'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_reader_contract_imports_no_reader():
+    """The contract is the readers' shared vocabulary; the registry, not the contract, knows the readers."""
+    code = ("import sys, analysis.readers.contract; "
+            "print(sorted(m for m in sys.modules if m.startswith('analysis.') and m not in "
+            "('analysis.readers', 'analysis.readers.contract')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"

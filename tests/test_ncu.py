@@ -301,7 +301,7 @@ def test_truncated_mid_table_names_file_and_line(tmp_path, capsys):
 
 
 def test_ncu_rep_without_ncu_report_says_how_to_convert(tmp_path, capsys, monkeypatch):
-    from analysis import ncu_rep
+    from analysis.readers import ncu_rep
 
     monkeypatch.setattr(ncu_rep, "_import_ncu_report", lambda: None)
     f = tmp_path / "r.ncu-rep"
@@ -311,7 +311,7 @@ def test_ncu_rep_without_ncu_report_says_how_to_convert(tmp_path, capsys, monkey
 
 
 def test_ncu_rep_through_ncu_report_module(tmp_path, monkeypatch):
-    from analysis import ncu_rep
+    from analysis.readers import ncu_rep
 
     class Metric:
         def __init__(self, v, u):
@@ -454,7 +454,7 @@ def test_sample_summary_failed_nvtx_raw_nsys(capsys):
 
 @needs_samples
 def test_sample_ncu_rep_without_module(capsys, monkeypatch):
-    from analysis import ncu_rep
+    from analysis.readers import ncu_rep
 
     monkeypatch.setattr(ncu_rep, "_import_ncu_report", lambda: None)
     f = SAMPLES / "gene_v100_ncu2020.1_csv/dram_ncuroof-time-0.ncu-rep"

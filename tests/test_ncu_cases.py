@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats import Source, detect
+from analysis.readers.contract import Source
+from analysis.readers.registry import detect
 from analysis.metrics import tensor_ops_columns
 from analysis.ncu import kernel_table, main, read_profile
 from ceilings.errors import CeilingsError

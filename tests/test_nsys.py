@@ -1,4 +1,4 @@
-"""nsys stats reports (analysis.nsys): each recognised by its header, read from CSV and text, old and new.
+"""nsys stats reports (analysis.readers.nsys): each recognised by its header, read from CSV and text, old and new.
 
 Expected values are read off the fixtures in tests/data/nsys by hand (times in ns there, seconds here).
 """
@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import nsys
-from analysis.formats import Format, Source, detect
+from analysis.readers import nsys
+from analysis.readers.contract import Format, Source
+from analysis.readers.registry import detect
 from ceilings.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "nsys"

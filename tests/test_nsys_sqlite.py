@@ -1,4 +1,4 @@
-"""Nsight Systems SQLite exports and .nsys-rep reports (analysis.nsys_sqlite).
+"""Nsight Systems SQLite exports and .nsys-rep reports (analysis.readers.nsys_sqlite).
 
 The exports are built here with sqlite3, with the tables and columns of NVIDIA's export schema; every expected
 value below is read off the rows put in (times in ns there, seconds in the profile).
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import nsys_sqlite
-from analysis.formats import Source, detect
+from analysis.readers import nsys_sqlite
+from analysis.readers.contract import Source
+from analysis.readers.registry import detect
 from analysis.ncu import kernel_table, read_profile
 from ceilings.errors import CeilingsError
 

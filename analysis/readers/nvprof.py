@@ -10,7 +10,7 @@ import re
 
 from ceilings.errors import CeilingsError
 
-from .formats import COUNTERS, Format, Source
+from .contract import COUNTERS, Format, Source
 
 # "==12345== NVPROF is profiling process 12345, command: ./app" and "==12345== Profiling result:"
 NVPROF_LINE = re.compile(r"^==\d+== (?:NVPROF is profiling process|Profiling application:)", re.MULTILINE)

@@ -60,7 +60,7 @@ import pandas as pd
 
 from ceilings.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
 
-from .formats import TIMES, Format, Source
+from .contract import TIMES, Format, Source
 from .nsys import TIME_METRIC
 
 MAGIC = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database (sqlite.org/fileformat2.html)

@@ -15,9 +15,9 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError
 
-from .formats import COUNTERS, Format, Source
+from .contract import COUNTERS, Format, Source
 from .ncu_text import metric_key
-from .units import unit_factor
+from ..units import unit_factor
 
 MAGIC = b"NVR\0"
 NCU_REPORT_DIRS = ("/opt/nvidia/nsight-compute/*/extras/python", "/opt/nvidia/nsight-compute*/extras/python",

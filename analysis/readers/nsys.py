@@ -31,8 +31,8 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError
 
-from .formats import TIMES, Format, Source
-from .units import parse_value
+from .contract import TIMES, Format, Source
+from ..units import parse_value
 
 TIME_METRIC = "gpu__time_duration.sum"
 AVG_COLUMNS = ("Avg (ns)", "Average (ns)", "Average")  # nsys 2022-, 2021, 2020 (docs: section nsys)

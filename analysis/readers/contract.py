@@ -1,4 +1,5 @@
-"""The registry of profile formats: how each is recognised, how it is read, and what it yields.
+"""The contract every profile reader follows: how a format is recognised, how it is read, and what it yields.
+This module imports no reader (the registry, analysis.readers.registry, lists them).
 
 Every reader follows one contract. `find(source)` looks at a file's content (never its name) and returns
 None when the file is not in that format, else whatever `read` needs to start (an offset, a match). `read(
@@ -7,7 +8,7 @@ launch) with the columns of `META_COLUMNS` (missing ones are filled in), then on
 base units (bytes, seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters,
 and often times) or TIMES (times only, matched to counters by kernel name).
 
-A new format is one module with one `Format`, listed in `FORMATS`; the first whose `find` answers wins.
+A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose `find` answers wins.
 """
 
 from __future__ import annotations
@@ -54,25 +55,3 @@ class Format:
     find: Callable[[Source], Any]
     read: Callable[[Source, Any], pd.DataFrame]
     binary: bool = False  # recognised by magic bytes, before a file is taken for text
-
-
-def formats() -> tuple[Format, ...]:
-    """Every format, in the order they are tried (the most specific first)."""
-    from . import ncu_csv, ncu_rep, ncu_text, nsys, nsys_sqlite, nvprof, torch_trace
-
-    return (ncu_rep.REPORT, nsys_sqlite.SQLITE, nsys_sqlite.REPORT,
-            ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV,
-            nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
-            torch_trace.TRACE, nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
-
-
-def detect(source: Source, binary: bool = False) -> tuple[Format, Any] | None:
-    """The first format that recognises `source`, and what its `find` returned: of the binary formats
-    (magic bytes) or of the text ones."""
-    for fmt in formats():
-        if fmt.binary != binary:
-            continue
-        found = fmt.find(source)
-        if found is not None:
-            return fmt, found
-    return None

@@ -17,9 +17,9 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError
 
-from .formats import COUNTERS, Format, Source
-from .metrics import METRIC_ALIASES, canonical_metric
-from .units import parse_value, unit_factor
+from .contract import COUNTERS, Format, Source
+from ..metrics import METRIC_ALIASES, canonical_metric
+from ..units import parse_value, unit_factor
 
 CLI_SECTION = "Command line profiler metrics"
 MIN_METRIC_TABLE_SPANS = 3  # name, unit, value; rule separators ("----- -----") have 2

@@ -30,8 +30,8 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError
 
-from .formats import COUNTERS, Format, Source
-from .metrics import canonical_metric
+from .contract import COUNTERS, Format, Source
+from ..metrics import canonical_metric
 
 US = 1e-6  # trace times are microseconds
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -109,7 +109,7 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    from .torch_flops import OPS as FLOP_OPS, op_work
+    from ..torch_flops import OPS as FLOP_OPS, op_work
 
     doc = _load(source)
     device = _device(doc, source.path)
@@ -248,8 +248,8 @@ def operator_work(path) -> pd.DataFrame:
     """Every operator event of a trace (CPU-only traces too) that has a FLOP rule: name, input dims (as
     text), flops, precision, alg_bytes, cpu_time_s. Nested operators are all listed (aten::linear and the
     aten::addmm inside it): sum the ones of one level, as the kernel table does through kernels."""
-    from .ncu import read_source
-    from .torch_flops import op_work
+    from ..ncu import read_source
+    from ..torch_flops import op_work
 
     source = read_source(path)
     if _find(source) is None:

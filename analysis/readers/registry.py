@@ -1,0 +1,28 @@
+"""The registry of profile formats: every reader of this package, in the order they are tried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import ncu_csv, ncu_rep, ncu_text, nsys, nsys_sqlite, nvprof, torch_trace
+from .contract import Format, Source
+
+
+def formats() -> tuple[Format, ...]:
+    """Every format, in the order they are tried (the most specific first)."""
+    return (ncu_rep.REPORT, nsys_sqlite.SQLITE, nsys_sqlite.REPORT,
+            ncu_csv.OWN_CSV, ncu_csv.DETAILS_CSV, ncu_csv.RAW_CSV, ncu_csv.SUMMARY_CSV,
+            nsys.CSV, nsys.EXEC_CSV, nsys.TRACE_CSV,
+            torch_trace.TRACE, nvprof.TEXT, ncu_text.TEXT, nsys.TEXT, nsys.EXEC_TEXT, nsys.TRACE_TEXT)
+
+
+def detect(source: Source, binary: bool = False) -> tuple[Format, Any] | None:
+    """The first format that recognises `source`, and what its `find` returned: of the binary formats
+    (magic bytes) or of the text ones."""
+    for fmt in formats():
+        if fmt.binary != binary:
+            continue
+        found = fmt.find(source)
+        if found is not None:
+            return fmt, found
+    return None
