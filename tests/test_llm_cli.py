@@ -56,14 +56,20 @@ def test_the_text_table_names_the_gpus_and_the_roofs_source(capsys):
     assert "ops on NVIDIA A100 SXM4 80GB (CC 8.0)" in out and "qkv_proj" in out
 
 
-def test_calibration_applies_the_measured_efficiencies(capsys):
+def test_calibration_applies_the_fitted_floors_and_efficiencies(capsys):
+    """Floors (test_llm_calibrate): 3 GEMM kernels, 1 attention and 1 norm of 200 ns (the smallest kernel), the
+    elementwise kernel's 200 ns less its 18,688 B at the roof; on the H100 the floors stay, the rest shrinks."""
     doc, err = run_json(capsys, "--roofs", "H100 SXM", "--calibrate", PROFILE)
     a100, h100 = doc["gpus"]
     measured = 4e-6 + 0.8e-6 + 0.3e-6 + 0.2e-6  # gemm, attention, norm, elementwise of the profile
+    floors = 3 * 200e-9 + 200e-9 + 200e-9 + (200e-9 - 18_688 / 2039e9)
     assert a100["decode"]["first_step_time_s"] == pytest.approx(measured)
-    assert h100["decode"]["first_step_time_s"] == pytest.approx(measured * 2039 / 3350)
+    assert h100["decode"]["first_step_time_s"] == pytest.approx(floors + (measured - floors) * 2039 / 3350)
     classes = {c["op_class"]: c for c in doc["calibration"]["classes"]}
-    assert classes["gemm"]["efficiency"] == pytest.approx(2_887_120 / 2039e9 / 4e-6)
+    assert classes["gemm"]["efficiency"] == pytest.approx(2_887_120 / 2039e9 / 3.4e-6)
+    assert (classes["gemm"]["floor_s"], classes["gemm"]["kernels"], classes["gemm"]["expected"]) == \
+        pytest.approx((200e-9, 3, 9))
+    assert "gemm: the profile" in err and "more than 2x off" in err
     assert classes["communication"]["efficiency"] is None  # missing, not 0
     assert doc["calibration"]["gpu"] == "NVIDIA A100 SXM4 80GB (CC 8.0)"
     assert "match no class pattern" in err and "PROFILE FROM ANOTHER GPU" not in err
