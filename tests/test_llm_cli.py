@@ -116,6 +116,12 @@ def test_plot_content():
     ([*BASE, "--roofs", "Z999"], "no such roofs file"),
     ([*BASE, "--sweep-plot", "sweep.txt"], "must end in .png"),
     ([*BASE, "--calibrate", str(DATA / "tiny-olmo.json")], "tiny-olmo.json"),
+    (["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--prompt", "200000", "--gen", "10"],
+     "200010 tokens exceeds Llama-3.1-8B's max_position_embeddings 131072"),
+    (["--model", "Qwen2.5-0.5B", "--roofs", "H100 SXM", "--tp", "4"], "num_attention_heads 14 does not split"),
+    ([*BASE, "--memory-fraction", "1.5"], "--memory-fraction 1.5: give a share"),
+    ([*BASE, "--calibrate", PROFILE, "--calibrate", PROFILE, "--calibrate-batch", "1"],
+     "--calibrate-batch: 1 given for 2 --calibrate profiles"),
 ])
 def test_errors_are_one_line(args, needle, capsys):
     assert main(args) == 2
@@ -138,3 +144,5 @@ def test_runs_as_a_module_without_importing_matplotlib():
     help_out = subprocess.run([sys.executable, "-m", "analysis.llm", "--help"], capture_output=True, text=True,
                               check=True, cwd=Path(__file__).resolve().parents[1])
     assert "--calibrate" in help_out.stdout
+    # the conventions tokens/s and $/M tokens follow
+    assert "output tokens a sequence, the first from the prefill" in " ".join(help_out.stdout.split())

@@ -183,8 +183,9 @@ def _norm_vector(model: Model) -> int:
 
 def parameters(model: Model) -> int:
     """Every stored parameter (all experts; a tied table once)."""
-    per_layer = sum(m.n_in * m.n_out + (m.n_out if m.bias else 0) for name, ms in layer_matrices(model).items()
-                    for m in ms for _ in range(model.experts if name.startswith("experts_") else 1))
+    per_layer = sum((m.n_in * m.n_out + (m.n_out if m.bias else 0)) * (model.experts if name.startswith("experts_")
+                                                                       else 1)
+                    for name, ms in layer_matrices(model).items() for m in ms)
     table = model.vocab * model.hidden
     return (table * (1 if model.tied else 2) + model.layers * (per_layer + 2 * _norm_vector(model))
             + _norm_vector(model))
