@@ -120,6 +120,7 @@ def test_plot_content():
      "200010 tokens exceeds Llama-3.1-8B's max_position_embeddings 131072"),
     (["--model", "Qwen2.5-0.5B", "--roofs", "H100 SXM", "--tp", "4"], "num_attention_heads 14 does not split"),
     ([*BASE, "--memory-fraction", "1.5"], "--memory-fraction 1.5: give a share"),
+    ([*BASE, "--step", "5"], "--step 5: give TOKENS:CONTEXT"),
     ([*BASE, "--calibrate", PROFILE, "--calibrate", PROFILE, "--calibrate-batch", "1"],
      "--calibrate-batch: 1 given for 2 --calibrate profiles"),
 ])

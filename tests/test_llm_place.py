@@ -230,3 +230,13 @@ def test_tensor_parallelism_over_an_unknown_link_is_missing_not_free():
     result = evaluate(llama, Setup(gen=2, tp=2), gpu_of("A100 SXM4 80GB"))
     assert math.isnan(result.first_step_s)
     assert "latency" in result.decode.set_index("op").loc["all_reduce", "why"]
+
+
+def test_a_step_of_t_tokens_at_context_c(tiny):
+    """--step: 1 token at context 100 is the decode step (3,018,960 B), 100 tokens at context 0 the prefill
+    (6,895,568 B, above); per token, the step over batch x T."""
+    from analysis.llm.place import steps_table
+
+    steps = steps_table(tiny, Setup(batch=1, prompt=100), Gpu("hand", ROOFS, None, "unknown"), [(1, 100), (100, 0)])
+    assert list(steps["time_s"]) == pytest.approx([3_018_960 / 1e12, 6_895_568 / 1e12], rel=1e-12)
+    assert steps["time_per_token_s"].iloc[1] == pytest.approx(6_895_568 / 1e12 / 100, rel=1e-12)

@@ -29,6 +29,7 @@ from analysis.llm.place import (
     evaluate,
     gpu_of,
     place,
+    steps_table,
     sweep_batches,
 )
 from analysis.llm.report import render_text, to_json
@@ -94,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
                    help="a GPU's price per hour (GPU as given to --roofs, or its device name): cost per million "
                         "generated tokens")
+    p.add_argument("--step", action="append", default=[], metavar="T:C",
+                   help="also a forward pass of T tokens a sequence at context C: speculative decoding (T - 1 "
+                        "drafts verified at once) or a chunk of a chunked prefill; repeat for several")
     p.add_argument("--sweep", action="store_true", help="print the batch sweep of the decode step")
     p.add_argument("--sweep-max", type=int, default=DEFAULT_SWEEP_MAX, metavar="N",
                    help=f"largest batch of the sweep (powers of two up to it; default {DEFAULT_SWEEP_MAX})")
@@ -120,6 +124,25 @@ def _setup(args: argparse.Namespace) -> Setup:
     return Setup(batch=args.batch, prompt=args.prompt, gen=args.gen, weights=args.weights or args.activations,
                  activations=args.activations, kv_cache=args.kv_cache or args.activations, attention=args.attention,
                  group_size=args.group_size, tp=args.tp)
+
+
+def _steps(specs: Sequence[str], model: Model) -> list[tuple[int, int]]:
+    """--step T:C as (tokens, context); a one-line error for a malformed one or one past the model's context."""
+    out = []
+    for spec in specs:
+        tokens, sep, context = spec.partition(":")
+        try:
+            t, c = int(tokens), int(context)
+        except ValueError:
+            t = c = -1
+        if not sep or t < 1 or c < 0:
+            raise CeilingsError(f"--step {spec}: give TOKENS:CONTEXT, e.g. 5:2048 (4 drafts verified at context "
+                                f"2048) or 512:1024 (a prefill chunk of 512 after 1024 tokens)")
+        if model.max_context is not None and t + c > model.max_context:
+            raise CeilingsError(f"--step {spec}: {t + c} tokens exceeds {model.name}'s max_position_embeddings "
+                                f"{model.max_context}")
+        out.append((t, c))
+    return out
 
 
 def _norm(text: str) -> str:
@@ -248,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 < args.memory_fraction <= 1:
         raise CeilingsError(f"--memory-fraction {args.memory_fraction}: give a share of the memory, above 0 and "
                             f"at most 1")
+    steps = _steps(args.step, model)
     gpus = _priced([gpu_of(spec) for spec in args.roofs], args.price)
     calibration = _calibration(args, model, setup, gpus, warnings) if args.calibrate else None
     costs = _costs(args, calibration)
@@ -256,18 +280,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sweep or args.sweep_plot:
         sweep = pd.concat([batch_sweep(model, setup, g, sweep_batches(args.sweep_max), costs["decode"],
                                        args.memory_fraction) for g in gpus], ignore_index=True)
+    stepped = pd.concat([steps_table(model, setup, g, steps, costs["decode"]) for g in gpus],
+                        ignore_index=True) if steps else None
     warnings += _warnings(model, results, args.memory_fraction)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    _write(args, model, setup, results, calibration, sweep, warnings)
+    _write(args, model, setup, results, calibration, sweep, stepped, warnings)
     return 0
 
 
-def _write(args, model, setup, results, calibration, sweep, warnings) -> None:
+def _write(args, model, setup, results, calibration, sweep, stepped, warnings) -> None:
     from ceilings.atomic import save_figure, write_text
 
     if args.json:
-        doc = to_json(model, setup, results, calibration, sweep, warnings)
+        doc = to_json(model, setup, results, calibration, sweep, warnings, stepped)
         write_text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n", force=args.force)
         if args.json != STDOUT:
             print(f"wrote {args.json}", file=sys.stderr)
@@ -283,7 +309,7 @@ def _write(args, model, setup, results, calibration, sweep, warnings) -> None:
                     bbox_inches="tight")
         print(f"wrote {args.sweep_plot}", file=sys.stderr)
     if args.json != STDOUT:
-        print(render_text(model, setup, results, calibration, sweep), end="")
+        print(render_text(model, setup, results, calibration, sweep, stepped), end="")
 
 
 if __name__ == "__main__":

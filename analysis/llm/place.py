@@ -352,3 +352,22 @@ def batch_sweep(model: Model, setup: Setup, gpu: Gpu, batches: Sequence[int],
                      "gemms": math.nan if bound is None else "compute" if bound else "memory",
                      "fits": memory(model, at, gpu.memory_bytes, memory_fraction).fits})
     return pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+
+
+STEP_COLUMNS = ("gpu", "tokens", "context", "time_s", "time_at_roof_s", "time_per_token_s")
+
+
+def steps_table(model: Model, setup: Setup, gpu: Gpu, steps: Sequence[tuple[int, int]],
+                costs: Mapping[str, Cost] | None = None) -> pd.DataFrame:
+    """Forward passes of T new tokens a sequence at context C (--step T:C), at the batch: a speculative
+    decoding step verifying T - 1 draft tokens, or a chunk of T prompt tokens after C already prefilled. Time
+    per token: the step over the batch x T tokens it yields when every draft is accepted (an upper bound on
+    what speculation gives)."""
+    rows = []
+    for tokens, context in steps:
+        ops = step_ops(model, setup, tokens, context)
+        time_s = step_time(gpu.roofs, ops, costs, gpu.link)
+        rows.append({"gpu": gpu.label, "tokens": tokens, "context": context, "time_s": time_s,
+                     "time_at_roof_s": step_time(gpu.roofs, ops, None, gpu.link),
+                     "time_per_token_s": time_s / (setup.batch * tokens)})
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))

@@ -102,7 +102,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
 
 
 def render_text(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
-                sweep: pd.DataFrame | None = None) -> str:
+                sweep: pd.DataFrame | None = None, steps: pd.DataFrame | None = None) -> str:
     """Model and setup, the GPUs side by side, the calibration, the batch sweep, then each GPU's ops."""
     out = model_lines(model, setup) + [""]
     out += [f"{r.gpu.label}: roofs {r.gpu.roofs.provenance}; memory {r.gpu.memory_source}" for r in results]
@@ -120,6 +120,13 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
                 for r in sweep.itertuples()]
         out += ["", f"batch sweep: the decode step at context {setup.prompt}",
                 table(("GPU", "batch", "step", "tokens/s", "GEMMs", "fits"), rows)]
+    if steps is not None:
+        rows = [[r.gpu, str(r.tokens), str(r.context), _na(r.time_s, seconds), _na(r.time_at_roof_s, seconds),
+                 _na(r.time_per_token_s, seconds)] for r in steps.itertuples()]
+        out += ["", f"steps of T tokens a sequence at context C, batch {setup.batch} (speculative decoding: T - 1 "
+                    f"drafts verified, the draft model's own steps not counted; chunked prefill: a chunk after C); "
+                    f"per token: if every token is kept",
+                table(("GPU", "T", "C", "step", "at roofs", "per token"), rows)]
     for r in results:
         out += ["", f"ops on {r.gpu.label} (x: instances, all of them in each number; decode: its first step)",
                 table(OP_HEADER, op_rows(r))]
@@ -127,7 +134,8 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
 
 
 def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
-            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = ()) -> dict:
+            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = (), steps: pd.DataFrame | None = None
+            ) -> dict:
     """Everything in base units (s, B, FLOP); per GPU the prefill, decode, memory, cost and per-op rows."""
     gpus = []
     for r in results:
@@ -167,5 +175,6 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
             "classes": [{k: _num(v) for k, v in row.items()} for row in calibration.table.to_dict("records")]},
         "sweep": None if sweep is None else [{k: _num(v) for k, v in row.items()}
                                              for row in sweep.to_dict("records")],
+        "steps": None if steps is None else [{k: _num(v) for k, v in row.items()} for row in steps.to_dict("records")],
         "warnings": list(warnings),
     }
