@@ -147,3 +147,26 @@ def test_runs_as_a_module_without_importing_matplotlib():
     assert "--calibrate" in help_out.stdout
     # the conventions tokens/s and $/M tokens follow
     assert "output tokens a sequence, the first from the prefill" in " ".join(help_out.stdout.split())
+
+
+def test_floors_add_three_microseconds_a_kernel(capsys):
+    """tiny-llama's decode step is 27 kernels (12 a layer x 2, the embedding, the final norm, the LM head):
+    --floors adds 27 x 3 us to its 3,018,960 B at 2,039 GB/s."""
+    doc, _ = run_json(capsys, "--floors")
+    (a100,) = doc["gpus"]
+    assert sum(o["count"] for o in a100["ops"] if o["phase"] == "decode") == 27
+    assert all(o["floor_s"] == 3e-6 for o in a100["ops"])
+    assert a100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9 + 27 * 3e-6)
+
+
+def test_steps_and_the_crossover_flag_are_in_the_json(capsys):
+    """--step 1:100 is the decode step at context 100; Llama-3.1-8B's GEMMs cross over at batch 326 on the H100,
+    beyond the 197 sequences that fit (test_llm_place), and at 161 on the A100, within its 198."""
+    doc, _ = run_json(capsys, "--step", "1:100")
+    assert doc["steps"][0]["time_s"] == pytest.approx(3_018_960 / 2039e9)
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--roofs", "A100 SXM4 80GB", "--json", "-"]) == 0
+    out = capsys.readouterr()
+    h100, a100 = json.loads(out.out)["gpus"]
+    assert (h100["decode"]["weight_gemms_compute_bound_from_batch"], h100["memory"]["max_batch"]) == (326, 197)
+    assert h100["decode"]["crossover_beyond_max_batch"] and not a100["decode"]["crossover_beyond_max_batch"]
+    assert "turn compute-bound from batch 326, beyond the 197 sequences that fit" in out.err
