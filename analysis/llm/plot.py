@@ -68,7 +68,8 @@ def plot_ops(ax, model: Model, result: Result) -> None:
     plot_roofs(ax, drawn, x_range, y_range)
     left_out = sorted(set(result.prefill["op"]) - set(ops["op"]))
     if left_out:
-        ax.text(0.01, 0.01, f"Not on the plot (no FLOPs: memory-bound, in the table): {', '.join(left_out)}",
+        ax.text(0.01, 0.01, f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): "
+                f"{', '.join(left_out)}",
                 transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555", gid="note:not-drawn")
     placed = pd.concat([result.prefill, result.decode])
     _ops_legend(ax, ops, calibrated=bool(((placed["efficiency"] != 1) | (placed["floor_s"] > 0)).any()))
