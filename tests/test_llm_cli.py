@@ -56,14 +56,20 @@ def test_the_text_table_names_the_gpus_and_the_roofs_source(capsys):
     assert "ops on NVIDIA A100 SXM4 80GB (CC 8.0)" in out and "qkv_proj" in out
 
 
-def test_calibration_applies_the_measured_efficiencies(capsys):
+def test_calibration_applies_the_fitted_floors_and_efficiencies(capsys):
+    """Floors (test_llm_calibrate): 3 GEMM kernels, 1 attention and 1 norm of 200 ns (the smallest kernel), the
+    elementwise kernel's 200 ns less its 18,688 B at the roof; on the H100 the floors stay, the rest shrinks."""
     doc, err = run_json(capsys, "--roofs", "H100 SXM", "--calibrate", PROFILE)
     a100, h100 = doc["gpus"]
     measured = 4e-6 + 0.8e-6 + 0.3e-6 + 0.2e-6  # gemm, attention, norm, elementwise of the profile
+    floors = 3 * 200e-9 + 200e-9 + 200e-9 + (200e-9 - 18_688 / 2039e9)
     assert a100["decode"]["first_step_time_s"] == pytest.approx(measured)
-    assert h100["decode"]["first_step_time_s"] == pytest.approx(measured * 2039 / 3350)
+    assert h100["decode"]["first_step_time_s"] == pytest.approx(floors + (measured - floors) * 2039 / 3350)
     classes = {c["op_class"]: c for c in doc["calibration"]["classes"]}
-    assert classes["gemm"]["efficiency"] == pytest.approx(2_887_120 / 2039e9 / 4e-6)
+    assert classes["gemm"]["efficiency"] == pytest.approx(2_887_120 / 2039e9 / 3.4e-6)
+    assert (classes["gemm"]["floor_s"], classes["gemm"]["kernels"], classes["gemm"]["expected"]) == \
+        pytest.approx((200e-9, 3, 9))
+    assert "gemm: the profile" in err and "more than 2x off" in err
     assert classes["communication"]["efficiency"] is None  # missing, not 0
     assert doc["calibration"]["gpu"] == "NVIDIA A100 SXM4 80GB (CC 8.0)"
     assert "match no class pattern" in err and "PROFILE FROM ANOTHER GPU" not in err
@@ -110,6 +116,13 @@ def test_plot_content():
     ([*BASE, "--roofs", "Z999"], "no such roofs file"),
     ([*BASE, "--sweep-plot", "sweep.txt"], "must end in .png"),
     ([*BASE, "--calibrate", str(DATA / "tiny-olmo.json")], "tiny-olmo.json"),
+    (["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--prompt", "200000", "--gen", "10"],
+     "200010 tokens exceeds Llama-3.1-8B's max_position_embeddings 131072"),
+    (["--model", "Qwen2.5-0.5B", "--roofs", "H100 SXM", "--tp", "4"], "num_attention_heads 14 does not split"),
+    ([*BASE, "--memory-fraction", "1.5"], "--memory-fraction 1.5: give a share"),
+    ([*BASE, "--step", "5"], "--step 5: give TOKENS:CONTEXT"),
+    ([*BASE, "--calibrate", PROFILE, "--calibrate", PROFILE, "--calibrate-batch", "1"],
+     "--calibrate-batch: 1 given for 2 --calibrate profiles"),
 ])
 def test_errors_are_one_line(args, needle, capsys):
     assert main(args) == 2
@@ -132,3 +145,28 @@ def test_runs_as_a_module_without_importing_matplotlib():
     help_out = subprocess.run([sys.executable, "-m", "analysis.llm", "--help"], capture_output=True, text=True,
                               check=True, cwd=Path(__file__).resolve().parents[1])
     assert "--calibrate" in help_out.stdout
+    # the conventions tokens/s and $/M tokens follow
+    assert "output tokens a sequence, the first from the prefill" in " ".join(help_out.stdout.split())
+
+
+def test_floors_add_three_microseconds_a_kernel(capsys):
+    """tiny-llama's decode step is 27 kernels (12 a layer x 2, the embedding, the final norm, the LM head):
+    --floors adds 27 x 3 us to its 3,018,960 B at 2,039 GB/s."""
+    doc, _ = run_json(capsys, "--floors")
+    (a100,) = doc["gpus"]
+    assert sum(o["count"] for o in a100["ops"] if o["phase"] == "decode") == 27
+    assert all(o["floor_s"] == 3e-6 for o in a100["ops"])
+    assert a100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9 + 27 * 3e-6)
+
+
+def test_steps_and_the_crossover_flag_are_in_the_json(capsys):
+    """--step 1:100 is the decode step at context 100; Llama-3.1-8B's GEMMs cross over at batch 326 on the H100,
+    beyond the 197 sequences that fit (test_llm_place), and at 161 on the A100, within its 198."""
+    doc, _ = run_json(capsys, "--step", "1:100")
+    assert doc["steps"][0]["time_s"] == pytest.approx(3_018_960 / 2039e9)
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--roofs", "A100 SXM4 80GB", "--json", "-"]) == 0
+    out = capsys.readouterr()
+    h100, a100 = json.loads(out.out)["gpus"]
+    assert (h100["decode"]["weight_gemms_compute_bound_from_batch"], h100["memory"]["max_batch"]) == (326, 197)
+    assert h100["decode"]["crossover_beyond_max_batch"] and not a100["decode"]["crossover_beyond_max_batch"]
+    assert "turn compute-bound from batch 326, beyond the 197 sequences that fit" in out.err

@@ -4,6 +4,7 @@ published config values (and checked against the counts the model cards publish)
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,16 @@ def test_layernorm_without_weights_and_attention_bias():
     ({"num_hidden_layers": 0}, "num_hidden_layers = 0 must be a positive whole number"),
     ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads 3"),
     ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not modelled"),
+    ({"hidden_act": ["silu"]}, r"hidden_act \['silu'\] is not modelled"),
+    ({"tie_word_embeddings": "false"}, "tie_word_embeddings = 'false' must be true or false"),
+    ({"attention_bias": 0}, "attention_bias = 0 must be true or false"),
+    ({"mlp_bias": "no"}, "mlp_bias = 'no' must be true or false"),
+    ({"hidden_size": [256]}, r"hidden_size = \[256\] must be a positive whole number"),
+    ({"intermediate_size": float("nan")}, "intermediate_size = nan must be a positive whole number"),
+    ({"vocab_size": float("inf")}, "vocab_size = inf must be a positive whole number"),
+    ({"num_hidden_layers": 10**9}, r"num_hidden_layers = 1000000000 is beyond any model \(at most 4096\)"),
+    ({"max_position_embeddings": -1}, "max_position_embeddings = -1 must be a positive whole number"),
+    ({"model_type": ["llama"]}, r"model_type = \['llama'\] must be a string"),
 ])
 def test_config_errors_name_the_field(change, needle):
     config = {**json.loads((DATA / "tiny-llama" / "config.json").read_text()), **change}
@@ -125,3 +136,38 @@ def test_an_unreadable_config_is_one_line(tmp_path):
         load_model(str(tmp_path / "bad.json"))
     with pytest.raises(CeilingsError, match="cannot read"):
         load_model(str(tmp_path / "absent.json"))
+
+
+def test_a_trillion_experts_is_refused_at_once():
+    config = {**json.loads((DATA / "tiny-llama" / "config.json").read_text()), "model_type": "mixtral",
+              "num_local_experts": 10**12, "num_experts_per_tok": 2}
+    with pytest.raises(CeilingsError, match="num_local_experts = 1000000000000 is beyond any model"):
+        model_from_config(config, "m", "test")
+
+
+def test_a_multimodal_config_without_text_config_says_so():
+    with pytest.raises(CeilingsError, match="no text_config: a multimodal config needs its decoder's"):
+        model_from_config({"model_type": "llava", "vision_config": {"hidden_size": 1024}}, "m", "test")
+
+
+def test_a_multimodal_config_models_its_text_config(tmp_path):
+    text = json.loads((DATA / "tiny-llama" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llava", "text_config": text,
+                                                      "vision_config": {"hidden_size": 64}}))
+    model, warnings = load_model(str(tmp_path))
+    assert model.hidden == text["hidden_size"] and model.layers == text["num_hidden_layers"]
+    assert any("vision encoder and image tokens are not" in w for w in warnings)
+
+
+def test_configs_that_are_not_utf8_or_not_files_are_one_line_errors(tmp_path):
+    text = (DATA / "tiny-llama" / "config.json").read_text()
+    (tmp_path / "utf16.json").write_text(text, encoding="utf-16")
+    with pytest.raises(CeilingsError, match="is UTF-16 text; save it as UTF-8"):
+        load_model(str(tmp_path / "utf16.json"))
+    (tmp_path / "latin1.json").write_bytes('{"model_type": "llama", "_name_or_path": "caf\xe9"}'.encode("latin-1"))
+    with pytest.raises(CeilingsError, match="is not UTF-8 text"):
+        load_model(str(tmp_path / "latin1.json"))
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(CeilingsError, match="is not a regular file"):
+        load_model(str(fifo))  # returns at once: nothing is read from the pipe

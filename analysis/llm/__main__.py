@@ -13,17 +13,23 @@ from dataclasses import replace
 
 import pandas as pd
 
-from analysis.llm.calibrate import Calibration, calibrate
+from analysis.llm.calibrate import Calibration, Profile, calibrate
 from analysis.llm.models import SHIPPED, Model, load_model
 from analysis.llm.place import (
+    COMMUNICATION,
+    DEFAULT_FLOOR_S,
+    DEFAULT_MEMORY_FRACTION,
     DEFAULT_SWEEP_MAX,
     MAX_BATCH,
+    WORKSPACE_BYTES,
+    Cost,
     Gpu,
     Result,
     batch_sweep,
     evaluate,
     gpu_of,
     place,
+    steps_table,
     sweep_batches,
 )
 from analysis.llm.report import render_text, to_json
@@ -34,6 +40,7 @@ from analysis.llm.work import (
     KV_DTYPES,
     OP_CLASSES,
     PHASES,
+    TP_SIZES,
     WEIGHT_DTYPES,
     Setup,
     check_setup,
@@ -52,8 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         "op, placed on measured roofs or datasheet figures: latency, tokens/s, memory fit, the batch where decode "
         "turns compute-bound and the cost of a token, several GPUs side by side; --calibrate applies the "
         "efficiencies a real profile measured.",
-        epilog="Times are at the roofs (the least the work needs on that GPU) unless --calibrate measured the "
-        "efficiency of an op class. docs/llm.md says what is counted and what is not.")
+        epilog="Times are at the roofs (the least the work needs on that GPU) unless --floors adds a latency "
+        "floor a kernel or --calibrate fitted a floor and an efficiency per op class. Conventions (vLLM's "
+        "benchmark): --gen G output tokens a sequence, the first from the prefill (TTFT), then G - 1 decode "
+        "steps; 'per token' is the mean decode step (ITL); tokens/s is the batch over that mean; $/M tokens is "
+        "the whole request (prefill + decode steps) on all --tp GPUs over the batch x G tokens produced. "
+        "docs/llm.md says what is counted and what is not.")
     p.add_argument("--model", metavar="NAME|config.json",
                    help="a Hugging Face config.json (or its folder), or a shipped name (--list-models), any case")
     p.add_argument("--list-models", action="store_true", help="list the shipped models and exit")
@@ -61,7 +72,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="a roofs file from ceilings.measure or a datasheet name ('H100 SXM'); repeat to compare GPUs")
     p.add_argument("--batch", type=int, default=1, help="sequences decoded together (default 1)")
     p.add_argument("--prompt", type=int, default=2048, help="prompt tokens a sequence (default 2048)")
-    p.add_argument("--gen", type=int, default=256, help="decode steps, a token a sequence each (default 256)")
+    p.add_argument("--gen", type=int, default=256,
+                   help="output tokens a sequence (vLLM's output_len): the first from the prefill, then --gen - 1 "
+                        "decode steps (default 256)")
+    p.add_argument("--tp", type=int, default=1, choices=TP_SIZES,
+                   help="tensor-parallel GPUs of each --roofs kind: weights, KV heads and FLOPs split, two "
+                        "all-reduces a layer on the GPU's interconnect (default 1)")
+    p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION, metavar="F",
+                   help=f"share of the GPU's memory the server takes, as vLLM's gpu_memory_utilization (default "
+                        f"{DEFAULT_MEMORY_FRACTION})")
+    p.add_argument("--floors", action="store_true",
+                   help=f"add a latency floor of {DEFAULT_FLOOR_S * 1e6:g} us to every kernel of a class no "
+                        f"profile calibrated (docs/llm.md gives its source)")
     p.add_argument("--weights", choices=WEIGHT_DTYPES,
                    help="weight type of the decoder layers' matrices (default: --activations)")
     p.add_argument("--activations", choices=ACTIVATION_DTYPES, default="bf16", help="default bf16")
@@ -73,12 +95,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
                    help="a GPU's price per hour (GPU as given to --roofs, or its device name): cost per million "
                         "generated tokens")
+    p.add_argument("--step", action="append", default=[], metavar="T:C",
+                   help="also a forward pass of T tokens a sequence at context C: speculative decoding (T - 1 "
+                        "drafts verified at once) or a chunk of a chunked prefill; repeat for several")
     p.add_argument("--sweep", action="store_true", help="print the batch sweep of the decode step")
     p.add_argument("--sweep-max", type=int, default=DEFAULT_SWEEP_MAX, metavar="N",
                    help=f"largest batch of the sweep (powers of two up to it; default {DEFAULT_SWEEP_MAX})")
     p.add_argument("--sweep-plot", metavar="FILE", help="the batch-sweep chart: .png, .svg or .pdf")
-    p.add_argument("--calibrate", nargs="+", metavar="PROFILE",
-                   help="ncu / nsys / torch-trace profile of a real prefill or decode step of this model and setup")
+    p.add_argument("--calibrate", nargs="+", action="append", metavar="PROFILE",
+                   help="ncu / nsys / torch-trace profile of a real prefill or decode step of this model and setup; "
+                        "repeat with --calibrate-batch for profiles at other batches (floor and efficiency fitted "
+                        "to all)")
+    p.add_argument("--calibrate-batch", type=int, action="append", metavar="B",
+                   help="the batch each --calibrate profile ran at, in their order (default --batch)")
     p.add_argument("--calibrate-phase", choices=PHASES, default="decode",
                    help="what the profile ran: the prefill, or a decode step at context --prompt (default decode)")
     p.add_argument("--calibrate-steps", type=int, default=1, metavar="N",
@@ -94,7 +123,26 @@ def _parser() -> argparse.ArgumentParser:
 def _setup(args: argparse.Namespace) -> Setup:
     return Setup(batch=args.batch, prompt=args.prompt, gen=args.gen, weights=args.weights or args.activations,
                  activations=args.activations, kv_cache=args.kv_cache or args.activations, attention=args.attention,
-                 group_size=args.group_size)
+                 group_size=args.group_size, tp=args.tp)
+
+
+def _steps(specs: Sequence[str], model: Model) -> list[tuple[int, int]]:
+    """--step T:C as (tokens, context); a one-line error for a malformed one or one past the model's context."""
+    out = []
+    for spec in specs:
+        tokens, sep, context = spec.partition(":")
+        try:
+            t, c = int(tokens), int(context)
+        except ValueError:
+            t = c = -1
+        if not sep or t < 1 or c < 0:
+            raise CeilingsError(f"--step {spec}: give TOKENS:CONTEXT, e.g. 5:2048 (4 drafts verified at context "
+                                f"2048) or 512:1024 (a prefill chunk of 512 after 1024 tokens)")
+        if model.max_context is not None and t + c > model.max_context:
+            raise CeilingsError(f"--step {spec}: {t + c} tokens exceeds {model.name}'s max_position_embeddings "
+                                f"{model.max_context}")
+        out.append((t, c))
+    return out
 
 
 def _norm(text: str) -> str:
@@ -121,36 +169,57 @@ def _priced(gpus: list[Gpu], prices: Sequence[str]) -> list[Gpu]:
 
 
 def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: list[str]) -> Calibration:
-    """The measured efficiencies of a profile of --calibrate-phase on the --calibrate-on GPU."""
+    """The floors and efficiencies fitted to the profiles of --calibrate-phase on the --calibrate-on GPU."""
     if args.calibrate_steps < 1:
         raise CeilingsError(f"--calibrate-steps {args.calibrate_steps}: must be 1 or more")
+    batches = args.calibrate_batch or [setup.batch] * len(args.calibrate)
+    if len(batches) != len(args.calibrate):
+        raise CeilingsError(f"--calibrate-batch: {len(batches)} given for {len(args.calibrate)} --calibrate "
+                            f"profiles; give one per profile, in their order")
     spec = args.calibrate_on or args.roofs[0]
     home = next((g for g in gpus if g.spec == spec), None) or gpu_of(spec)
-    kernels = read_kernels(args.calibrate)
-    if not kernels["time_s"].notna().any():
-        raise CeilingsError(f"--calibrate {' '.join(args.calibrate)}: no kernel has a time (gpu__time_duration.sum); "
-                            f"profile with python -m analysis.profile, or give an nsys or torch trace")
-    gpus_seen = kernels.attrs.get("gpus", [])
-    warnings += [w for w in (device_warning(home.roofs, gpus_seen, "every efficiency compares the profile with "
-                                            "another GPU's roofs; give --calibrate-on the roofs of the profiled GPU"),
-                             unknown_device_warning(home.roofs, gpus_seen)) if w]
-    warnings += [f"--calibrate: {w}" for w in kernels.attrs.get("warnings", [])]
-    phase = args.calibrate_phase
-    ops = step_ops(model, setup, setup.prompt, 0) if phase == "prefill" else step_ops(model, setup, 1, setup.prompt)
-    cal = calibrate(kernels, place(home.roofs, ops, phase), phase, home.label, args.calibrate_steps)
+    phase, profiles = args.calibrate_phase, []
+    for files, batch in zip(args.calibrate, batches):
+        if batch < 1:
+            raise CeilingsError(f"--calibrate-batch {batch}: must be 1 or more")
+        kernels = read_kernels(files)
+        if not kernels["time_s"].notna().any():
+            raise CeilingsError(f"--calibrate {' '.join(files)}: no kernel has a time (gpu__time_duration.sum); "
+                                f"profile with python -m analysis.profile, or give an nsys or torch trace")
+        gpus_seen = kernels.attrs.get("gpus", [])
+        warnings += [w for w in (device_warning(home.roofs, gpus_seen, "every efficiency compares the profile with "
+                                                "another GPU's roofs; give --calibrate-on the roofs of the "
+                                                "profiled GPU"), unknown_device_warning(home.roofs, gpus_seen)) if w]
+        warnings += [f"--calibrate: {w}" for w in kernels.attrs.get("warnings", [])]
+        at = replace(setup, batch=batch)
+        ops = step_ops(model, at, setup.prompt, 0) if phase == "prefill" else step_ops(model, at, 1, setup.prompt)
+        profiles.append(Profile(kernels, place(home.roofs, ops, phase, link=home.link), args.calibrate_steps,
+                                f"{' '.join(files)} (batch {batch})"))
+    cal = calibrate(profiles, phase, home.label)
     other = cal.kernels[cal.kernels["op_class"] == "other"]
     if len(other):
         names = ", ".join(sorted(str(k)[:60] for k in other["kernel"])[:5])
         warnings.append(f"--calibrate: {len(other)} kernel(s) match no class pattern and are left out: {names}")
+    warnings += [f"--calibrate: {w}" for w in cal.warnings]
     for row in cal.table.itertuples():
-        if not row.applied and row.op_class in OP_CLASSES:  # a modelled class: say why it stays at the roof
+        if not row.applied and row.op_class in OP_CLASSES and row.expected:  # say why it stays at the roof
             warnings.append(f"--calibrate: {row.op_class}: {row.note}")
-        elif row.applied and row.efficiency > 1:
-            warnings.append(f"--calibrate: {row.op_class}: efficiency {row.efficiency:.0%}: {row.note}")
+        elif row.applied and row.note != "applied":
+            warnings.append(f"--calibrate: {row.op_class}: {row.note}")
     return cal
 
 
-def _warnings(model: Model, results: Sequence[Result]) -> list[str]:
+def _costs(args, calibration: Calibration | None) -> dict[str, dict[str, Cost]]:
+    """Per phase, each class's Cost: the calibrated ones for the profiled phase, --floors' default floor for the
+    other classes (not the all-reduces: their latency is the interconnect's), else at the roof."""
+    floors = {c: Cost(DEFAULT_FLOOR_S) for c in OP_CLASSES if c != COMMUNICATION} if args.floors else {}
+    costs = {phase: dict(floors) for phase in PHASES}
+    if calibration is not None:
+        costs[calibration.phase].update(calibration.costs)
+    return costs
+
+
+def _warnings(model: Model, results: Sequence[Result], fraction: float) -> list[str]:
     out = []
     for r in results:
         g, m = r.gpu, r.memory
@@ -158,8 +227,10 @@ def _warnings(model: Model, results: Sequence[Result]) -> list[str]:
             out.append(f"{g.label}: the roofs are {g.roofs.provenance}: every time is against these figures, not "
                        f"what a measured GPU reaches")
         if m.fits is False:
-            out.append(f"{g.label}: weights + KV cache ({si(m.weights_bytes + m.kv_cache_bytes, 'B')}) exceed its "
-                       f"memory ({si(m.capacity_bytes, 'B')}): its times assume they fit")
+            out.append(f"{g.label}: weights + KV cache ({si(m.weights_bytes + m.kv_cache_bytes, 'B')}) exceed the "
+                       f"{si(m.usable_bytes, 'B')} a server has of it (--memory-fraction {fraction:g} of "
+                       f"{si(m.capacity_bytes, 'B')}, less {si(WORKSPACE_BYTES, 'B')} of workspace and "
+                       f"{si(m.transient_bytes, 'B')} of a prompt's activations): its times assume they fit")
         elif m.fits is None:
             out.append(f"{g.label}: memory {g.memory_source}: fit, max batch and max context are unknown")
         unplaced = pd.concat([r.prefill, r.decode])
@@ -171,6 +242,9 @@ def _warnings(model: Model, results: Sequence[Result]) -> list[str]:
                        f"roofs have (--activations, --weights)")
         if r.crossover_batch is None and not math.isnan(r.first_step_s):
             out.append(f"{g.label}: the weight GEMMs stay memory-bound up to batch {MAX_BATCH}")
+        elif r.crossover_beyond_fit:
+            out.append(f"{g.label}: the weight GEMMs turn compute-bound from batch {r.crossover_batch}, beyond the "
+                       f"{m.max_batch} sequences that fit: decode stays memory-bound at every batch it holds")
     if model.max_context is None:
         out.append(f"{model.name}: the config has no max_position_embeddings: max context is limited by memory only")
     return out
@@ -194,26 +268,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, warnings = load_model(args.model)
     setup = _setup(args)
     check_setup(model, setup)
+    if not 0 < args.memory_fraction <= 1:
+        raise CeilingsError(f"--memory-fraction {args.memory_fraction}: give a share of the memory, above 0 and "
+                            f"at most 1")
+    steps = _steps(args.step, model)
     gpus = _priced([gpu_of(spec) for spec in args.roofs], args.price)
     calibration = _calibration(args, model, setup, gpus, warnings) if args.calibrate else None
-    efficiency = {calibration.phase: calibration.efficiency} if calibration else None
-    results = [evaluate(model, setup, g, efficiency) for g in gpus]
+    costs = _costs(args, calibration)
+    results = [evaluate(model, setup, g, costs, args.memory_fraction) for g in gpus]
     sweep = None
     if args.sweep or args.sweep_plot:
-        sweep = pd.concat([batch_sweep(model, setup, g, sweep_batches(args.sweep_max), (efficiency or {}).get("decode"))
-                           for g in gpus], ignore_index=True)
-    warnings += _warnings(model, results)
+        sweep = pd.concat([batch_sweep(model, setup, g, sweep_batches(args.sweep_max), costs["decode"],
+                                       args.memory_fraction) for g in gpus], ignore_index=True)
+    stepped = pd.concat([steps_table(model, setup, g, steps, costs["decode"]) for g in gpus],
+                        ignore_index=True) if steps else None
+    warnings += _warnings(model, results, args.memory_fraction)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    _write(args, model, setup, results, calibration, sweep, warnings)
+    _write(args, model, setup, results, calibration, sweep, stepped, warnings)
     return 0
 
 
-def _write(args, model, setup, results, calibration, sweep, warnings) -> None:
+def _write(args, model, setup, results, calibration, sweep, stepped, warnings) -> None:
     from ceilings.atomic import save_figure, write_text
 
     if args.json:
-        doc = to_json(model, setup, results, calibration, sweep, warnings)
+        doc = to_json(model, setup, results, calibration, sweep, warnings, stepped)
         write_text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n", force=args.force)
         if args.json != STDOUT:
             print(f"wrote {args.json}", file=sys.stderr)
@@ -229,7 +309,7 @@ def _write(args, model, setup, results, calibration, sweep, warnings) -> None:
                     bbox_inches="tight")
         print(f"wrote {args.sweep_plot}", file=sys.stderr)
     if args.json != STDOUT:
-        print(render_text(model, setup, results, calibration, sweep), end="")
+        print(render_text(model, setup, results, calibration, sweep, stepped), end="")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,13 @@ ARCHITECTURES = {
     "olmo": Architecture("layer", False, False, bias_keys={"attention_bias": ("qkv", "o")},
                          defaults=_LLAMA_DEFAULTS),
 }
+# the largest value a size may take: a config beyond it is corrupt or hostile (10^12 experts), not a model.
+# Each is far above every published model's (hidden 16384, 256 experts, vocab 256k, 10M positions).
+SIZE_LIMITS = {"hidden_size": 1 << 18, "intermediate_size": 1 << 20, "num_hidden_layers": 1 << 12,
+               "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12, "head_dim": 1 << 12,
+               "vocab_size": 1 << 24, "num_local_experts": 1 << 14, "num_experts_per_tok": 1 << 14,
+               "max_position_embeddings": 1 << 30, "sliding_window": 1 << 30}
+FLAGS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")  # JSON booleans only
 # hidden_act -> FLOPs per element of act(gate) * up: silu(x) = x / (1 + exp(-x)) is exp, add, divide (3),
 # then the product with up (1)
 ACTIVATION_FLOPS = {"silu": 4}
@@ -130,11 +137,26 @@ class Model:
 def model_from_config(config: Mapping, name: str, source: str) -> Model:
     """A Model from the fields of a config.json; CeilingsError naming the field that is missing or wrong."""
     model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise CeilingsError(f"{source}: model_type = {model_type!r} must be a string such as \"llama\"")
     arch = ARCHITECTURES.get(model_type)
     if arch is None:
-        raise CeilingsError(f"{source}: model_type {model_type!r} is not modelled; supported: "
+        hint = (" and it has no text_config: a multimodal config needs its decoder's" if "vision_config" in config
+                else "")
+        raise CeilingsError(f"{source}: model_type {model_type!r} is not modelled{hint}; supported: "
                             f"{', '.join(ARCHITECTURES)} (or give a shipped name: --list-models)")
     fields = {**(arch.defaults or {}), **{k: v for k, v in config.items() if v is not None}}
+    for key in FLAGS:
+        if key in fields and not isinstance(fields[key], bool):
+            raise CeilingsError(f"{source}: {key} = {fields[key]!r} must be true or false (a JSON boolean; a "
+                                f"string such as \"false\" would read as true)")
+
+    def size(key: str, value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise CeilingsError(f"{source}: {key} = {value!r} must be a positive whole number")
+        if value > SIZE_LIMITS[key]:
+            raise CeilingsError(f"{source}: {key} = {value} is beyond any model (at most {SIZE_LIMITS[key]})")
+        return value
 
     def whole(key: str, default: int | None = None) -> int:
         value = fields.get(key, default)
@@ -142,9 +164,7 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
             hint = " (a multimodal config keeps its decoder under text_config: give that part)" \
                 if "text_config" in config else ""
             raise CeilingsError(f"{source}: {key} is missing{hint}")
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise CeilingsError(f"{source}: {key} = {value!r} must be a positive whole number")
-        return value
+        return size(key, value)
 
     hidden, heads = whole("hidden_size"), whole("num_attention_heads")
     kv_heads = whole("num_key_value_heads", heads)  # transformers: absent means one KV head per query head
@@ -155,7 +175,7 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
         raise CeilingsError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}; "
                             f"the config needs a head_dim")
     activation = fields["hidden_act"]
-    if activation not in ACTIVATION_FLOPS:
+    if not isinstance(activation, str) or activation not in ACTIVATION_FLOPS:
         raise CeilingsError(f"{source}: hidden_act {activation!r} is not modelled; supported: "
                             f"{', '.join(ACTIVATION_FLOPS)}")
     biased = set(arch.fixed_bias)
@@ -166,22 +186,34 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
     if per_token > experts:
         raise CeilingsError(f"{source}: num_experts_per_tok {per_token} exceeds num_local_experts {experts}")
     window = fields.get("sliding_window") if fields.get("use_sliding_window", True) else None
+    window = None if window is None else size("sliding_window", window)
+    max_context = fields.get("max_position_embeddings")
+    max_context = None if max_context is None else size("max_position_embeddings", max_context)
     return Model(name=name, source=source, model_type=model_type, hidden=hidden,
                  intermediate=whole("intermediate_size"), layers=whole("num_hidden_layers"), heads=heads,
                  kv_heads=kv_heads, head_dim=whole("head_dim", hidden // heads), vocab=whole("vocab_size"),
                  tied=bool(fields["tie_word_embeddings"]), norm=arch.norm, norm_weights=arch.norm_weights,
                  activation=activation, biased=frozenset(biased), experts=experts, experts_per_token=per_token,
-                 max_context=fields.get("max_position_embeddings"), sliding_window=window)
+                 max_context=max_context, sliding_window=window)
 
 
 def read_config(path: str | Path) -> tuple[dict, Path]:
     """The fields of a config.json (a file, or a folder holding one) and the file read."""
     path = Path(path)
     file = path / CONFIG_NAME if path.is_dir() else path
+    if file.exists() and not file.is_file():  # a FIFO or device would block the read
+        raise CeilingsError(f"--model {path}: {file} is not a regular file; give a config.json")
     try:
-        config = json.loads(file.read_text(encoding="utf-8"))
+        raw = file.read_bytes()
     except OSError as exc:
         raise CeilingsError(f"--model {path}: cannot read {file} ({exc.strerror or exc})") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise CeilingsError(f"--model {path}: {file} is UTF-16 text; save it as UTF-8, as Hugging Face writes it")
+    try:
+        config = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise CeilingsError(f"--model {path}: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8") \
+            from None
     except json.JSONDecodeError as exc:
         raise CeilingsError(f"--model {path}: {file} is not JSON ({exc})") from None
     if not isinstance(config, dict):
@@ -212,6 +244,12 @@ def load_model(spec: str) -> tuple[Model, list[str]]:
         name = shipped_name(spec)
         source, config = SHIPPED[name]
     warnings = []
+    text = config.get("text_config")
+    if isinstance(text, dict) and config.get("model_type") not in ARCHITECTURES:
+        # a multimodal config (LLaVA, Mllama, ...): the decoder is its text_config; the vision tower is left out
+        warnings.append(f"{source}: a multimodal config ({config.get('model_type')}): its text_config "
+                        f"({text.get('model_type')}) is modelled, the vision encoder and image tokens are not")
+        config = {"max_position_embeddings": config.get("max_position_embeddings"), **text}
     quant = config.get("quantization_config")
     if isinstance(quant, dict):
         said = ", ".join(f"{k} {quant[k]}" for k in ("quant_method", "bits", "group_size") if k in quant)

@@ -3,28 +3,96 @@ one placement), phase totals, whether weights and KV cache fit, the batch where 
 and the cost of a token: the numbers a choice of hardware needs, one GPU per Result.
 
 Every op runs alone (kernels one after another), at max(compute, memory) of its own roofs; an op whose roof
-the roofs lack is not placed, and a total over it is missing (NaN), never a smaller number.
+the roofs lack is not placed, and a total over it is missing (NaN), never a smaller number. A calibrated class
+(Cost) adds a latency floor a kernel and runs its work at an efficiency of the roof: floor + work / (eff x roof),
+never below the roof. Tensor parallelism's all-reduces run on the interconnect (Link): a latency each plus their
+bytes over the link's bandwidth.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 
 import pandas as pd
 
 from analysis.llm.models import Model
-from analysis.llm.work import Op, Setup, kv_bytes_per_token, kv_cache_bytes, step_ops, weights_bytes
+from analysis.llm.work import (
+    Op,
+    Setup,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    step_ops,
+    weights_bytes,
+)
 from analysis.roofline import AtRoof, Roofs, target_roofs, time_at_roofs
 
 LEVEL = "dram"  # the work model counts DRAM traffic
 PLACED_COLUMNS = ("phase", "op", "op_class", "count", "roof", "flops", "bytes", "weights_bytes", "kv_read_bytes",
                   "kv_write_bytes", "activation_bytes", "ai", "bound", "compute_s", "memory_s", "time_at_roof_s",
-                  "efficiency", "time_s", "why")
+                  "floor_s", "efficiency", "time_s", "why")
 # the crossover search doubles the batch up to this, then gives up (no GPU holds such a batch)
 MAX_BATCH = 1 << 20
 DEFAULT_SWEEP_MAX = 1024
+COMMUNICATION = "communication"  # the op class placed on the interconnect
+# What a serving node's GPU shows and links with, by datasheet key (sources in the file)
+SERVING_CSV = Path(__file__).resolve().parents[2] / "ceilings" / "data" / "serving.csv"
+MIB = 2**20
+# the share of the memory a server takes (vLLM's gpu_memory_utilization default)
+DEFAULT_MEMORY_FRACTION = 0.9
+# memory besides weights, KV cache and the step's activations: the CUDA context, cuBLAS and NCCL workspaces
+# (an estimate; vLLM measures it by profiling a step)
+WORKSPACE_BYTES = 2**30
+# a kernel's latency floor when --floors asks for one and no profile fitted it: what norm and elementwise kernels
+# of a batch-1 decode profile take whatever their size (issue 22: 0.2 % and 0.7 % efficient, ~3 us), and the
+# order of the time per short kernel NVIDIA's CUDA Graphs post measures (3.4-3.8 us,
+# https://developer.nvidia.com/blog/cuda-graphs/). No roofs file records a launch-latency ceiling yet.
+DEFAULT_FLOOR_S = 3e-6
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How an op class runs: each kernel pays `floor_s`, and its work runs at `efficiency` (at most 1) of the
+    roof. Sum, not max: a kernel's launch, ramp-up and tail come before and after its work, not during it;
+    the sum is linear in the kernels and the work, so two profiles fit it exactly."""
+
+    floor_s: float = 0.0
+    efficiency: float = 1.0
+
+    def time(self, op: Op, at_roof_s: float) -> float:
+        return op.count * self.floor_s + at_roof_s / self.efficiency
+
+
+AT_ROOF = Cost()
+
+
+@dataclass(frozen=True)
+class Link:
+    """The interconnect of tensor parallelism: bandwidth a direction a GPU, latency of one all-reduce."""
+
+    name: str
+    bandwidth: float  # B/s
+    latency_s: float | None  # None: no cited figure
+    source: str
+
+
+@cache
+def _serving_rows() -> dict[str, dict[str, str]]:
+    with open(SERVING_CSV, newline="", encoding="utf-8") as f:
+        return {row["key"]: row for row in csv.DictReader(f)}
+
+
+def _serving(roofs: Roofs, spec: str) -> dict[str, str]:
+    """The serving.csv row of the GPU: its datasheet row's key (by name, or by device name and memory)."""
+    from ceilings import datasheet
+
+    row = datasheet.find_datasheet(spec) if roofs.from_datasheet_row else \
+        datasheet.match_device(roofs.device, roofs.memory_bytes)
+    return _serving_rows().get(row.key, {}) if row else {}
 
 
 @dataclass(frozen=True)
@@ -33,9 +101,10 @@ class Gpu:
 
     spec: str  # as given to --roofs
     roofs: Roofs
-    memory_bytes: float | None
+    memory_bytes: float | None  # what the GPU shows (nvidia-smi's total), or the marketed size where unknown
     memory_source: str
     usd_per_hour: float | None = None
+    link: Link | None = None  # None: no figures for its interconnect
 
     @property
     def label(self) -> str:
@@ -43,52 +112,71 @@ class Gpu:
 
 
 def gpu_of(spec: str) -> Gpu:
-    """The GPU of a roofs file or a datasheet name (roofline.target_roofs) and its memory: the datasheet's
-    figure for a datasheet row, the device's total in a roofs file, unknown when neither says."""
+    """The GPU of a roofs file or a datasheet name (roofline.target_roofs), its memory and its interconnect: a
+    roofs file's device total (what the GPU shows), else serving.csv's visible memory, else the datasheet's
+    marketed size (more than the GPU shows); the link from serving.csv."""
     roofs = target_roofs(spec, option="--roofs")
+    row = _serving(roofs, spec)
+    link = Link(row["link"], float(row["link_gbs"]) * 1e9,
+                float(row["allreduce_latency_us"]) * 1e-6 if row.get("allreduce_latency_us") else None,
+                row["source"]) if row.get("link_gbs") else None
+    if roofs.memory_bytes and not roofs.from_datasheet_row:
+        return Gpu(spec, roofs, float(roofs.memory_bytes), "device memory recorded in the roofs file", link=link)
+    if row.get("visible_memory_mib"):
+        mib = float(row["visible_memory_mib"])
+        return Gpu(spec, roofs, mib * MIB, f"{mib:,.0f} MiB as the GPU shows it (ceilings/data/serving.csv)",
+                   link=link)
     if roofs.memory_bytes:
-        where = (f"datasheet: {roofs.memory_bytes / 2**30:g} GiB" if roofs.from_datasheet_row
-                 else "device memory recorded in the roofs file")
-        return Gpu(spec, roofs, float(roofs.memory_bytes), where)
-    return Gpu(spec, roofs, None, "unknown: the roofs file does not record the device memory")
+        return Gpu(spec, roofs, float(roofs.memory_bytes), f"datasheet: {roofs.memory_bytes / 2**30:g} GiB, the "
+                   f"marketed size (the GPU shows less; add it to ceilings/data/serving.csv)", link=link)
+    return Gpu(spec, roofs, None, "unknown: the roofs file does not record the device memory", link=link)
 
 
-def _at(roofs: Roofs, op: Op) -> AtRoof | str:
+def _at(roofs: Roofs, op: Op, link: Link | None = None) -> AtRoof | str:
+    if op.op_class == COMMUNICATION:
+        if link is None:
+            return "no interconnect figures for this GPU (ceilings/data/serving.csv)"
+        if link.latency_s is None:
+            return f"no all-reduce latency for its {link.name} (ceilings/data/serving.csv)"
+        wire = op.nbytes["interconnect"] / link.bandwidth
+        return AtRoof(op.count * link.latency_s + wire, 0.0, wire, "interconnect", "interconnect")
     return time_at_roofs(roofs, op.flops, {LEVEL: op.total_bytes})
 
 
-def place(roofs: Roofs, ops: Sequence[Op], phase: str, efficiency: Mapping[str, float] | None = None
-          ) -> pd.DataFrame:
-    """One row per op (PLACED_COLUMNS): its work, bound and time at the roofs, and its time at the measured
-    efficiency of its class (time at the roofs / efficiency; 1, at the roof, for a class not calibrated).
-    An op that cannot be placed has NaN times and says why."""
-    efficiency = efficiency or {}
+def place(roofs: Roofs, ops: Sequence[Op], phase: str, costs: Mapping[str, Cost] | None = None,
+          link: Link | None = None) -> pd.DataFrame:
+    """One row per op (PLACED_COLUMNS): its work, bound and time at the roofs, and its time at the Cost of its
+    class (at the roof for a class without one). An op that cannot be placed has NaN times and says why."""
+    costs = costs or {}
     rows = []
     for op in ops:
-        at = _at(roofs, op)
+        at = _at(roofs, op, link)
         placed = not isinstance(at, str)
-        eff = efficiency.get(op.op_class, 1.0)
+        cost = costs.get(op.op_class, AT_ROOF)
         flops, nbytes = op.total_flops, op.total_bytes
         rows.append({
             "phase": phase, "op": op.name, "op_class": op.op_class, "count": op.count,
-            "roof": "+".join(k for k, v in op.flops.items() if v > 0) or "memory",
+            "roof": "+".join(k for k, v in op.flops.items() if v > 0) or
+                    ("interconnect" if op.op_class == COMMUNICATION else "memory"),
             "flops": flops, "bytes": nbytes, "weights_bytes": op.nbytes.get("weights", 0.0),
             "kv_read_bytes": op.nbytes.get("kv_read", 0.0), "kv_write_bytes": op.nbytes.get("kv_write", 0.0),
             "activation_bytes": op.nbytes.get("activations", 0.0), "ai": flops / nbytes,
             "bound": at.bound if placed else math.nan, "compute_s": at.compute_s if placed else math.nan,
             "memory_s": at.memory_s if placed else math.nan, "time_at_roof_s": at.time_s if placed else math.nan,
-            "efficiency": eff, "time_s": at.time_s / eff if placed else math.nan, "why": "" if placed else at})
+            "floor_s": cost.floor_s, "efficiency": cost.efficiency,
+            "time_s": cost.time(op, at.time_s) if placed else math.nan, "why": "" if placed else at})
     return pd.DataFrame(rows, columns=list(PLACED_COLUMNS))
 
 
-def step_time(roofs: Roofs, ops: Sequence[Op], efficiency: Mapping[str, float] | None = None) -> float:
+def step_time(roofs: Roofs, ops: Sequence[Op], costs: Mapping[str, Cost] | None = None,
+              link: Link | None = None) -> float:
     """The time of a forward pass: the sum of its ops' times (place's time_s), NaN when one is not placed."""
     total = 0.0
     for op in ops:
-        at = _at(roofs, op)
+        at = _at(roofs, op, link)
         if isinstance(at, str):
             return math.nan
-        total += at.time_s / (efficiency or {}).get(op.op_class, 1.0)
+        total += (costs or {}).get(op.op_class, AT_ROOF).time(op, at.time_s)
     return total
 
 
@@ -99,30 +187,44 @@ def phase_total(placed: pd.DataFrame, column: str) -> float:
 
 @dataclass(frozen=True)
 class Memory:
-    """Weights and KV cache against the GPU's memory. The KV cache is the batch's at the end of the request
-    (prompt + gen tokens per sequence); activations, workspace and the CUDA context are not counted."""
+    """One GPU's memory as a server has it: `fraction` of what the GPU shows, less the workspace and the
+    largest transient activations of one prompt's prefill (naive attention's scores, or the MLP's), holds the
+    weights and the batch's KV cache at the end of the request (prompt + gen tokens a sequence)."""
 
     weights_bytes: float
     kv_cache_bytes: float
-    capacity_bytes: float | None
+    capacity_bytes: float | None  # what the GPU shows
+    usable_bytes: float | None  # fraction x capacity - workspace - transient
+    transient_bytes: float
     fits: bool | None  # None: the GPU's memory is unknown
     max_batch: int | None  # sequences of prompt + gen tokens that fit beside the weights
     max_context: int | None  # tokens per sequence that fit at --batch (at most the model's max_context)
     context_capped: bool  # max_context is the model's max_position_embeddings, not the memory
 
 
-def memory(model: Model, setup: Setup, capacity_bytes: float | None) -> Memory:
+def transient_bytes(model: Model, setup: Setup) -> float:
+    """The activations one op instance of one prompt's prefill reads and writes at once, the largest of them:
+    what must be free beside weights and KV cache while a prompt is prefilled (a server prefills a prompt, or a
+    chunk, at a time; a sequence at a time here)."""
+    ops = step_ops(model, replace(setup, batch=1), setup.prompt, 0)
+    return max(op.nbytes.get("activations", 0.0) / op.count for op in ops)
+
+
+def memory(model: Model, setup: Setup, capacity_bytes: float | None,
+           fraction: float = DEFAULT_MEMORY_FRACTION) -> Memory:
     weights = weights_bytes(model, setup)
     tokens = setup.prompt + setup.gen
     kv = kv_cache_bytes(model, setup, tokens)
+    transient = transient_bytes(model, setup)
     if capacity_bytes is None:
-        return Memory(weights, kv, None, None, None, None, False)
-    room = capacity_bytes - weights
+        return Memory(weights, kv, None, None, transient, None, None, None, False)
+    usable = fraction * capacity_bytes - WORKSPACE_BYTES - transient
+    room = usable - weights
     per_token = kv_bytes_per_token(model, setup)
     max_batch = max(0, math.floor(room / (per_token * tokens)))
     max_context = max(0, math.floor(room / (per_token * setup.batch)))
     capped = model.max_context is not None and max_context > model.max_context
-    return Memory(weights, kv, capacity_bytes, weights + kv <= capacity_bytes, max_batch,
+    return Memory(weights, kv, capacity_bytes, usable, transient, weights + kv <= usable, max_batch,
                   model.max_context if capped else max_context, capped)
 
 
@@ -160,29 +262,30 @@ def crossover_batch(model: Model, setup: Setup, roofs: Roofs) -> int | None:
 
 @dataclass(frozen=True)
 class Result:
-    """One GPU's prefill, decode, memory, crossover and cost for one model and setup."""
+    """One GPU's prefill, decode, memory, crossover and cost for one model and setup (per GPU of --tp)."""
 
     gpu: Gpu
     setup: Setup
     prefill: pd.DataFrame  # placed ops of the prefill
-    decode: pd.DataFrame  # placed ops of the first decode step (context = prompt)
-    step_times: tuple[float, ...]  # every decode step, contexts prompt .. prompt + gen - 1
+    decode: pd.DataFrame  # placed ops of a decode step at context --prompt
+    step_times: tuple[float, ...]  # every decode step, contexts prompt .. prompt + gen - 2 (Setup.decode_contexts)
     memory: Memory
-    crossover_batch: int | None
+    crossover_batch: int | None  # where the weight GEMMs turn compute-bound
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token: the prefill."""
+        """Time to first token: the prefill, which produces it."""
         return phase_total(self.prefill, "time_s")
 
     @property
     def first_step_s(self) -> float:
-        return self.step_times[0]
+        """The decode step at context --prompt (the one the table shows, also when --gen 1 runs none)."""
+        return phase_total(self.decode, "time_s")
 
     @property
     def mean_step_s(self) -> float:
-        """Mean time of a decode step: the time per output token of one sequence."""
-        return math.fsum(self.step_times) / len(self.step_times)
+        """Mean time of a decode step: the time per output token after the first (NaN when --gen 1)."""
+        return math.fsum(self.step_times) / len(self.step_times) if self.step_times else math.nan
 
     @property
     def tokens_per_s(self) -> float:
@@ -191,30 +294,38 @@ class Result:
 
     @property
     def request_s(self) -> float:
+        """The whole request: the prefill and every decode step (end-to-end latency of a sequence)."""
         return self.ttft_s + math.fsum(self.step_times)
 
     @property
     def usd_per_million_tokens(self) -> float | None:
-        """What a million generated tokens cost at the GPU's price: the whole request (prefill and every decode
-        step) over the batch's generated tokens; None without a price."""
+        """What a million output tokens cost at the GPU's price, for all --tp GPUs: the whole request over the
+        batch x --gen tokens it produces; None without a price."""
         if self.gpu.usd_per_hour is None:
             return None
-        return self.gpu.usd_per_hour / 3600 * self.request_s / (self.setup.batch * self.setup.gen) * 1e6
+        return (self.setup.tp * self.gpu.usd_per_hour / 3600 * self.request_s
+                / (self.setup.batch * self.setup.gen) * 1e6)
+
+    @property
+    def crossover_beyond_fit(self) -> bool:
+        """The weight GEMMs' crossover lies beyond the largest batch that fits: decode stays memory-bound."""
+        m = self.memory
+        return self.crossover_batch is not None and m.max_batch is not None and self.crossover_batch > m.max_batch
 
 
-def evaluate(model: Model, setup: Setup, gpu: Gpu,
-             efficiency: Mapping[str, Mapping[str, float]] | None = None) -> Result:
-    """The model's request on one GPU; `efficiency`: per phase, the measured efficiency of each op class."""
-    efficiency = efficiency or {}
-    roofs = gpu.roofs
-    prefill = place(roofs, step_ops(model, setup, setup.prompt, 0), "prefill", efficiency.get("prefill"))
-    decode_eff = efficiency.get("decode")
-    first = step_ops(model, setup, 1, setup.prompt)
-    steps = [step_time(roofs, step_ops(model, setup, 1, setup.prompt + i), decode_eff)
-             for i in range(1, setup.gen)]
-    decode = place(roofs, first, "decode", decode_eff)
-    return Result(gpu, setup, prefill, decode, (phase_total(decode, "time_s"), *steps),
-                  memory(model, setup, gpu.memory_bytes), crossover_batch(model, setup, roofs))
+def evaluate(model: Model, setup: Setup, gpu: Gpu, costs: Mapping[str, Mapping[str, Cost]] | None = None,
+             memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> Result:
+    """The model's request on one GPU (one of --tp); `costs`: per phase, the Cost of each op class."""
+    costs = costs or {}
+    roofs, link = gpu.roofs, gpu.link
+    prefill = place(roofs, step_ops(model, setup, setup.prompt, 0), "prefill", costs.get("prefill"), link)
+    decode_costs = costs.get("decode")
+    decode = place(roofs, step_ops(model, setup, 1, setup.prompt), "decode", decode_costs, link)
+    steps = [phase_total(decode, "time_s")] if setup.gen > 1 else []
+    steps += [step_time(roofs, step_ops(model, setup, 1, c), decode_costs, link)
+              for c in setup.decode_contexts[1:]]
+    return Result(gpu, setup, prefill, decode, tuple(steps), memory(model, setup, gpu.memory_bytes, memory_fraction),
+                  crossover_batch(model, setup, roofs))
 
 
 SWEEP_COLUMNS = ("gpu", "batch", "step_time_s", "tokens_per_s", "gemms", "fits")
@@ -227,16 +338,36 @@ def sweep_batches(limit: int) -> list[int]:
 
 
 def batch_sweep(model: Model, setup: Setup, gpu: Gpu, batches: Sequence[int],
-                efficiency: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """The first decode step (context = prompt) at each batch: its time, the batch's tokens/s, whether its
-    weight GEMMs are compute- or memory-bound, and whether weights + KV cache (prompt + gen tokens a sequence)
-    fit (None: memory unknown)."""
+                costs: Mapping[str, Cost] | None = None,
+                memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> pd.DataFrame:
+    """The decode step at context --prompt at each batch: its time, the batch's tokens/s, whether its weight
+    GEMMs are compute- or memory-bound, and whether weights + KV cache (prompt + gen tokens a sequence) fit
+    (None: memory unknown)."""
     rows = []
     for b in batches:
         at = replace(setup, batch=b)
-        time_s = step_time(gpu.roofs, step_ops(model, at, 1, setup.prompt), efficiency)
+        time_s = step_time(gpu.roofs, step_ops(model, at, 1, setup.prompt), costs, gpu.link)
         bound = gemms_compute_bound(model, setup, gpu.roofs, b)
         rows.append({"gpu": gpu.label, "batch": b, "step_time_s": time_s, "tokens_per_s": b / time_s,
                      "gemms": math.nan if bound is None else "compute" if bound else "memory",
-                     "fits": memory(model, at, gpu.memory_bytes).fits})
+                     "fits": memory(model, at, gpu.memory_bytes, memory_fraction).fits})
     return pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+
+
+STEP_COLUMNS = ("gpu", "tokens", "context", "time_s", "time_at_roof_s", "time_per_token_s")
+
+
+def steps_table(model: Model, setup: Setup, gpu: Gpu, steps: Sequence[tuple[int, int]],
+                costs: Mapping[str, Cost] | None = None) -> pd.DataFrame:
+    """Forward passes of T new tokens a sequence at context C (--step T:C), at the batch: a speculative
+    decoding step verifying T - 1 draft tokens, or a chunk of T prompt tokens after C already prefilled. Time
+    per token: the step over the batch x T tokens it yields when every draft is accepted (an upper bound on
+    what speculation gives)."""
+    rows = []
+    for tokens, context in steps:
+        ops = step_ops(model, setup, tokens, context)
+        time_s = step_time(gpu.roofs, ops, costs, gpu.link)
+        rows.append({"gpu": gpu.label, "tokens": tokens, "context": context, "time_s": time_s,
+                     "time_at_roof_s": step_time(gpu.roofs, ops, None, gpu.link),
+                     "time_per_token_s": time_s / (setup.batch * tokens)})
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))

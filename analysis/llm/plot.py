@@ -68,10 +68,11 @@ def plot_ops(ax, model: Model, result: Result) -> None:
     plot_roofs(ax, drawn, x_range, y_range)
     left_out = sorted(set(result.prefill["op"]) - set(ops["op"]))
     if left_out:
-        ax.text(0.01, 0.01, f"Not on the plot (no FLOPs: memory-bound, in the table): {', '.join(left_out)}",
+        ax.text(0.01, 0.01, f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): "
+                f"{', '.join(left_out)}",
                 transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555", gid="note:not-drawn")
-    _ops_legend(ax, ops, calibrated=bool((result.prefill["efficiency"] != 1).any()
-                                         or (result.decode["efficiency"] != 1).any()))
+    placed = pd.concat([result.prefill, result.decode])
+    _ops_legend(ax, ops, calibrated=bool(((placed["efficiency"] != 1) | (placed["floor_s"] > 0)).any()))
     s = result.setup
     ax.set_title(f"{model.name} on {result.gpu.label}: prefill of {s.prompt} tokens, decode step at context "
                  f"{s.prompt}, batch {s.batch}\nroofs: {roofs.provenance}", fontsize=10, loc="left",
@@ -107,7 +108,7 @@ def _ops_legend(ax, ops: pd.DataFrame, calibrated: bool) -> None:
                 if p in set(ops["phase"])]
     handles.append(Line2D([], [], color="none", label="marker area ∝ share of its phase's time"))
     if calibrated:
-        handles.append(Line2D([], [], color="none", label="below the roof: class efficiency measured"))
+        handles.append(Line2D([], [], color="none", label="below the roof: kernel floors, fitted efficiency"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=FONT_SIZE,
               title="ops (op class)", title_fontsize=FONT_SIZE)
 

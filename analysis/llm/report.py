@@ -14,8 +14,8 @@ from analysis.llm.work import CUDA_CORE, Setup, kv_bytes_per_token, parameters
 from analysis.roofline import seconds, si
 
 ATTENTION_NAMES = {"flash": "FlashAttention (one fused kernel)", "naive": "naive attention (scores in DRAM)"}
-HARDWARE_HEADER = ("GPU", "TTFT", "decode step", "per token", "tokens/s", "weights + KV", "memory", "fits",
-                   "max batch", "max context", "compute-bound from batch", "$/M tokens")
+HARDWARE_HEADER = ("GPU", "TTFT", "decode step", "per token", "tokens/s", "weights + KV", "memory", "usable",
+                   "fits", "max batch", "max context", "GEMMs compute-bound from batch", "$/M tokens")
 OP_HEADER = ("phase", "op", "x", "class", "roof", "FLOPs", "weights", "KV read", "KV write", "activations",
              "AI", "bound", "at roofs", "time", "share")
 TEXT_CELLS = ("GPU", "fits", "phase", "op", "class", "roof", "bound")
@@ -45,15 +45,19 @@ def model_lines(model: Model, setup: Setup) -> list[str]:
     mlp = (f"{model.experts} experts of {model.intermediate}, top-{model.experts_per_token}" if model.moe
            else f"dense {model.intermediate}")
     quant = f" (int4: group {setup.group_size}, fp16 scale + 4-bit zero a group)" if setup.weights == "int4" else ""
-    last = setup.prompt + setup.gen - 1
+    contexts = setup.decode_contexts
+    steps = (f"{setup.gen} output tokens a sequence: the prefill's, then {len(contexts)} decode steps (contexts "
+             f"{contexts[0]} to {contexts[-1]})" if len(contexts) else f"{setup.gen} output token: the prefill's")
+    tp = (f"; tensor parallelism over {setup.tp} GPUs (every figure per GPU but $/M tokens; 2 all-reduces a "
+          f"layer)" if setup.tp > 1 else "")
     n = parameters(model)
     count = f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
     return [f"{model.name}: {count} parameters, {model.layers} layers, hidden {model.hidden}, "
             f"{model.attention} attention ({model.heads} heads, {model.kv_heads} KV heads of {model.head_dim}), "
             f"gated MLP {mlp} ({model.activation}), {'RMSNorm' if model.norm == 'rms' else 'LayerNorm'}, "
             f"{'tied' if model.tied else 'untied'} LM head [{model.source}]",
-            f"setup: batch {setup.batch}, prompt {setup.prompt} tokens, {setup.gen} decode steps (contexts "
-            f"{setup.prompt} to {last}); weights {setup.weights}{quant}, activations {setup.activations}, KV cache "
+            f"setup: batch {setup.batch}, prompt {setup.prompt} tokens, {steps}{tp}; weights {setup.weights}{quant}, "
+            f"activations {setup.activations}, KV cache "
             f"{setup.kv_cache}; {ATTENTION_NAMES[setup.attention]}; GEMMs on tensor.{setup.gemm_type}, CUDA-core "
             f"ops on {CUDA_CORE}",
             f"KV cache: {si(kv_bytes_per_token(model, setup), 'B')} a token of a sequence"]
@@ -64,11 +68,12 @@ def hardware_rows(results: Sequence[Result]) -> list[list[str]]:
     for r in results:
         m = r.memory
         fits = {True: "yes", False: "NO", None: "unknown"}[m.fits]
+        crossover = _na(r.crossover_batch, str) + (" (beyond max batch)" if r.crossover_beyond_fit else "")
         rows.append([r.gpu.label, _na(r.ttft_s, seconds), _na(r.first_step_s, seconds), _na(r.mean_step_s, seconds),
                      _na(r.tokens_per_s, lambda v: f"{v:.4g}"), si(m.weights_bytes + m.kv_cache_bytes, "B"),
-                     _na(m.capacity_bytes, lambda v: si(v, "B")), fits, _na(m.max_batch, str),
-                     _na(m.max_context, str) + (" (model max)" if m.context_capped else ""),
-                     _na(r.crossover_batch, str), _na(r.usd_per_million_tokens, lambda v: f"{v:.3g}")])
+                     _na(m.capacity_bytes, lambda v: si(v, "B")), _na(m.usable_bytes, lambda v: si(v, "B")), fits,
+                     _na(m.max_batch, str), _na(m.max_context, str) + (" (model max)" if m.context_capped else ""),
+                     crossover, _na(r.usd_per_million_tokens, lambda v: f"{v:.3g}")])
     return rows
 
 
@@ -81,27 +86,32 @@ def op_rows(result: Result) -> list[list[str]]:
                          si(o.weights_bytes, "B"), si(o.kv_read_bytes, "B"), si(o.kv_write_bytes, "B"),
                          si(o.activation_bytes, "B"), f"{o.ai:.3g}", _na(o.bound, str),
                          _na(o.time_at_roof_s, seconds),
-                         _na(o.time_s, seconds) + ("*" if o.efficiency != 1 else ""),
+                         _na(o.time_s, seconds) + ("*" if o.efficiency != 1 or o.floor_s else ""),
                          _na(o.time_s / total, lambda v: f"{v:.1%}")])
     return rows
 
 
 def calibration_lines(cal: Calibration) -> list[str]:
-    header = ("class", "kernels", "measured", "at roofs", "efficiency", "note")
-    rows = [[c.op_class, str(c.kernels), _na(c.measured_s, seconds), _na(c.at_roof_s, seconds),
-             _na(c.efficiency, lambda v: f"{v:.1%}"), c.note] for c in cal.table.itertuples()]
-    return [f"calibration: {cal.phase} profile against the roofs of {cal.gpu} (efficiency = time at the roofs / "
-            f"measured time; applied to the {cal.phase} ops of every GPU)", table(header, rows)]
+    header = ("class", "kernels", "expected", "measured", "at roofs", "floor", "efficiency", "note")
+    rows = [[c.op_class, f"{c.kernels:g}", f"{c.expected:g}", _na(c.measured_s, seconds), _na(c.at_roof_s, seconds),
+             _na(c.floor_s, seconds), _na(c.efficiency, lambda v: f"{v:.1%}"), c.note]
+            for c in cal.table.itertuples()]
+    return [f"calibration: {cal.phase} profile against the roofs of {cal.gpu}: measured = kernels x floor + time at "
+            f"the roofs / efficiency, per class (kernels: a step's in the profile; expected: the model's ops); "
+            f"applied to the {cal.phase} ops of every GPU", table(header, rows)]
 
 
 def render_text(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
-                sweep: pd.DataFrame | None = None) -> str:
+                sweep: pd.DataFrame | None = None, steps: pd.DataFrame | None = None) -> str:
     """Model and setup, the GPUs side by side, the calibration, the batch sweep, then each GPU's ops."""
     out = model_lines(model, setup) + [""]
     out += [f"{r.gpu.label}: roofs {r.gpu.roofs.provenance}; memory {r.gpu.memory_source}" for r in results]
-    out += ["", "times at the roofs" + (" (* where a profile measured the class's efficiency)" if calibration else
-                                        "") + "; tokens/s of the batch; TTFT = the prefill; memory: weights + the "
-            f"KV cache at {setup.prompt + setup.gen} tokens a sequence", table(HARDWARE_HEADER, hardware_rows(results))]
+    out += ["", "times at the roofs (* with a latency floor a kernel or a fitted efficiency); per token: the mean "
+            f"decode step; tokens/s of the batch; TTFT = the prefill; weights + the KV cache at "
+            f"{setup.prompt + setup.gen} tokens a sequence against the usable memory (--memory-fraction of what the "
+            f"GPU shows, less workspace and a prompt's activations); GEMMs compute-bound from batch: where decode's "
+            f"weight GEMMs cross the ridge (attention at a context never does)",
+            table(HARDWARE_HEADER, hardware_rows(results))]
     if calibration is not None:
         out += [""] + calibration_lines(calibration)
     if sweep is not None:
@@ -110,6 +120,13 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
                 for r in sweep.itertuples()]
         out += ["", f"batch sweep: the decode step at context {setup.prompt}",
                 table(("GPU", "batch", "step", "tokens/s", "GEMMs", "fits"), rows)]
+    if steps is not None:
+        rows = [[r.gpu, str(r.tokens), str(r.context), _na(r.time_s, seconds), _na(r.time_at_roof_s, seconds),
+                 _na(r.time_per_token_s, seconds)] for r in steps.itertuples()]
+        out += ["", f"steps of T tokens a sequence at context C, batch {setup.batch} (speculative decoding: T - 1 "
+                    f"drafts verified, the draft model's own steps not counted; chunked prefill: a chunk after C); "
+                    f"per token: if every token is kept",
+                table(("GPU", "T", "C", "step", "at roofs", "per token"), rows)]
     for r in results:
         out += ["", f"ops on {r.gpu.label} (x: instances, all of them in each number; decode: its first step)",
                 table(OP_HEADER, op_rows(r))]
@@ -117,7 +134,8 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
 
 
 def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
-            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = ()) -> dict:
+            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = (), steps: pd.DataFrame | None = None
+            ) -> dict:
     """Everything in base units (s, B, FLOP); per GPU the prefill, decode, memory, cost and per-op rows."""
     gpus = []
     for r in results:
@@ -128,13 +146,15 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
             "measured_roofs": r.gpu.roofs.measured,
             "prefill": {"tokens": setup.batch * setup.prompt, "flops": float(r.prefill["flops"].sum()),
                         "bytes": float(r.prefill["bytes"].sum()), "time_s": _num(r.ttft_s)},
-            "decode": {"steps": setup.gen, "first_step_time_s": _num(r.first_step_s),
+            "decode": {"steps": len(setup.decode_contexts), "first_step_time_s": _num(r.first_step_s),
                        "mean_time_per_token_s": _num(r.mean_step_s), "tokens_per_s": _num(r.tokens_per_s),
                        "first_step_flops": float(r.decode["flops"].sum()),
                        "first_step_bytes": float(r.decode["bytes"].sum()),
-                       "compute_bound_from_batch": r.crossover_batch},
+                       "weight_gemms_compute_bound_from_batch": r.crossover_batch,
+                       "crossover_beyond_max_batch": r.crossover_beyond_fit},
             "memory": {"weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
                        "capacity_bytes": m.capacity_bytes, "capacity_source": r.gpu.memory_source, "fits": m.fits,
+                       "usable_bytes": m.usable_bytes, "transient_bytes": m.transient_bytes,
                        "max_batch": m.max_batch, "max_context": m.max_context,
                        "max_context_is_model_max": m.context_capped},
             "cost": None if r.gpu.usd_per_hour is None else {
@@ -147,7 +167,7 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
                   "experts": model.experts, "experts_per_token": model.experts_per_token, "tied": model.tied},
         "setup": {"batch": setup.batch, "prompt": setup.prompt, "gen": setup.gen, "weights": setup.weights,
                   "activations": setup.activations, "kv_cache": setup.kv_cache, "attention": setup.attention,
-                  "group_size": setup.group_size if setup.weights == "int4" else None,
+                  "group_size": setup.group_size if setup.weights == "int4" else None, "tp": setup.tp,
                   "gemm_roof": f"tensor.{setup.gemm_type}", "cuda_core_roof": CUDA_CORE},
         "gpus": gpus,
         "calibration": None if calibration is None else {
@@ -155,5 +175,6 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
             "classes": [{k: _num(v) for k, v in row.items()} for row in calibration.table.to_dict("records")]},
         "sweep": None if sweep is None else [{k: _num(v) for k, v in row.items()}
                                              for row in sweep.to_dict("records")],
+        "steps": None if steps is None else [{k: _num(v) for k, v in row.items()} for row in steps.to_dict("records")],
         "warnings": list(warnings),
     }

@@ -10,8 +10,9 @@ is counted and what is not.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analysis.llm.models import ACTIVATION_FLOPS, Model
 from ceilings.errors import CeilingsError
@@ -22,8 +23,10 @@ ACTIVATION_DTYPES = ("bf16", "fp16")
 KV_DTYPES = ("bf16", "fp16", "fp8")
 ATTENTION_KINDS = ("flash", "naive")
 PHASES = ("prefill", "decode")
-OP_CLASSES = ("gemm", "attention", "norm", "elementwise")
-BYTE_KINDS = ("weights", "kv_read", "kv_write", "activations")
+# communication: tensor parallelism's all-reduces, on the interconnect, not the DRAM roof
+OP_CLASSES = ("gemm", "attention", "norm", "elementwise", "communication")
+BYTE_KINDS = ("weights", "kv_read", "kv_write", "activations", "interconnect")
+TP_SIZES = (1, 2, 4, 8)  # GPUs of one NVLink/PCIe node
 # CUDA-core work (norms, softmax, rotary, residual adds, activations) runs on this roof: those kernels compute
 # in fp32 whatever the tensors' type (PyTorch's opmath, vLLM's and FlashAttention's kernels upcast)
 CUDA_CORE = "fp32"
@@ -52,12 +55,18 @@ class Setup:
 
     batch: int = 1
     prompt: int = 2048
-    gen: int = 256  # decode steps: contexts prompt .. prompt + gen - 1
+    gen: int = 256  # output tokens a sequence (vLLM's output_len): the prefill's, then gen - 1 decode steps
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
     attention: str = "flash"
     group_size: int = DEFAULT_GROUP_SIZE  # int4 only
+    tp: int = 1  # tensor-parallel GPUs: each holds 1/tp of the heads, the MLP and the vocabulary
+
+    @property
+    def decode_contexts(self) -> range:
+        """The contexts of the decode steps: the prefill produces the first token, each step one more."""
+        return range(self.prompt, self.prompt + self.gen - 1)
 
     @property
     def gemm_type(self) -> str:
@@ -106,15 +115,39 @@ def check_setup(model: Model, setup: Setup) -> None:
         raise CeilingsError(f"--weights {setup.weights} with --activations {setup.activations}: 16-bit weights run "
                             f"in their own type; give the same type to both")
     if setup.weights == "int4":
-        for name, matrices in layer_matrices(model).items():
+        for name, matrices in layer_matrices(shard(model, setup.tp)).items():
             for m in matrices:
                 if m.quantized and m.n_in % setup.group_size:
                     raise CeilingsError(f"--group-size {setup.group_size}: {name} has {m.n_in} input features, not a "
                                         f"multiple of the group; give a group size that divides it")
+    if setup.tp not in TP_SIZES:
+        raise CeilingsError(f"--tp {setup.tp}: give one of {', '.join(map(str, TP_SIZES))}")
+    if setup.tp > 1:
+        for what, n in (("num_attention_heads", model.heads), ("intermediate_size", model.intermediate)):
+            if n % setup.tp:
+                raise CeilingsError(f"--tp {setup.tp}: {model.name}'s {what} {n} does not split over {setup.tp} "
+                                    f"GPUs; give a --tp that divides it")
+        if model.kv_heads % setup.tp and setup.tp % model.kv_heads:
+            raise CeilingsError(f"--tp {setup.tp}: {model.kv_heads} KV heads neither split over nor replicate onto "
+                                f"{setup.tp} GPUs; give a --tp that divides it or that it divides")
     longest = setup.prompt + setup.gen
+    if model.max_context is not None and longest > model.max_context:
+        raise CeilingsError(f"--prompt {setup.prompt} + --gen {setup.gen} = {longest} tokens exceeds {model.name}'s "
+                            f"max_position_embeddings {model.max_context}; keep the request within it")
     if model.sliding_window is not None and longest > model.sliding_window:
         raise CeilingsError(f"{model.name}: sliding-window attention (window {model.sliding_window}) is not "
                             f"modelled; keep --prompt + --gen ({longest}) within the window")
+
+
+def shard(model: Model, tp: int) -> Model:
+    """What one of `tp` tensor-parallel GPUs holds and computes (Megatron's split, as vLLM runs it): 1/tp of the
+    query heads and of each expert's MLP, 1/tp of the KV heads (a KV head replicated onto tp / kv_heads GPUs when
+    there are fewer KV heads than GPUs) and 1/tp of the vocabulary (embedding table and LM head); the norms and
+    the hidden size whole. vLLM's padding of the vocabulary to a multiple of 64 x tp is not counted."""
+    if tp == 1:
+        return model
+    return replace(model, heads=model.heads // tp, kv_heads=max(1, model.kv_heads // tp),
+                   intermediate=model.intermediate // tp, vocab=math.ceil(model.vocab / tp))
 
 
 def layer_matrices(model: Model) -> dict[str, tuple[Matrix, ...]]:
@@ -150,17 +183,19 @@ def _norm_vector(model: Model) -> int:
 
 def parameters(model: Model) -> int:
     """Every stored parameter (all experts; a tied table once)."""
-    per_layer = sum(m.n_in * m.n_out + (m.n_out if m.bias else 0) for name, ms in layer_matrices(model).items()
-                    for m in ms for _ in range(model.experts if name.startswith("experts_") else 1))
+    per_layer = sum((m.n_in * m.n_out + (m.n_out if m.bias else 0)) * (model.experts if name.startswith("experts_")
+                                                                       else 1)
+                    for name, ms in layer_matrices(model).items() for m in ms)
     table = model.vocab * model.hidden
     return (table * (1 if model.tied else 2) + model.layers * (per_layer + 2 * _norm_vector(model))
             + _norm_vector(model))
 
 
 def weights_bytes(model: Model, setup: Setup) -> float:
-    """Bytes of every stored weight: the layers' matrices at --weights (with their metadata), every expert, the
-    norms, the embedding table and the LM head in the activation type (quantised checkpoints keep them in 16
-    bits), a tied table once."""
+    """Bytes of every stored weight one GPU holds (1/--tp of them, the norms whole): the layers' matrices at
+    --weights (with their metadata), every expert, the norms, the embedding table and the LM head in the
+    activation type (quantised checkpoints keep them in 16 bits), a tied table once."""
+    model = shard(model, setup.tp)
     a = DTYPE_BYTES[setup.activations]
     per_layer = sum(matrix_bytes(m, setup) * (model.experts if name.startswith("experts_") else 1)
                     for name, ms in layer_matrices(model).items() for m in ms)
@@ -170,7 +205,8 @@ def weights_bytes(model: Model, setup: Setup) -> float:
 
 
 def kv_bytes_per_token(model: Model, setup: Setup) -> float:
-    """KV-cache bytes one token of one sequence holds: K and V of every KV head in every layer."""
+    """KV-cache bytes one token of one sequence holds on one GPU: K and V of its KV heads in every layer."""
+    model = shard(model, setup.tp)
     return model.layers * 2 * model.kv_heads * model.head_dim * DTYPE_BYTES[setup.kv_cache]
 
 
@@ -188,7 +224,10 @@ def experts_touched(model: Model, tokens: int) -> float:
 
 
 def step_ops(model: Model, setup: Setup, tokens: int, context: int) -> tuple[Op, ...]:
-    """The ops of one forward pass of the batch over `tokens` new tokens per sequence with `context` cached."""
+    """The ops of one forward pass of the batch over `tokens` new tokens per sequence with `context` cached, on
+    one GPU of --tp: its shard of the work, and the two all-reduces of the activations a layer (after o_proj
+    and down_proj) when tp > 1. The embedding's all-reduce and the LM head's gather are not counted."""
+    model = shard(model, setup.tp)
     B, L, h, d = setup.batch, model.layers, model.hidden, model.head_dim
     nh, nkv, f = model.heads, model.kv_heads, model.intermediate
     a, kv = DTYPE_BYTES[setup.activations], DTYPE_BYTES[setup.kv_cache]
@@ -219,7 +258,13 @@ def step_ops(model: Model, setup: Setup, tokens: int, context: int) -> tuple[Op,
            elementwise("rotary", ROTARY_FLOPS * T * (nh + nkv) * d, 2 * T * (nh + nkv) * d * a + T * d * a),
            elementwise("kv_cache_write", 0, T * 2 * nkv * d * a, kv_write=T * 2 * nkv * d * kv)]
     ops += _attention(model, setup, tokens, context)
-    ops += [gemm("o_proj", T, mats["o_proj"]), elementwise("attn_residual", RESIDUAL_FLOPS * T * h, 3 * T * h * a),
+    # the all-reduce of a layer's T x h activations, twice a layer; a ring all-reduce sends (and receives)
+    # 2 (tp - 1) / tp of the tensor from each GPU
+    ring = 2 * (setup.tp - 1) / setup.tp
+    all_reduce = [Op("all_reduce", "communication", 2 * L, {}, {"interconnect": 2 * L * ring * T * h * a})] \
+        if setup.tp > 1 else []
+    ops += [gemm("o_proj", T, mats["o_proj"]), *all_reduce,
+            elementwise("attn_residual", RESIDUAL_FLOPS * T * h, 3 * T * h * a),
             norm("mlp_norm")]
     act = ACTIVATION_FLOPS[model.activation] + 1  # act(gate) * up
     if model.moe:
