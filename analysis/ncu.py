@@ -33,7 +33,7 @@ from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry, describe
 
 from .readers import ncu_csv
-from .readers.contract import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
 from .readers.registry import detect
 from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
                       launch_time, with_rates)
@@ -129,10 +129,12 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     attrs = dict(df.attrs)  # what the reader noted (notes, memory_operations, busy_s) survives the reshaping
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
-    defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": ()}
+    defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": (),
+                "before_trace": False}
     for col in META_COLUMNS:
         if col not in df.columns:
             df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
+    df["before_trace"] = df["before_trace"].fillna(False).astype(bool)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     _launch_facts_from_metrics(df)
@@ -301,7 +303,8 @@ def _nsys_times(kernels: Sequence[str], nsys: pd.DataFrame, warnings: list[str])
 def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
                  per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
-                 per_process: bool = False, time_run: int | None = None, by: str = "kernel") -> pd.DataFrame:
+                 per_process: bool = False, time_run: int | None = None, by: str = "kernel",
+                 include_early: bool = False) -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
@@ -311,7 +314,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     `kernel_regex` keeps the kernels whose name matches (re.search); `nvtx` the launches inside an NVTX range
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
-    group). attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
+    group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
+    them under their own name (`_before_trace`). attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
     profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
     timestamps: torch traces), "by".
     """
@@ -322,7 +326,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if not paths:
         raise CeilingsError("no input files given")
     pattern = _compile(kernel_regex)
-    frames = [read_profile(p) for p in paths]
+    warnings: list[str] = []
+    frames = [_before_trace(read_profile(p), str(p), include_early, warnings) for p in paths]
     nsys_frames = [read_profile(p) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
@@ -334,7 +339,6 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
                             f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
 
-    warnings: list[str] = []
     runs = _split_runs([f for _, f in counted], [p for p, _ in counted])
     groups = _group_runs(runs)
     if len(groups) > 1:
@@ -376,7 +380,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if "_key" not in launches:
         launches["_key"] = launches["kernel"]
     launches["_key"] = launches["_key"].fillna(launches["kernel"])
-    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS]],
+    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS,
+                                 "before_trace"]],
                        derived], axis=1)
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
@@ -396,7 +401,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     out.attrs["missing"] = table.attrs["missing"]
     out.attrs["gpus"] = _gpus(table)
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
-    busy = [f.attrs.get("busy_s") for _, f in counted]
+    busy = [f.attrs.get("busy_all_s" if include_early else "busy_s") for _, f in counted]
     whole = pattern is None and nvtx is None and not len(nsys_rows)
     out.attrs["busy_s"] = sum(busy) if whole and busy and all(b is not None for b in busy) else None
     out.attrs["by"] = by
@@ -416,8 +421,35 @@ def _grouped(table: pd.DataFrame, by: str) -> pd.DataFrame:
     column = table[GROUPINGS[by]]
     if by == "annotation":
         column = column.map(lambda ranges: ranges[-1] if isinstance(ranges, tuple) and ranges else None)
-    label = column.astype(object).where(column.notna(), f"(no {by})")
+    label = column.astype(object).where(column.notna(), f"(no {by})").where(~table["before_trace"].astype(bool),
+                                                                              f"({BEFORE_TRACE})")
     return table.assign(kernel=label, _key=label)
+
+
+def _before_trace(frame: pd.DataFrame, path: str, include: bool, warnings: list[str]) -> pd.DataFrame:
+    """The launches of a profile, without those launched before the trace began (torch.profiler's GPU side
+    records kernels queued before its CPU side started: their op and step are unknown), or with `include`
+    those kept, named apart ("NAME [launched before the trace began]") from the trace's launches of the
+    same kernel. Either way a warning counts them."""
+    early = frame["before_trace"]
+    if not early.any():
+        return frame
+    time = frame.loc[early, "time_s"].sum()
+    said = (f"{path}: {int(early.sum())} kernel(s) ({_ms(time)}, {time / frame['time_s'].sum():.0%} of the kernel "
+            f"time) were {BEFORE_TRACE} (their launch is not in it: correlation ids older than its first runtime "
+            f"call)")
+    if include:
+        warnings.append(f"{said}: kept, named apart, without an op or step")
+        kept = frame.copy()
+        kept.loc[early, "kernel"] = kept.loc[early, "kernel"] + f" [{BEFORE_TRACE}]"
+        return kept
+    if early.all():
+        raise CeilingsError(f"{said}: every kernel; --include-early reads them (without ops or steps), or start "
+                            f"the profiler before the GPU work")
+    warnings.append(f"{said}: left out of every figure; --include-early shows them, apart")
+    kept = frame[~early].reset_index(drop=True)
+    kept.attrs = frame.attrs
+    return kept
 
 
 TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")  # what torch's tensorboard_trace_handler writes
@@ -685,10 +717,14 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=tuple(GROUPINGS), default="kernel",
                         help="one row per kernel (default), or per operator, nn.Module or innermost NVTX / "
                              "record_function range that launched the kernels (torch.profiler traces; ncu --nvtx)")
+    parser.add_argument("--include-early", action="store_true",
+                        help=f"keep the kernels {BEFORE_TRACE} (a torch.profiler trace's kernels whose launch it "
+                             f"lacks), named apart; left out by default")
 
 
 def profile_filters(args: argparse.Namespace) -> dict:
-    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by}
+    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by,
+            "include_early": args.include_early}
 
 
 def describe_gpus(gpus: Sequence[dict]) -> str:

@@ -166,6 +166,68 @@ def test_a_truncated_trace_is_a_one_line_error(tmp_path, capsys):
     assert "not valid JSON" in capsys.readouterr().err
 
 
+def test_a_torch_1_8_era_trace_is_read_with_its_old_category_names(tmp_path):
+    """torch 1.8-1.10 traces (Kineto's old names, which TensorBoard's plugin still reads): Operator, Runtime,
+    Kernel, Memcpy, Memset; "external id"; ProfilerStep#N is an Operator event, not an op."""
+    events = [x("Operator", "ProfilerStep#1", 0, 1000),
+              x("Operator", "aten::linear", 10, 200, **{"external id": 1}),
+              x("Operator", "aten::mm", 20, 100, **{"external id": 2, "Input Dims": [[M, K], [K, N]],
+                                                    "Input type": ["float", "float"]}),
+              x("Runtime", "cudaLaunchKernel", 30, 5, correlation=40, **{"external id": 2}),
+              x("Kernel", "volta_sgemm_128x64_nn", 300, 20, pid=0, tid=7, correlation=40, device=0,
+                **{"external id": 40}),
+              x("Memcpy", "Memcpy HtoD (Pageable -> Device)", 400, 5, pid=0, tid=7, correlation=41),
+              x("Memset", "Memset (Device)", 410, 1, pid=0, tid=7, correlation=42)]
+    t = read_profile(trace(tmp_path / "old.pt.trace.json", events))
+    assert len(t) == 1
+    row = t.iloc[0]
+    assert row["op"] == "aten::mm" and row["nvtx"] == ("ProfilerStep#1",)
+    assert row["flops_fp32"] == 2 * M * N * K
+    assert t.attrs["memory_operations"] == 2
+    assert not any("not in the trace" in n or "record_shapes" in n for n in t.attrs["notes"])
+
+
+def early_events() -> list[dict]:
+    """Two kernels whose correlation ids (5, 6) are older than the trace's first runtime call (100): they were
+    launched before it began; kernel 300 has no launch either, but is newer: an unlinked kernel."""
+    mm = {"External id": 1, "Input Dims": [[M, K], [K, N]], "Input type": ["float", "float"]}
+    return [x("kernel", "sgemm", 0, 30, pid=0, tid=7, correlation=5, device=0),
+            x("kernel", "relu_kernel", 31, 10, pid=0, tid=7, correlation=6, device=0),
+            x("user_annotation", "ProfilerStep#0", 50, 500),
+            x("cpu_op", "aten::mm", 60, 100, **mm),
+            x("cuda_runtime", "cudaLaunchKernel", 70, 5, correlation=100),
+            x("kernel", "sgemm", 200, 30, pid=0, tid=7, correlation=100, device=0),
+            x("kernel", "stray", 240, 20, pid=0, tid=7, correlation=300, device=0)]
+
+
+def test_kernels_launched_before_the_trace_began_are_left_out_and_counted(tmp_path):
+    f = trace(tmp_path / "early.json", early_events())
+    t = kernel_table([f])
+    assert t["launches"].sum() == 2 and set(t["kernel"]) == {"sgemm", "stray"}
+    assert t.set_index("kernel").at["sgemm", "flops"] == 2 * M * N * K  # not made missing by the early launch
+    assert t.attrs["busy_s"] == pytest.approx(50e-6)
+    said = [w for w in t.attrs["warnings"] if "launched before the trace began" in w]
+    # 40 of the 90 us of kernel time
+    assert len(said) == 1 and "2 kernel(s) (0.04 ms, 44% of the kernel time)" in said[0]
+    assert "--include-early" in said[0]
+    assert any("1 kernel(s) whose launching operator is not in the trace" in w for w in t.attrs["warnings"])
+
+
+def test_include_early_keeps_them_named_apart(tmp_path):
+    f = trace(tmp_path / "early.json", early_events())
+    t = kernel_table([f], include_early=True).set_index("kernel")
+    assert t.at["sgemm [launched before the trace began]", "launches"] == 1
+    assert t.at["sgemm", "flops"] == 2 * M * N * K
+    assert t.attrs["busy_s"] == pytest.approx(90e-6)
+    ops = kernel_table([f], include_early=True, by="op").set_index("kernel")
+    assert ops.at["(launched before the trace began)", "launches"] == 2
+    assert ops.at["(no op)", "launches"] == 1
+    steps = kernel_table([f], by="annotation").set_index("kernel")
+    assert steps.at["ProfilerStep#0", "launches"] == 1
+    assert main([str(f), "--include-early", "--csv", str(tmp_path / "out.csv")]) == 0
+    assert "sgemm [launched before the trace began]" in (tmp_path / "out.csv").read_text()
+
+
 # ------------------------------------------------------------------------------------------ real traces
 def _events(name):
     return json.load(gzip.open(TRACES / name))["traceEvents"]

@@ -34,6 +34,14 @@ from .contract import COUNTERS, Format, Source
 from ..metrics import canonical_metric
 
 US = 1e-6  # trace times are microseconds
+# the event categories of torch 1.8-1.10 traces, as today's (Kineto's ActivityType names were renamed; the
+# TensorBoard plugin's parser reads both, case-insensitively): every category is looked up lowercased
+CATEGORIES = {"operator": "cpu_op", "runtime": "cuda_runtime", "memcpy": "gpu_memcpy", "memset": "gpu_memset",
+              "gpu_user_annotation": "gpu_user_annotation"}
+# and their argument names ("external id", "Input dims" then; "External id", "Input Dims" now)
+ARGUMENTS = {"external id": "External id", "Input dims": "Input Dims"}
+# torch.profiler's step() is a record_function "ProfilerStep#N": an Operator event in old traces, an annotation
+STEP_PREFIX = "ProfilerStep#"
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 MEMORY_CATEGORIES = ("gpu_memcpy", "gpu_memset")
 MODULE_PREFIX = "nn.Module: "
@@ -65,6 +73,27 @@ def _load(source: Source) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise CeilingsError(f"{source.path}: JSON without a traceEvents list: not a torch.profiler trace")
     return doc
+
+
+def _events(doc: dict) -> list[dict]:
+    """The trace's complete ("X") events, in today's vocabulary (CATEGORIES, ARGUMENTS): old traces' events
+    are renamed in place."""
+    events = []
+    for e in doc["traceEvents"]:
+        if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
+            continue
+        cat = str(e.get("cat", "")).lower()
+        cat = CATEGORIES.get(cat, cat)
+        if cat == "cpu_op" and str(e.get("name", "")).startswith(STEP_PREFIX):
+            cat = "user_annotation"
+        e["cat"] = cat
+        args = e.get("args")
+        if isinstance(args, dict):
+            for old, new in ARGUMENTS.items():
+                if old in args and new not in args:
+                    args[new] = args.pop(old)
+        events.append(e)
+    return events
 
 
 def _device(doc: dict, path: str) -> dict:
@@ -113,11 +142,11 @@ def _read(source: Source, _found) -> pd.DataFrame:
 
     doc = _load(source)
     device = _device(doc, source.path)
-    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    events = _events(doc)
     by_cat: dict[str, list[dict]] = defaultdict(list)
     for e in events:
         by_cat[e.get("cat")].append(e)
-    kernels = sorted(by_cat.get("kernel", []) + by_cat.get("Kernel", []), key=lambda e: e["ts"])
+    kernels = sorted(by_cat.get("kernel", []), key=lambda e: e["ts"])
     ranges = by_cat.get("cuda_profiler_range", [])
     if not kernels and not ranges:
         raise CeilingsError(f"{source.path}: a torch.profiler trace without GPU kernels: profile with "
@@ -140,6 +169,12 @@ def _read(source: Source, _found) -> pd.DataFrame:
     queries = [(*where, i) for i, k in enumerate(kernels)
                if (where := _launch_point(k.get("args") or {}, launches, flows_start, ops_by_external))]
     chains = _enclosing(around, queries)
+    # correlation ids grow with every CUDA call: a kernel without a launch in the trace whose id is older
+    # than the trace's first runtime call was launched before the profiler's CPU side began recording
+    first_call = min((c for c in launches if _number(c)), default=None)
+    placed = {q[-1] for q in queries}
+    early = {i for i, k in enumerate(kernels) if i not in placed and first_call is not None
+             and _number(corr := (k.get("args") or {}).get("correlation")) and corr < first_call}
     shapes = any("Input Dims" in (e.get("args") or {}) for e in by_cat.get("cpu_op", []))
 
     rows, unlinked = [], 0
@@ -148,7 +183,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
         args = k.get("args") or {}
         chain = chains.get(i, [])
         ops = [e for e in chain if e.get("cat") == "cpu_op"]
-        if not ops:
+        if not ops and i not in early:
             unlinked += 1
         annotations = tuple(str(e["name"]) for e in chain if e.get("cat") == "user_annotation")
         modules = [str(e["name"])[len(MODULE_PREFIX):] for e in chain if e.get("cat") == "python_function"]
@@ -157,7 +192,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "device": None if args.get("device") is None else str(args["device"]), **device,
                "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
                "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", 0)) * US,
-               "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
+               "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
         ruled = [op for op in ops if _work(op, op_work) is not None]
         if ruled:  # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
             counted_op.setdefault(id(ruled[0]), (ruled[0], []))[1].append(len(rows))
@@ -172,10 +207,8 @@ def _read(source: Source, _found) -> pd.DataFrame:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
             _counter_rows(ranges, device, process)
     # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
-    per_device = defaultdict(list)
-    for r in rows:
-        per_device[r["device"]].append((r["_start"], r["_end"]))
-    busy = sum(_busy_seconds(v) for v in per_device.values()) if rows else None
+    busy = _busy_per_device([r for r in rows if not r["before_trace"]])
+    busy_all = _busy_per_device(rows)
     df = df.drop(columns=["_start", "_end", "_direct"], errors="ignore")
     notes = []
     if unlinked:
@@ -187,8 +220,21 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if ranges:
         notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
                      f"shapes; their times are the profiler's ranges, not kernel times")
-    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy)
+    # busy_all_s: with the kernels launched before the trace began (kernel_table's include_early)
+    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all)
     return df
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _busy_per_device(rows: list[dict]) -> float | None:
+    """Each GPU's busy time, summed (one process may drive several GPUs: DataParallel)."""
+    per_device = defaultdict(list)
+    for r in rows:
+        per_device[r["device"]].append((r["_start"], r["_end"]))
+    return sum(_busy_seconds(v) for v in per_device.values()) if rows else None
 
 
 def _work(op: dict, op_work):
@@ -255,8 +301,8 @@ def operator_work(path) -> pd.DataFrame:
     if _find(source) is None:
         raise CeilingsError(f"{path}: not a torch.profiler trace")
     rows = []
-    for e in _load(source)["traceEvents"]:
-        if not isinstance(e, dict) or e.get("cat") != "cpu_op":
+    for e in _events(_load(source)):
+        if e.get("cat") != "cpu_op":
             continue
         a = e.get("args") or {}
         dims = a.get("Input Dims") or []
