@@ -201,8 +201,10 @@ def test_kern_sum_text_rows_are_tokens_so_a_shifted_row_keeps_its_name_and_ellip
     f.write_text(
         " Time (%)  Total Time (ns)  Instances  Avg (ns)  Med (ns)  Min (ns)  Max (ns)  StdDev (ns)     Name\n"
         " --------  ---------------  ---------  --------  --------  --------  --------  -----------  -----------\n"
-        "     90.0           10,000          3   3,333.3   3,300.0     3,200     3,500        152.8  sm90_xmma_gemm_bf16\n"
-        "    9.0            1,000          2     500.0     500.0       490       510         14.1  void vllm::act_and_mul(float*)\n"
+        "     90.0           10,000          3   3,333.3   3,300.0     3,200     3,500        152.8  "
+        "sm90_xmma_gemm_bf16\n"
+        "    9.0            1,000          2     500.0     500.0       490       510         14.1  "
+        "void vllm::act_and_mul(float*)\n"
         "...\n"
         "      1.0              111          1     111.0     111.0       111       111          0.0  copy(float*)\n")
     fmt, df = read(f)
