@@ -399,7 +399,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                      "python_function events with with_stack=True; analysis.torch_profile sets it)")
     out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
     out.attrs["missing"] = table.attrs["missing"]
-    out.attrs["gpus"] = _gpus(table)
+    out.attrs["gpus"] = _gpus(table, launches)
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
     busy = [f.attrs.get("busy_all_s" if include_early else "busy_s") for _, f in counted]
     whole = pattern is None and nvtx is None and not len(nsys_rows)
@@ -569,10 +569,23 @@ def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: l
                             f"{per_cycle[i]:.4g} > {peak[i]:.0f}): the counters are wrong or mislabelled")
 
 
-def _gpus(table: pd.DataFrame) -> list[dict]:
-    facts = table[["gpu", "cc", "device"]].drop_duplicates()
+# what a profile records about its GPU beyond name and CC (ncu's device attributes; a torch trace's
+# deviceProperties are read into the same metrics): enough to tell another GPU when no name is given
+GPU_FACTS = {"sm_count": ("device__attribute_multiprocessor_count", 1),
+             "max_sm_clock_hz": ("device__attribute_max_gpu_frequency_khz", 1e3),
+             "memory_bytes": ("device__attribute_total_memory", 1)}
+
+
+def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
+    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers)."""
+    facts = table[["gpu", "cc", "device"]].copy()
+    for key, (metric, scale) in GPU_FACTS.items():
+        if metric in launches.columns and len(launches) == len(facts):
+            facts[key] = launches[metric].to_numpy(dtype="float64") * scale
+    facts = facts.drop_duplicates()
     facts = facts[facts.notna().any(axis=1)]
-    return [{k: (None if pd.isna(v) else str(v)) for k, v in row.items()} for row in facts.to_dict("records")]
+    return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}
+            | {k: None for k in ("gpu", "cc", "device") if pd.isna(row[k])} for row in facts.to_dict("records")]
 
 
 # roofline input -> the analysis.profile metric set that collects it; L2 and L1 bytes serve --level all only,

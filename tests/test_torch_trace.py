@@ -242,7 +242,9 @@ def test_real_alexnet_trace_without_shapes_has_times_and_missing_flops():
     assert t["time_s"].sum() == pytest.approx(sum(e["dur"] for e in kernels) * 1e-6)
     assert t["flops"].isna().all()
     assert any("record_shapes=True" in w for w in t.attrs["warnings"])
-    assert t.attrs["gpus"] == [{"gpu": "NVIDIA A100-PG509-200", "cc": "8.0", "device": "0"}]
+    # deviceProperties: numSms 108, totalGlobalMem 42297524224 (read off the JSON)
+    assert t.attrs["gpus"] == [{"gpu": "NVIDIA A100-PG509-200", "cc": "8.0", "device": "0", "sm_count": 108.0,
+                                "memory_bytes": 42297524224.0}]
     memory = sum(e.get("cat") in ("gpu_memcpy", "gpu_memset") for e in events)
     assert any(w.startswith(f"{memory} memcpy/memset") for w in t.attrs["warnings"])
 

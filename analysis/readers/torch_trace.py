@@ -42,6 +42,8 @@ CATEGORIES = {"operator": "cpu_op", "runtime": "cuda_runtime", "memcpy": "gpu_me
 ARGUMENTS = {"external id": "External id", "Input dims": "Input Dims"}
 # torch.profiler's step() is a record_function "ProfilerStep#N": an Operator event in old traces, an annotation
 STEP_PREFIX = "ProfilerStep#"
+# deviceProperties that are ncu device attributes, as those metrics: they tell another GPU without a name
+DEVICE_FACTS = {"numSms": "device__attribute_multiprocessor_count", "totalGlobalMem": "device__attribute_total_memory"}
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 MEMORY_CATEGORIES = ("gpu_memcpy", "gpu_memset")
 MODULE_PREFIX = "nn.Module: "
@@ -107,7 +109,8 @@ def _device(doc: dict, path: str) -> dict:
         raise CeilingsError(f"{path}: a trace from an AMD GPU ({name}): the roofs of this project are measured on "
                             f"NVIDIA GPUs; for AMD use rocprof-compute's roofline")
     major, minor = first.get("computeMajor"), first.get("computeMinor")
-    return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None}
+    facts = {metric: float(first[key]) for key, metric in DEVICE_FACTS.items() if _number(first.get(key))}
+    return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None, **facts}
 
 
 def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
