@@ -248,6 +248,30 @@ def test_print_summary_per_gpu_new_layout():
     assert only(t, "fill_padding")["time_s"] == pytest.approx(20e-6)
 
 
+def test_print_summary_per_gpu_with_each_section_a_block_of_its_own(tmp_path):
+    """One kernel's sections printed as separate blocks, each under its own kernel line with its own
+    "Invocations 300": one kernel of 300 launches with every section's metrics, not 600 launches."""
+    text = (DATA / "summary_per_gpu.txt").read_text()
+    heading = "    bitonic_merge(int *, int, int, int) (16384, 1, 1)x(512, 1, 1), Invocations 300\n"
+    cut = text.index("      smsp__sass_thread_inst_executed_op_ffma")
+    dash = "      " + "-" * 64 + " ----------- ------- ------- -------\n"
+    header = "      Metric Name" + " " * 54 + "Metric Unit Minimum Maximum Average\n"
+    # the time row stays in the first block; the FFMA and warps rows go to a block of their own
+    text = text[:cut] + dash + "\n" + heading + "      Section: Command line profiler metrics\n" + dash + header + \
+        dash + text[cut:]
+    f = tmp_path / "blocks.txt"
+    f.write_text(text)
+    t = kernel_table([f], per_launch=True)
+    m = only(t, "bitonic_merge")
+    assert m["launches"] == 300 and m["time_s"] == pytest.approx(300 * 10e-6)
+    rows = read_profile(f)
+    merged = rows[rows["kernel"].str.startswith("bitonic_merge")]
+    assert len(merged) == 1  # both blocks' metrics on the one kernel: Average 10 us, 1000 FFMA
+    assert merged["gpu__time_duration.sum"].iloc[0] == pytest.approx(10e-6)
+    assert merged["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"].iloc[0] == 1000
+    assert only(t, "fill_padding")["launches"] == 1
+
+
 def test_print_summary_per_gpu_old_layout():
     """ncu of about 2020: `  Device 0` without CC, `NAME, Block Size B, Grid Size G, N invocations`, one dash
     row under the header and none closing the table."""

@@ -263,9 +263,30 @@ def _find(source: Source):
     return True if _ANY_HEADING.search(source.text) or _per_gpu(source) else None
 
 
+def merge_section_blocks(launches: list[Launch]) -> list[Launch]:
+    """A `--print-summary per-gpu` summary may print one kernel's sections as blocks of their own, each under
+    its own kernel line and "N invocations": one kernel, not N launches per block. Blocks of the same kernel
+    (name, grid, block, device, invocations) whose metrics are disjoint are merged; two with a metric in
+    common are two kernels (two grids under the old headings, which do not give them)."""
+    out: list[Launch] = []
+    home: dict[tuple, Launch] = {}
+    for x in launches:
+        key = (x.run, x.kernel, x.grid, x.block, x.device, x.launches, x.process)
+        first = home.get(key)
+        if first is not None and not first.metrics.keys() & x.metrics.keys():
+            first.metrics.update(x.metrics)
+            continue
+        home[key] = x
+        x.id = sum(y.run == x.run for y in out)
+        out.append(x)
+    return out
+
+
 def _read(source: Source, _found) -> pd.DataFrame:
-    text = per_gpu_as_per_kernel(source.text) if _per_gpu(source) else source.text
-    launches = scan_text(text, source.path)
+    per_gpu = _per_gpu(source)
+    launches = scan_text(per_gpu_as_per_kernel(source.text) if per_gpu else source.text, source.path)
+    if per_gpu:
+        launches = merge_section_blocks(launches)
     columns = ["run", "id", "kernel", "launches", "grid", "block", "device", "cc", "gpu", "process", "nvtx"]
     meta = pd.DataFrame.from_records([tuple(getattr(x, c) for c in columns) for x in launches], columns=columns)
     metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)
