@@ -272,6 +272,26 @@ def test_print_summary_per_gpu_with_each_section_a_block_of_its_own(tmp_path):
     assert only(t, "fill_padding")["launches"] == 1
 
 
+def test_a_report_shifted_right_with_application_output_between_is_read(tmp_path):
+    """A bot's log: ncu's report indented by 4 more spaces (kernel headings at 6), the application's own
+    lines at the margin between them; the same launches as the report as ncu printed it."""
+    plain = DATA / "text_new_sections.txt"
+    lines = plain.read_text().split("\n")
+    shifted = []
+    for i, line in enumerate(lines):
+        if line.startswith("  ") and ", CC " in line and i:
+            shifted.append("step done: loss 0.25")
+        shifted.append("    " + line if line.strip() and not line.startswith(("==", "[")) else line)
+    f = tmp_path / "bot.txt"
+    f.write_text("\n".join(shifted))
+    expected = read_profile(plain)
+    got = read_profile(f)
+    assert len(got) == len(expected) > 0
+    assert got["kernel"].tolist() == expected["kernel"].tolist()
+    metric = [c for c in expected.columns if c.endswith("time_duration.sum")][0]
+    assert got[metric].tolist() == expected[metric].tolist()
+
+
 def test_print_summary_per_gpu_old_layout():
     """ncu of about 2020: `  Device 0` without CC, `NAME, Block Size B, Grid Size G, N invocations`, one dash
     row under the header and none closing the table."""
