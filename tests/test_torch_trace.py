@@ -228,6 +228,17 @@ def test_include_early_keeps_them_named_apart(tmp_path):
     assert "sgemm [launched before the trace began]" in (tmp_path / "out.csv").read_text()
 
 
+def test_a_bf16_gemv_runs_on_cuda_cores_not_tensor_cores(tmp_path):
+    """A decode step's bf16 matrix-vector product: cuBLAS runs it as gemv2T_kernel_val on CUDA cores."""
+    events = [x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[1, K], [K, N]],
+                                                 "Input type": ["c10::BFloat16", "c10::BFloat16"]}),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=7),
+              x("kernel", "void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, 128, 16, 4, 4>",
+                200, 10, pid=0, tid=7, correlation=7)]
+    row = read_profile(trace(tmp_path / "gemv.json", events)).iloc[0]
+    assert row["flops_fp32"] == 2 * 1 * N * K and row["flops_tensor"] == 0 and pd.isna(row["tensor_type"])
+
+
 # ------------------------------------------------------------------------------------------ real traces
 def _events(name):
     return json.load(gzip.open(TRACES / name))["traceEvents"]

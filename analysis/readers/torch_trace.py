@@ -55,6 +55,10 @@ FLOP_COLUMNS = ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")
 # ("cutlass_80_tensorop_s1688gemm...", "sm80_xmma_gemm_tf32f32...", "ampere_..._tf32..."); SIMT kernels
 # ("ampere_sgemm_128x64", "cutlass_80_simt_sgemm") do not
 TF32_KERNEL = re.compile(r"tensorop_s\d+gemm|tf32|_s1688|_s16816")
+# cuBLAS matrix-vector kernels ("gemv2T_kernel_val<int, int, __nv_bfloat16, float, ...>", "gemvNSP_kernel",
+# "gemvx") run on CUDA cores whatever the dtype, computing in fp32 (the float compute type among their
+# template arguments): their half-precision work is fp32 CUDA-core work, not tensor work
+CUDA_CORE_KERNEL = re.compile(r"gemv", re.IGNORECASE)
 PROBE_BYTES = 4096  # "traceEvents" or "deviceProperties" appear in the first few KiB of a Kineto trace
 
 
@@ -260,7 +264,8 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
 def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
     """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest compute kernel (else
     its longest kernel), 0 on its other kernels; missing (NaN) for kernels of operators without a FLOP
-    rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work."""
+    rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work;
+    half-precision work on a cuBLAS GEMV kernel (CUDA_CORE_KERNEL) is fp32 CUDA-core work."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
             row[col] = float("nan")
@@ -269,7 +274,9 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> No
         direct = [i for i in members if rows[i].get("_direct")] or members
         longest = max(direct, key=lambda i: rows[i]["time_s"])
         column = PRECISION_COLUMN.get(work.precision)
-        if work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
+        if column == "flops_tensor" and CUDA_CORE_KERNEL.search(rows[longest]["kernel"]):
+            column = "flops_fp32"
+        elif work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
             column = "flops_tensor"
         typed = "tf32" if column == "flops_tensor" and work.precision == "fp32" else work.precision
         for i in members:
