@@ -180,6 +180,7 @@ TIME_DISAGREEMENT = 1.2
 # FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
 IMPOSSIBLE_RATE = 1.05
 NAME_IN_WARNING = 60
+GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
 
 
 @dataclass
@@ -342,9 +343,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     runs = _split_runs([f for _, f in counted], [p for p, _ in counted])
     groups = _group_runs(runs)
     if len(groups) > 1:
+        listed = "; ".join(", ".join(r.label for r in g) for g in groups[:GROUPS_LISTED])
+        more = f"; and {len(groups) - GROUPS_LISTED} more" if len(groups) > GROUPS_LISTED else ""
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
-                        f"distinct launches, summed per kernel: "
-                        f"{'; '.join(', '.join(r.label for r in g) for g in groups)}; --per-process shows them apart")
+                        f"distinct launches, summed per kernel: {listed}{more}; --per-process shows them apart")
     launches = pd.concat([_merge_group(g, i, time_run, warnings) for i, g in enumerate(groups)],
                          ignore_index=True) if groups else pd.DataFrame(columns=[*META_COLUMNS, "_group"])
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
@@ -645,8 +647,12 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     out = out.sort_values("time_s", ascending=False, na_position="last", kind="stable")
     out = out[[*OUTPUT_COLUMNS, *extra]].reset_index(drop=True)
     lost = (counts.gt(0) & ~complete).sum()
-    out.attrs["warnings"] = [f"{col}: missing for {n} kernel(s) because only some of their launches have it"
-                             for col, n in lost.items() if n]
+    by_count: dict[int, list[str]] = {}  # one line per count, not one per column: the columns lost together
+    for col, n in lost.items():
+        if n:
+            by_count.setdefault(int(n), []).append(str(col))
+    out.attrs["warnings"] = [f"{', '.join(cols)}: missing for {n} kernel(s) because only some of their launches "
+                             f"have it" for n, cols in by_count.items()]
     return out
 
 

@@ -152,6 +152,14 @@ def test_two_ranks_with_the_same_metrics_are_distinct_launches(tmp_path):
     assert any(w.startswith("2 runs measured the same metrics") for w in kernel_table([f]).attrs["warnings"])
 
 
+def test_many_ranks_are_one_warning_naming_the_first_few(tmp_path):
+    launch = {FFMA: ("inst", "100"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "2.0")}
+    f = details_csv(tmp_path / "ranks.csv", [(0, pid, "k", launch) for pid in range(100, 110)])
+    said = [w for w in kernel_table([f]).attrs["warnings"] if "runs measured the same metrics" in w]
+    assert len(said) == 1 and said[0].startswith("10 runs measured the same metrics")
+    assert said[0].count("app@node7") == 3 and "; and 7 more; --per-process shows them apart" in said[0]
+
+
 def test_two_passes_merge_and_disagreeing_times_are_reported_and_choosable(tmp_path, capsys):
     """Pass 1 (pid 1) DRAM bytes, timed 10 us; pass 2 (pid 2) FLOP counters, timed 25 us: 2.5x apart."""
     a = details_csv(tmp_path / "a.csv", [(0, 1, "k", {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")})])

@@ -239,6 +239,20 @@ def test_a_bf16_gemv_runs_on_cuda_cores_not_tensor_cores(tmp_path):
     assert row["flops_fp32"] == 2 * 1 * N * K and row["flops_tensor"] == 0 and pd.isna(row["tensor_type"])
 
 
+def test_columns_lost_together_are_one_warning(tmp_path):
+    """relu_kernel launched twice: once by an op with a FLOP rule's call tree (aten::mm), once by none: every
+    FLOP column and alg_bytes are missing for it, said once."""
+    mm = {"External id": 1, "Input Dims": [[M, K], [K, N]], "Input type": ["float", "float"]}
+    events = [x("cpu_op", "aten::mm", 0, 100, **mm), x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("cuda_runtime", "cudaLaunchKernel", 200, 5, correlation=2),
+              x("kernel", "relu_kernel", 300, 10, pid=0, tid=7, correlation=1),
+              x("kernel", "relu_kernel", 320, 10, pid=0, tid=7, correlation=2)]
+    said = [w for w in kernel_table([trace(tmp_path / "lost.json", events)]).attrs["warnings"]
+            if "only some of their launches" in w]
+    assert said == ["flops_fp64, flops_fp32, flops_fp16, flops_tensor, flops, alg_bytes: missing for 1 kernel(s) "
+                    "because only some of their launches have it"]
+
+
 # ------------------------------------------------------------------------------------------ real traces
 def _events(name):
     return json.load(gzip.open(TRACES / name))["traceEvents"]
