@@ -48,15 +48,17 @@ TOP_KERNELS = 20  # rows of the printed table
 PRINT_NAME_WIDTH = 60
 
 
-def read_profile(path: str | os.PathLike) -> pd.DataFrame:
+def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
-    holds (COUNTERS or TIMES, analysis.readers.contract).
+    holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
+    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS).
     """
     source = read_source(path)
+    source.memo["flops"] = flops
     found = source.memo["binary_format"] or detect(source)
     if found is None:
         _not_a_profile(source)
@@ -305,7 +307,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
                  per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
                  per_process: bool = False, time_run: int | None = None, by: str = "kernel",
-                 include_early: bool = False) -> pd.DataFrame:
+                 include_early: bool = False, flops: str = "executed") -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
@@ -316,7 +318,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
     group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
-    them under their own name (`_before_trace`). attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
+    them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
     profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
     timestamps: torch traces), "by".
     """
@@ -328,7 +330,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         raise CeilingsError("no input files given")
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
-    frames = [_before_trace(read_profile(p), str(p), include_early, warnings) for p in paths]
+    frames = [_before_trace(read_profile(p, flops), str(p), include_early, warnings) for p in paths]
     nsys_frames = [read_profile(p) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
@@ -739,11 +741,15 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-early", action="store_true",
                         help=f"keep the kernels {BEFORE_TRACE} (a torch.profiler trace's kernels whose launch it "
                              f"lacks), named apart; left out by default")
+    from .torch_flops import FLOP_CONVENTIONS
+    parser.add_argument("--flops", choices=tuple(FLOP_CONVENTIONS), default=next(iter(FLOP_CONVENTIONS)),
+                        help="how FLOPs from a torch.profiler trace's shapes count causal attention: "
+                             + "; ".join(f"{k}: {v}" for k, v in FLOP_CONVENTIONS.items()) + " (default executed)")
 
 
 def profile_filters(args: argparse.Namespace) -> dict:
     return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by,
-            "include_early": args.include_early}
+            "include_early": args.include_early, "flops": args.flops}
 
 
 def describe_gpus(gpus: Sequence[dict]) -> str:

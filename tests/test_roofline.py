@@ -690,10 +690,11 @@ def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
                           "--include-early"]) == 0
     assert fixture_reader.calls[-1] | {"paths": None} == {"paths": None, "nsys": None, "kernel_regex": "gemm",
                                                           "nvtx": "step 3", "time_run": 1, "by": "op",
-                                                          "include_early": True}
+                                                          "include_early": True, "flops": "executed"}
     assert roofline.main(ROOFLINE_ARGS) == 0
     assert fixture_reader.calls[-1] == {"paths": [str(KERNELS)], "nsys": None, "kernel_regex": None, "nvtx": None,
-                                        "time_run": None, "by": "kernel", "include_early": False}
+                                        "time_run": None, "by": "kernel", "include_early": False,
+                                        "flops": "executed"}
 
 
 def test_no_kernel_left_names_the_filters(fixture_reader, capsys):

@@ -253,6 +253,22 @@ def test_columns_lost_together_are_one_warning(tmp_path):
                     "because only some of their launches have it"]
 
 
+def test_causal_attention_counts_the_executed_pairs_unless_asked_for_torchs_count(tmp_path, capsys):
+    q = [1, 2, 16, 8]  # L = S = 16: 136 of 256 pairs unmasked
+    sdpa = {"External id": 1, "Input Dims": [q, q, q, [], [], [], [], []],
+            "Input type": ["c10::BFloat16"] * 3 + [""] * 5, "Concrete Inputs": ["", "", "", "", "0.", "True", "", ""]}
+    events = [x("cpu_op", "aten::scaled_dot_product_attention", 0, 100, **sdpa),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "flash_fwd_kernel", 200, 10, pid=0, tid=7, correlation=1)]
+    f = trace(tmp_path / "sdpa.json", events)
+    executed, torch_count = kernel_table([f]), kernel_table([f], flops="torch")
+    assert executed["flops"].iloc[0] == 2 * 136 * 2 * (8 + 8)
+    assert torch_count["flops"].iloc[0] == 2 * 256 * 2 * (8 + 8)
+    assert any("--flops executed); --flops torch counts every query-key pair" in w for w in executed.attrs["warnings"])
+    assert main([str(f), "--flops", "torch", "--csv", "-"]) == 0
+    assert "attention FLOPs count every query-key pair" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------ real traces
 def _events(name):
     return json.load(gzip.open(TRACES / name))["traceEvents"]

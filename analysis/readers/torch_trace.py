@@ -145,7 +145,13 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    from ..torch_flops import OPS as FLOP_OPS, op_work
+    from functools import partial
+
+    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, OPS as FLOP_OPS, op_work
+
+    # how causal attention is counted: kernel_table's `flops` (read_profile puts it in the memo)
+    convention = source.memo.get("flops", "executed")
+    op_work = partial(op_work, convention=convention)
 
     doc = _load(source)
     device = _device(doc, source.path)
@@ -224,6 +230,10 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
 
+    if not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values()):
+        other = next(c for c in FLOP_CONVENTIONS if c != convention)
+        notes.append(f"attention FLOPs count {FLOP_CONVENTIONS[convention]} (--flops {convention}); --flops "
+                     f"{other} counts {FLOP_CONVENTIONS[other]}")
     if ranges:
         notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
                      f"shapes; their times are the profiler's ranges, not kernel times")
