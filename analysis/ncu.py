@@ -132,11 +132,12 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
     defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": (),
-                "before_trace": False}
+                "before_trace": False, "op_helper": False}
     for col in META_COLUMNS:
         if col not in df.columns:
             df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
-    df["before_trace"] = df["before_trace"].fillna(False).astype(bool)
+    for col in ("before_trace", "op_helper"):
+        df[col] = df[col].fillna(False).astype(bool)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     _launch_facts_from_metrics(df)
@@ -385,7 +386,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         launches["_key"] = launches["kernel"]
     launches["_key"] = launches["_key"].fillna(launches["kernel"])
     table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS,
-                                 "before_trace"]],
+                                 "before_trace", "op_helper"]],
                        derived], axis=1)
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
@@ -422,6 +423,10 @@ def _grouped(table: pd.DataFrame, by: str) -> pd.DataFrame:
     them ("(none)" for launches the profile does not place in one)."""
     if by == "kernel":
         return table
+    # an op's helper kernels carry none of its FLOPs (they are on its compute kernel): 0 in the op's sum
+    helper = table["op_helper"].astype(bool)
+    work = [*PRECISION_COLUMNS, "flops", "alg_bytes"]
+    table = table.assign(**{c: table[c].where(~helper, 0.0) for c in work})
     column = table[GROUPINGS[by]]
     if by == "annotation":
         column = column.map(lambda ranges: ranges[-1] if isinstance(ranges, tuple) and ranges else None)

@@ -74,7 +74,9 @@ def test_kernels_ops_modules_annotations_and_shape_flops(tmp_path):
     # the op's FLOPs on its longest kernel, fp32 on CUDA cores; the reduction gets none of them
     assert gemm["flops_fp32"] == 2 * M * N * K and gemm["flops_tensor"] == 0
     assert gemm["alg_bytes"] == 4 * (M * K + K * N + M * N)
-    assert k["splitK_reduce"]["op"] == "aten::mm" and k["splitK_reduce"]["flops_fp32"] == 0
+    # the reduction is a helper of aten::mm: its own FLOPs are missing (not 0), and it has no tensor type
+    assert k["splitK_reduce"]["op"] == "aten::mm" and math.isnan(k["splitK_reduce"]["flops_fp32"])
+    assert k["splitK_reduce"]["op_helper"] and pd.isna(k["splitK_reduce"]["tensor_type"])
     assert k["relu_kernel"]["op"] == "aten::relu" and math.isnan(k["relu_kernel"]["flops_fp32"])
     assert pd.isna(k["stray_kernel"]["op"])
     assert t.attrs["memory_operations"] == 1
@@ -393,7 +395,10 @@ def test_a_conv_is_counted_once_on_its_compute_kernel(tmp_path):
     gemm = t[t["kernel"] == "implicit_convolve_sgemm"].iloc[0]
     assert gemm["flops_fp32"] == flops and gemm["op"] == "aten::conv2d"
     bias = t[t["kernel"] == "elementwise_kernel_add"].iloc[0]
-    assert bias["flops"] == 0 and bias["alg_bytes"] == 0
+    assert math.isnan(bias["flops"]) and math.isnan(bias["alg_bytes"])  # a helper: missing, not 0
+    by_kernel = kernel_table([trace(tmp_path / "conv.json", events)]).set_index("kernel")
+    assert math.isnan(by_kernel.at["elementwise_kernel_add", "flops"])
+    assert by_kernel.at["implicit_convolve_sgemm", "flops"] == flops
 
 
 def test_busy_time_is_per_gpu_and_summed(tmp_path):

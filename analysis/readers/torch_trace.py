@@ -273,8 +273,8 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
 
 def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
     """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest compute kernel (else
-    its longest kernel), 0 on its other kernels; missing (NaN) for kernels of operators without a FLOP
-    rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work;
+    its longest kernel); its other kernels are op_helper, their own FLOPs missing (NaN), as for kernels of
+    operators without a FLOP rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work;
     half-precision work on a cuBLAS GEMV kernel (CUDA_CORE_KERNEL) is fp32 CUDA-core work."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
@@ -290,11 +290,13 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> No
             column = "flops_tensor"
         typed = "tf32" if column == "flops_tensor" and work.precision == "fp32" else work.precision
         for i in members:
-            share = 1.0 if i == longest else 0.0
+            if i != longest:  # a helper (transpose, split-K reduction): its own FLOPs are not known, not 0
+                rows[i]["op_helper"] = True
+                continue
             rows[i]["tensor_type"] = typed if column == "flops_tensor" else None
             for col in FLOP_COLUMNS:
-                rows[i][col] = work.flops * share if col == column else 0.0
-            rows[i]["alg_bytes"] = work.bytes * share if work.bytes is not None else float("nan")
+                rows[i][col] = work.flops if col == column else 0.0
+            rows[i]["alg_bytes"] = work.bytes if work.bytes is not None else float("nan")
             if column is None:  # a dtype with no roof here (int8 GEMM): the FLOPs are unknown, not 0
                 rows[i]["flops_tensor"] = float("nan")
 
