@@ -319,9 +319,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
     group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
-    them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
-    profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
-    timestamps: torch traces), "by".
+    them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of
+    str), "gpus" (dicts gpu/cc/device, and GPU_FACTS where known), "missing" (roofline inputs the profile
+    lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has timestamps: torch
+    traces), "by".
     """
     if by not in GROUPINGS:
         raise CeilingsError(f"--by {by}: not one of {', '.join(GROUPINGS)}")

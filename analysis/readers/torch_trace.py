@@ -274,8 +274,9 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
 def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
     """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest compute kernel (else
     its longest kernel); its other kernels are op_helper, their own FLOPs missing (NaN), as for kernels of
-    operators without a FLOP rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work;
-    half-precision work on a cuBLAS GEMV kernel (CUDA_CORE_KERNEL) is fp32 CUDA-core work."""
+    operators without a FLOP rule. fp32 work on a kernel whose name says it runs on tensor cores
+    (TF32_KERNEL) is TF32 tensor work; half-precision work on a cuBLAS GEMV kernel (CUDA_CORE_KERNEL) is
+    fp32 CUDA-core work."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
             row[col] = float("nan")
