@@ -8,12 +8,15 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
   that ends at it). The operators, modules (`python_function` "nn.Module: ...") and `user_annotation`
   ranges (record_function, ProfilerStep#N) enclosing that launch in time on its thread are its op, module
   and annotations; newer traces also give the kernel its op's "External id", used when no launch is found.
-  Kernels whose op cannot be found are kept, and counted in a warning.
+  Kernels whose op cannot be found are kept, and counted in a warning; those without a launch whose
+  correlation id is older than the trace's first runtime call were launched before it began (`before_trace`).
+- Traces of torch 1.8-1.10 use Kineto's old names (Operator, Runtime, Kernel, Memcpy, Memset, "external
+  id"): `_events` renames them to today's (CATEGORIES, ARGUMENTS) before anything reads them.
 - FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
   come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
   outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
   it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
-  clone or bias add inside it); its other kernels get 0 of it. Half precisions are tensor-core FLOPs, fp32
+  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions are tensor-core FLOPs, fp32
   CUDA-core unless the kernel's name says TF32 tensor cores.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
