@@ -581,17 +581,21 @@ def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: l
 
 # what a profile records about its GPU beyond name and CC (ncu's device attributes; a torch trace's
 # deviceProperties are read into the same metrics): enough to tell another GPU when no name is given
-GPU_FACTS = {"sm_count": ("device__attribute_multiprocessor_count", 1),
-             "max_sm_clock_hz": ("device__attribute_max_gpu_frequency_khz", 1e3),
-             "memory_bytes": ("device__attribute_total_memory", 1)}
+GPU_FACTS = {"sm_count": "device__attribute_multiprocessor_count",
+             "max_sm_clock_hz": "device__attribute_max_gpu_frequency_khz",
+             "memory_bytes": "device__attribute_total_memory"}
+# the clock attribute is in kHz by its name, but an output that gives its unit ("khz") is already scaled to
+# Hz by the reader: an SM clock is 0.1-10 GHz, so a value under this is still kHz
+KHZ_BELOW = 1e8
 
 
 def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
     """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers)."""
     facts = table[["gpu", "cc", "device"]].copy()
-    for key, (metric, scale) in GPU_FACTS.items():
+    for key, metric in GPU_FACTS.items():
         if metric in launches.columns and len(launches) == len(facts):
-            facts[key] = launches[metric].to_numpy(dtype="float64") * scale
+            values = launches[metric].to_numpy(dtype="float64")
+            facts[key] = np.where(values < KHZ_BELOW, values * 1e3, values) if key == "max_sm_clock_hz" else values
     facts = facts.drop_duplicates()
     facts = facts[facts.notna().any(axis=1)]
     return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}
