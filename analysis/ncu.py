@@ -33,7 +33,7 @@ from ceilings.atomic import write_text
 from ceilings.errors import CeilingsError, cli_entry, describe
 
 from .readers import ncu_csv
-from .readers.contract import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
 from .readers.registry import detect
 from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
                       launch_time, with_rates)
@@ -48,15 +48,17 @@ TOP_KERNELS = 20  # rows of the printed table
 PRINT_NAME_WIDTH = 60
 
 
-def read_profile(path: str | os.PathLike) -> pd.DataFrame:
+def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
-    holds (COUNTERS or TIMES, analysis.readers.contract).
+    holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
+    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS).
     """
     source = read_source(path)
+    source.memo["flops"] = flops
     found = source.memo["binary_format"] or detect(source)
     if found is None:
         _not_a_profile(source)
@@ -129,10 +131,13 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     attrs = dict(df.attrs)  # what the reader noted (notes, memory_operations, busy_s) survives the reshaping
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
-    defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": ()}
+    defaults = {"source": "nsys" if fmt.yields == TIMES else "ncu", "name_truncated": False, "nvtx": (),
+                "before_trace": False, "op_helper": False}
     for col in META_COLUMNS:
         if col not in df.columns:
             df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
+    for col in ("before_trace", "op_helper"):
+        df[col] = df[col].fillna(False).astype(bool)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     _launch_facts_from_metrics(df)
@@ -178,6 +183,7 @@ TIME_DISAGREEMENT = 1.2
 # FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
 IMPOSSIBLE_RATE = 1.05
 NAME_IN_WARNING = 60
+GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
 
 
 @dataclass
@@ -301,7 +307,8 @@ def _nsys_times(kernels: Sequence[str], nsys: pd.DataFrame, warnings: list[str])
 def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
                  per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
-                 per_process: bool = False, time_run: int | None = None, by: str = "kernel") -> pd.DataFrame:
+                 per_process: bool = False, time_run: int | None = None, by: str = "kernel",
+                 include_early: bool = False, flops: str = "executed") -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
@@ -311,9 +318,11 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     `kernel_regex` keeps the kernels whose name matches (re.search); `nvtx` the launches inside an NVTX range
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
-    group). attrs: "warnings" (list of str), "gpus" (dicts gpu/cc/device), "missing" (roofline inputs the
-    profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
-    timestamps: torch traces), "by".
+    group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
+    them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of
+    str), "gpus" (dicts gpu/cc/device, and GPU_FACTS where known), "missing" (roofline inputs the profile
+    lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has timestamps: torch
+    traces), "by".
     """
     if by not in GROUPINGS:
         raise CeilingsError(f"--by {by}: not one of {', '.join(GROUPINGS)}")
@@ -322,7 +331,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if not paths:
         raise CeilingsError("no input files given")
     pattern = _compile(kernel_regex)
-    frames = [read_profile(p) for p in paths]
+    warnings: list[str] = []
+    frames = [_before_trace(read_profile(p, flops), str(p), include_early, warnings) for p in paths]
     nsys_frames = [read_profile(p) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
@@ -334,13 +344,13 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
                             f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
 
-    warnings: list[str] = []
     runs = _split_runs([f for _, f in counted], [p for p, _ in counted])
     groups = _group_runs(runs)
     if len(groups) > 1:
+        listed = "; ".join(", ".join(r.label for r in g) for g in groups[:GROUPS_LISTED])
+        more = f"; and {len(groups) - GROUPS_LISTED} more" if len(groups) > GROUPS_LISTED else ""
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
-                        f"distinct launches, summed per kernel: "
-                        f"{'; '.join(', '.join(r.label for r in g) for g in groups)}; --per-process shows them apart")
+                        f"distinct launches, summed per kernel: {listed}{more}; --per-process shows them apart")
     launches = pd.concat([_merge_group(g, i, time_run, warnings) for i, g in enumerate(groups)],
                          ignore_index=True) if groups else pd.DataFrame(columns=[*META_COLUMNS, "_group"])
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
@@ -376,7 +386,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if "_key" not in launches:
         launches["_key"] = launches["kernel"]
     launches["_key"] = launches["_key"].fillna(launches["kernel"])
-    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS]],
+    table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS,
+                                 "before_trace", "op_helper"]],
                        derived], axis=1)
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
@@ -394,9 +405,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                      "python_function events with with_stack=True; analysis.torch_profile sets it)")
     out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
     out.attrs["missing"] = table.attrs["missing"]
-    out.attrs["gpus"] = _gpus(table)
+    out.attrs["gpus"] = _gpus(table, launches)
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
-    busy = [f.attrs.get("busy_s") for _, f in counted]
+    busy = [f.attrs.get("busy_all_s" if include_early else "busy_s") for _, f in counted]
     whole = pattern is None and nvtx is None and not len(nsys_rows)
     out.attrs["busy_s"] = sum(busy) if whole and busy and all(b is not None for b in busy) else None
     out.attrs["by"] = by
@@ -413,11 +424,42 @@ def _grouped(table: pd.DataFrame, by: str) -> pd.DataFrame:
     them ("(none)" for launches the profile does not place in one)."""
     if by == "kernel":
         return table
+    # an op's helper kernels carry none of its FLOPs (they are on its compute kernel): 0 in the op's sum
+    helper = table["op_helper"].astype(bool)
+    work = [*PRECISION_COLUMNS, "flops", "alg_bytes"]
+    table = table.assign(**{c: table[c].where(~helper, 0.0) for c in work})
     column = table[GROUPINGS[by]]
     if by == "annotation":
         column = column.map(lambda ranges: ranges[-1] if isinstance(ranges, tuple) and ranges else None)
-    label = column.astype(object).where(column.notna(), f"(no {by})")
+    label = column.astype(object).where(column.notna(), f"(no {by})").where(~table["before_trace"].astype(bool),
+                                                                              f"({BEFORE_TRACE})")
     return table.assign(kernel=label, _key=label)
+
+
+def _before_trace(frame: pd.DataFrame, path: str, include: bool, warnings: list[str]) -> pd.DataFrame:
+    """The launches of a profile, without those launched before the trace began (torch.profiler's GPU side
+    records kernels queued before its CPU side started: their op and step are unknown), or with `include`
+    those kept, named apart ("NAME [launched before the trace began]") from the trace's launches of the
+    same kernel. Either way a warning counts them."""
+    early = frame["before_trace"]
+    if not early.any():
+        return frame
+    time = frame.loc[early, "time_s"].sum()
+    said = (f"{path}: {int(early.sum())} kernel(s) ({_ms(time)}, {time / frame['time_s'].sum():.0%} of the kernel "
+            f"time) were {BEFORE_TRACE} (their launch is not in it: correlation ids older than its first runtime "
+            f"call)")
+    if include:
+        warnings.append(f"{said}: kept, named apart, without an op or step")
+        kept = frame.copy()
+        kept.loc[early, "kernel"] = kept.loc[early, "kernel"] + f" [{BEFORE_TRACE}]"
+        return kept
+    if early.all():
+        raise CeilingsError(f"{said}: every kernel; --include-early reads them (without ops or steps), or start "
+                            f"the profiler before the GPU work")
+    warnings.append(f"{said}: left out of every figure; --include-early shows them, apart")
+    kept = frame[~early].reset_index(drop=True)
+    kept.attrs = frame.attrs
+    return kept
 
 
 TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")  # what torch's tensorboard_trace_handler writes
@@ -537,10 +579,27 @@ def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: l
                             f"{per_cycle[i]:.4g} > {peak[i]:.0f}): the counters are wrong or mislabelled")
 
 
-def _gpus(table: pd.DataFrame) -> list[dict]:
-    facts = table[["gpu", "cc", "device"]].drop_duplicates()
+# what a profile records about its GPU beyond name and CC (ncu's device attributes; a torch trace's
+# deviceProperties are read into the same metrics): enough to tell another GPU when no name is given
+GPU_FACTS = {"sm_count": "device__attribute_multiprocessor_count",
+             "max_sm_clock_hz": "device__attribute_max_gpu_frequency_khz",
+             "memory_bytes": "device__attribute_total_memory"}
+# the clock attribute is in kHz by its name, but an output that gives its unit ("khz") is already scaled to
+# Hz by the reader: an SM clock is 0.1-10 GHz, so a value under this is still kHz
+KHZ_BELOW = 1e8
+
+
+def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
+    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers)."""
+    facts = table[["gpu", "cc", "device"]].copy()
+    for key, metric in GPU_FACTS.items():
+        if metric in launches.columns and len(launches) == len(facts):
+            values = launches[metric].to_numpy(dtype="float64")
+            facts[key] = np.where(values < KHZ_BELOW, values * 1e3, values) if key == "max_sm_clock_hz" else values
+    facts = facts.drop_duplicates()
     facts = facts[facts.notna().any(axis=1)]
-    return [{k: (None if pd.isna(v) else str(v)) for k, v in row.items()} for row in facts.to_dict("records")]
+    return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}
+            | {k: None for k in ("gpu", "cc", "device") if pd.isna(row[k])} for row in facts.to_dict("records")]
 
 
 # roofline input -> the analysis.profile metric set that collects it; L2 and L1 bytes serve --level all only,
@@ -600,8 +659,12 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     out = out.sort_values("time_s", ascending=False, na_position="last", kind="stable")
     out = out[[*OUTPUT_COLUMNS, *extra]].reset_index(drop=True)
     lost = (counts.gt(0) & ~complete).sum()
-    out.attrs["warnings"] = [f"{col}: missing for {n} kernel(s) because only some of their launches have it"
-                             for col, n in lost.items() if n]
+    by_count: dict[int, list[str]] = {}  # one line per count, not one per column: the columns lost together
+    for col, n in lost.items():
+        if n:
+            by_count.setdefault(int(n), []).append(str(col))
+    out.attrs["warnings"] = [f"{', '.join(cols)}: missing for {n} kernel(s) because only some of their launches "
+                             f"have it" for n, cols in by_count.items()]
     return out
 
 
@@ -685,10 +748,18 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=tuple(GROUPINGS), default="kernel",
                         help="one row per kernel (default), or per operator, nn.Module or innermost NVTX / "
                              "record_function range that launched the kernels (torch.profiler traces; ncu --nvtx)")
+    parser.add_argument("--include-early", action="store_true",
+                        help=f"keep the kernels {BEFORE_TRACE} (a torch.profiler trace's kernels whose launch it "
+                             f"lacks), named apart; left out by default")
+    from .torch_flops import FLOP_CONVENTIONS
+    parser.add_argument("--flops", choices=tuple(FLOP_CONVENTIONS), default=next(iter(FLOP_CONVENTIONS)),
+                        help="how FLOPs from a torch.profiler trace's shapes count causal attention: "
+                             + "; ".join(f"{k}: {v}" for k, v in FLOP_CONVENTIONS.items()) + " (default executed)")
 
 
 def profile_filters(args: argparse.Namespace) -> dict:
-    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by}
+    return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by,
+            "include_early": args.include_early, "flops": args.flops}
 
 
 def describe_gpus(gpus: Sequence[dict]) -> str:

@@ -100,6 +100,8 @@ class Roofs:
     sweeps: tuple[Sweep, ...] = ()
     clock_scale: float = 1.0  # compute roofs were multiplied by this (--scale-clock)
     compute_capability: str | None = None  # "9.0"; None when the roofs do not say
+    sm_count: int | None = None
+    max_sm_clock_hz: float | None = None
     # one per tensor-core input type (keys "tensor.bf16", ...): what work of a known type runs at; the drawn
     # "tensor" flat is the best of them, for kernels whose tensor type a profile does not say
     tensor_flats: tuple[Roof, ...] = ()
@@ -134,7 +136,8 @@ class Roofs:
                    sm_clock_hz=float(sm_clock) if sm_clock else None,
                    simulated=rec.simulated, source=rec.source, complete=rec.complete, origin=origin,
                    memory_bytes=rec.device.memory_bytes, sweeps=sweeps,
-                   compute_capability=rec.device.compute_capability)
+                   compute_capability=rec.device.compute_capability, sm_count=rec.device.sm_count,
+                   max_sm_clock_hz=rec.device.max_sm_clock_hz)
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -230,7 +233,8 @@ def target_roofs(spec: str, like: Roofs | None = None, option: str = "--on") -> 
 
 
 def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *, kernel_regex: str | None = None,
-                 nvtx: str | None = None, time_run: int | None = None, by: str = "kernel") -> pd.DataFrame:
+                 nvtx: str | None = None, time_run: int | None = None, by: str = "kernel",
+                 include_early: bool = False, flops: str = "executed") -> pd.DataFrame:
     """The kernel table of profiler outputs (analysis.ncu.kernel_table), of the kernels whose name matches
     `kernel_regex` (re.search) launched inside NVTX range `nvtx`; `time_run`: the run to take a kernel's time
     from when runs disagree; `by`: rows per kernel, op, module or annotation. A CeilingsError when no kernel
@@ -238,7 +242,8 @@ def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *,
     from analysis.ncu import kernel_table
 
     table = kernel_table([str(p) for p in paths], nsys=None if nsys is None else str(nsys),
-                         kernel_regex=kernel_regex, nvtx=nvtx, time_run=time_run, by=by)
+                         kernel_regex=kernel_regex, nvtx=nvtx, time_run=time_run, by=by,
+                         include_early=include_early, flops=flops)
     if table.empty:
         chosen = [f"{opt} {value!r}" for opt, value in (("--kernel", kernel_regex), ("--nvtx", nvtx)) if value]
         raise CeilingsError(f"{', '.join(map(str, paths))}: no kernels found"
@@ -303,13 +308,34 @@ def _datasheet_row(name: str, memory_bytes: int | None):
             or datasheet.match_device(name, memory_bytes))
 
 
+# a GPU fact of the profile this far from the roofs' is another GPU (CUDA reports memory a little under the
+# marketed size, and the same in both; one model's max clock is one number)
+FACT_TOLERANCE = 0.03
+
+
+def _other_facts(roofs: Roofs, gpu: Mapping) -> list[str]:
+    """The SM count, max SM clock and memory size (kernel_table's GPU facts) in which `gpu` is not the roofs'."""
+    out = []
+    for key, label, ours in (("sm_count", "SMs", roofs.sm_count), ("max_sm_clock_hz", "Hz max SM clock",
+                                                                   roofs.max_sm_clock_hz),
+                             ("memory_bytes", "B of memory", roofs.memory_bytes)):
+        theirs = gpu.get(key)
+        if theirs and ours and abs(theirs - ours) > FACT_TOLERANCE * ours:
+            out.append(f"{si(theirs, label)}, not {si(ours, label)}" if key != "sm_count" else
+                       f"{theirs:.0f} SMs, not {ours:.0f}")
+    return out
+
+
 def foreign_gpus(roofs: Roofs, gpus: Sequence[Mapping]) -> list[Mapping]:
-    """The profiled GPUs that are not the roofs' GPU: another compute capability when both are known, else
-    (same or unknown CC) another name, compared loosely (case and punctuation, or the same datasheet row).
-    A GPU whose name or CC the profile or the roofs do not give cannot be told apart and is not listed."""
+    """The profiled GPUs that are not the roofs' GPU: another compute capability when both are known, another
+    SM count, max SM clock or memory size (_other_facts) where both record it, else another name, compared
+    loosely (case and punctuation, or the same datasheet row). A GPU whose name, CC and facts the profile or
+    the roofs do not give cannot be told apart and is not listed."""
     out = []
     for g in gpus:
         if g.get("cc") and roofs.compute_capability and str(g["cc"]).strip() != str(roofs.compute_capability).strip():
+            out.append(g)
+        elif _other_facts(roofs, g):
             out.append(g)
         elif g.get("gpu") and roofs.device != UNKNOWN_GPU and _loose_name(g["gpu"]) != _loose_name(roofs.device):
             home = _datasheet_row(roofs.device, roofs.memory_bytes)
@@ -323,8 +349,9 @@ def device_warning(roofs: Roofs, gpus: Sequence[Mapping], remedy: str) -> str | 
     foreign = foreign_gpus(roofs, gpus)
     if not foreign:
         return None
-    return (f"{FOREIGN_PROFILE} the profile ran on {profile_device(foreign)}, the roofs are of {roofs.label}: "
-            f"{remedy}")
+    facts = "; ".join(f for g in foreign for f in _other_facts(roofs, g))
+    return (f"{FOREIGN_PROFILE} the profile ran on {profile_device(foreign)}{f' ({facts})' if facts else ''}, "
+            f"the roofs are of {roofs.label}: {remedy}")
 
 
 def unknown_device_warning(roofs: Roofs, gpus: Sequence[Mapping]) -> str | None:

@@ -12,10 +12,11 @@ which rule counts it:
   (flop_counter's conv_flop_count; util.cpp's conv2d formula is the same number). Bias is not counted.
 - Attention: 2*L*S*(E + Ev) per batch and head (flop_counter's sdpa_flop_count; grouped-query attention
   counts the query's heads). flop_counter ignores is_causal ("NB: We aren't accounting for causal attention
-  here") and counts the whole L x S score matrix. PyTorch has no causal rule, so ours counts only the
-  unmasked pairs of the causal mask sdpa documents, aligned to the top left: query i sees keys 0..i, which
-  is L*(L+1)/2 of L*L pairs when L == S. The math variant still computes every pair (its aten::bmm children
-  say so); this number is the work the masked attention needs. Softmax, scaling, dropout and the mask add
+  here") and counts the whole L x S score matrix. Two conventions (FLOP_CONVENTIONS): "executed", the
+  default, counts only the unmasked pairs of the causal mask sdpa documents, aligned to the top left: query i
+  sees keys 0..i, which is L*(L+1)/2 of L*L pairs when L == S (the work the masked attention needs; about
+  half of torch's count); "torch" counts every pair, as FlopCounterMode does. The math variant computes
+  every pair either way (its aten::bmm children say so). Softmax, scaling, dropout and the mask add
   are not counted (nor by PyTorch).
 
 `with_flops=True` also counts aten::add and aten::mul as the element count of their first input. They are
@@ -77,6 +78,7 @@ class _Args:
     dims: Sequence
     types: Sequence
     concrete: Sequence | None
+    convention: str = "executed"  # of FLOP_CONVENTIONS
 
     def tensor(self, i: int | None) -> tuple[list[int], str] | None:
         """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
@@ -220,8 +222,8 @@ class Attention:
     def work(self, x: _Args) -> OpWork | None:
         q, k, v = x.tensor(0), x.tensor(1), x.tensor(2)
         causal = x.value(self.is_causal)
-        if q is None or k is None or v is None or not isinstance(causal, bool):
-            return None
+        if q is None or k is None or v is None or (x.convention == "executed" and not isinstance(causal, bool)):
+            return None  # torch's count does not depend on is_causal; the executed pairs do
         (qs, _), (ks, _), (vs, _) = q, k, v
         if not len(qs) == len(ks) == len(vs) >= 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
             return None
@@ -230,7 +232,8 @@ class Attention:
         batch = [max(d) for d in zip(qs[:-2], ks[:-2], vs[:-2])]
         length, seen, e, ev = qs[-2], ks[-2], qs[-1], vs[-1]
         # query i sees keys 0..i (top-left aligned causal mask, as sdpa documents it)
-        pairs = sum(min(i + 1, seen) for i in range(length)) if causal else length * seen
+        executed = causal is True and x.convention == "executed"
+        pairs = sum(min(i + 1, seen) for i in range(length)) if executed else length * seen
         mask = x.tensor(self.mask)
         tensors = [q, k, v] + ([mask] if mask is not None else [])
         return _work(2 * math.prod(batch) * pairs * (e + ev), tensors, batch + [length, ev])
@@ -270,12 +273,20 @@ OPS: dict[str, Gemm | Conv | Attention] = {
 }
 
 
-def op_work(name: str, dims: list, types: list, concrete: list | None) -> OpWork | None:
+# how a causal attention's FLOPs are counted (the module's docstring): the default first
+FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about half of torch's count)",
+                    "torch": "every query-key pair, as torch's FlopCounterMode counts them"}
+ATTENTION_OPS = frozenset(name for name, rule in OPS.items() if isinstance(rule, Attention))
+
+
+def op_work(name: str, dims: list, types: list, concrete: list | None,
+            convention: str = "executed") -> OpWork | None:
     """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
-    "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch).
+    "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch); `convention`:
+    how a causal attention is counted (FLOP_CONVENTIONS).
 
     None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
     or an attention's is_causal not recorded, shapes that do not fit the op).
     """
     rule = OPS.get(name)
-    return None if rule is None else rule.work(_Args(dims, types, concrete))
+    return None if rule is None else rule.work(_Args(dims, types, concrete, convention))

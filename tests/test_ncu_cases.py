@@ -152,6 +152,14 @@ def test_two_ranks_with_the_same_metrics_are_distinct_launches(tmp_path):
     assert any(w.startswith("2 runs measured the same metrics") for w in kernel_table([f]).attrs["warnings"])
 
 
+def test_many_ranks_are_one_warning_naming_the_first_few(tmp_path):
+    launch = {FFMA: ("inst", "100"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "2.0")}
+    f = details_csv(tmp_path / "ranks.csv", [(0, pid, "k", launch) for pid in range(100, 110)])
+    said = [w for w in kernel_table([f]).attrs["warnings"] if "runs measured the same metrics" in w]
+    assert len(said) == 1 and said[0].startswith("10 runs measured the same metrics")
+    assert said[0].count("app@node7") == 3 and "; and 7 more; --per-process shows them apart" in said[0]
+
+
 def test_two_passes_merge_and_disagreeing_times_are_reported_and_choosable(tmp_path, capsys):
     """Pass 1 (pid 1) DRAM bytes, timed 10 us; pass 2 (pid 2) FLOP counters, timed 25 us: 2.5x apart."""
     a = details_csv(tmp_path / "a.csv", [(0, 1, "k", {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")})])
@@ -246,6 +254,50 @@ def test_print_summary_per_gpu_new_layout():
                                                                             "9.0", "0")
     assert m["time_s"] == pytest.approx(300 * 10e-6)  # Average x Invocations
     assert only(t, "fill_padding")["time_s"] == pytest.approx(20e-6)
+
+
+def test_print_summary_per_gpu_with_each_section_a_block_of_its_own(tmp_path):
+    """One kernel's sections printed as separate blocks, each under its own kernel line with its own
+    "Invocations 300": one kernel of 300 launches with every section's metrics, not 600 launches."""
+    text = (DATA / "summary_per_gpu.txt").read_text()
+    heading = "    bitonic_merge(int *, int, int, int) (16384, 1, 1)x(512, 1, 1), Invocations 300\n"
+    cut = text.index("      smsp__sass_thread_inst_executed_op_ffma")
+    dash = "      " + "-" * 64 + " ----------- ------- ------- -------\n"
+    header = "      Metric Name" + " " * 54 + "Metric Unit Minimum Maximum Average\n"
+    # the time row stays in the first block; the FFMA and warps rows go to a block of their own
+    text = text[:cut] + dash + "\n" + heading + "      Section: Command line profiler metrics\n" + dash + header + \
+        dash + text[cut:]
+    f = tmp_path / "blocks.txt"
+    f.write_text(text)
+    t = kernel_table([f], per_launch=True)
+    m = only(t, "bitonic_merge")
+    assert m["launches"] == 300 and m["time_s"] == pytest.approx(300 * 10e-6)
+    rows = read_profile(f)
+    merged = rows[rows["kernel"].str.startswith("bitonic_merge")]
+    assert len(merged) == 1  # both blocks' metrics on the one kernel: Average 10 us, 1000 FFMA
+    assert merged["gpu__time_duration.sum"].iloc[0] == pytest.approx(10e-6)
+    assert merged["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"].iloc[0] == 1000
+    assert only(t, "fill_padding")["launches"] == 1
+
+
+def test_a_report_shifted_right_with_application_output_between_is_read(tmp_path):
+    """A bot's log: ncu's report indented by 4 more spaces (kernel headings at 6), the application's own
+    lines at the margin between them; the same launches as the report as ncu printed it."""
+    plain = DATA / "text_new_sections.txt"
+    lines = plain.read_text().split("\n")
+    shifted = []
+    for i, line in enumerate(lines):
+        if line.startswith("  ") and ", CC " in line and i:
+            shifted.append("step done: loss 0.25")
+        shifted.append("    " + line if line.strip() and not line.startswith(("==", "[")) else line)
+    f = tmp_path / "bot.txt"
+    f.write_text("\n".join(shifted))
+    expected = read_profile(plain)
+    got = read_profile(f)
+    assert len(got) == len(expected) > 0
+    assert got["kernel"].tolist() == expected["kernel"].tolist()
+    metric = [c for c in expected.columns if c.endswith("time_duration.sum")][0]
+    assert got[metric].tolist() == expected[metric].tolist()
 
 
 def test_print_summary_per_gpu_old_layout():

@@ -66,7 +66,7 @@ def test_two_stats_logs_in_one_text_file_are_two_runs():
         (1, 0, SCALE, 3, False),
         (1, 1, "void very_long_namespace::detail::reduce_impl<float, 256, 8, very_long_namespace::plus<float>, "
                "(int", 1, True)]  # 99 characters and "…": nsys cut the name at 100
-    assert df[T].tolist() == pytest.approx([4_000.0e-9, 2_512.0e-9, 4_501.3e-9, 9_216.0e-9])  # Avg (ns)
+    assert df[T].tolist() == pytest.approx([4_000.0e-9, 2_512.0e-9, 13_504e-9 / 3, 9_216.0e-9])  # Total / Instances
     assert (df["source"] == "nsys").all() and df["grid"].isna().all() and df["device"].isna().all()
 
 
@@ -163,13 +163,14 @@ def _edit(tmp_path: Path, name: str, old: str, new: str) -> Path:
 
 @pytest.mark.parametrize("name, old, new, line, why", [
     ("kern_sum_two_runs.csv", "9.6,5032,2,", "9.6,5032,,", 17, "Instances '' is not a count"),
-    ("kern_sum_two_runs.csv", "9.6,5032,2,2516.0,", "9.6,5032,2,2616.0,", 17, "Avg (ns) 2616 x Instances 2"),
+    ("kern_sum_two_runs.csv", "9.6,5032,2,2516.0,", "9.6,5032,2,2616.0,", 17,
+     "Avg (ns) 2616 is not Total Time 5032 / Instances 2"),
     ("kern_sum_two_runs.csv", ",copy(float*)", ",copy(float*),x", 17, "10 cells under a header of 9 columns"),
     ("gpu_trace.csv", "283882305,2112,", "283882305,,", 6, "Duration (ns) '' is not a time"),
     ("gpu_trace.csv", "283882305,2112,122,4096,1,1,", "283882305,2112,122,4096,,1,", 6, "grid '4096  1'"),
     ("kern_exec_sum.csv", "4242,4242,0,2,2,", "4242,4242,0,0,2,", 6, "Count '0' is not a count"),
     ("stats_two_runs.txt", "      9,216          1   9,216.0", "      9,216               9,216.0", 70,
-     "Instances '' is not a count"),
+     "is not Total Time 9216 / Instances 9216: cells out of place"),
 ])
 def test_a_bad_row_is_an_error_naming_its_line(tmp_path, name, old, new, line, why):
     f = _edit(tmp_path, name, old, new)
@@ -190,3 +191,39 @@ def test_a_text_header_that_does_not_match_its_dash_row_is_an_error(tmp_path):
     f = _edit(tmp_path, "kern_exec_sum.txt", "  ----------------  ", "------------------  ")  # KStdDev+API Name
     assert _error(f).startswith(f"{f}:5: unreadable table in the nsys kernel launch & exec summary "
                                 "(cuda_kern_exec_sum): the header names 27 columns, the dash row below it 26")
+
+
+def test_kern_sum_text_rows_are_tokens_so_a_shifted_row_keeps_its_name_and_ellipsis_lines_are_skipped(tmp_path):
+    """The 2023- cuda_gpu_kern_sum text layout (docs/ncu-ingestion.md), pasted: the second row, with a
+    one-digit Time (%), sits one column left of the dash row; a "..." line stands for rows left out. The
+    time per launch is Total Time / Instances (Avg is rounded: 3,333.3 x 3 is not 10,000)."""
+    f = tmp_path / "pasted.txt"
+    f.write_text(
+        " Time (%)  Total Time (ns)  Instances  Avg (ns)  Med (ns)  Min (ns)  Max (ns)  StdDev (ns)     Name\n"
+        " --------  ---------------  ---------  --------  --------  --------  --------  -----------  -----------\n"
+        "     90.0           10,000          3   3,333.3   3,300.0     3,200     3,500        152.8  "
+        "sm90_xmma_gemm_bf16\n"
+        "    9.0            1,000          2     500.0     500.0       490       510         14.1  "
+        "void vllm::act_and_mul(float*)\n"
+        "...\n"
+        "      1.0              111          1     111.0     111.0       111       111          0.0  copy(float*)\n")
+    fmt, df = read(f)
+    assert fmt is nsys.TEXT
+    assert rows(df, "kernel", "launches") == [("sm90_xmma_gemm_bf16", 3), ("void vllm::act_and_mul(float*)", 2),
+                                              ("copy(float*)", 1)]
+    assert df[T].tolist() == pytest.approx([10_000e-9 / 3, 500e-9, 111e-9])
+    assert df.attrs["notes"] == ["1 '...' line(s) (first: line 5) stand for rows left out of a pasted "
+                                 "cuda_gpu_kern_sum report: their kernels are not in the table; use the report "
+                                 "as nsys wrote it"]
+
+
+def test_a_span_cut_text_row_shifted_left_keeps_the_first_letter_of_its_name(tmp_path):
+    text = (DATA / "kern_exec_sum.txt").read_text()
+    lines = text.split("\n")
+    row = next(i for i, line in enumerate(lines) if line.rstrip().endswith(")") and line[:1] == " ")
+    name = lines[row].split("  ")[-1]
+    lines[row] = lines[row][1:]  # the whole row one column left of the dash row
+    f = tmp_path / "shifted.txt"
+    f.write_text("\n".join(lines))
+    _, df = read(f)
+    assert name in set(df["kernel"])

@@ -686,12 +686,15 @@ def test_stdout_outputs_need_no_force_and_two_outputs_cannot_share_a_file(tmp_pa
 # ---- which kernels: --kernel, --nvtx, --time-run, --by --------------------------------------------------
 
 def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
-    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1", "--by", "op"]) == 0
+    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1", "--by", "op",
+                          "--include-early"]) == 0
     assert fixture_reader.calls[-1] | {"paths": None} == {"paths": None, "nsys": None, "kernel_regex": "gemm",
-                                                          "nvtx": "step 3", "time_run": 1, "by": "op"}
+                                                          "nvtx": "step 3", "time_run": 1, "by": "op",
+                                                          "include_early": True, "flops": "executed"}
     assert roofline.main(ROOFLINE_ARGS) == 0
     assert fixture_reader.calls[-1] == {"paths": [str(KERNELS)], "nsys": None, "kernel_regex": None, "nvtx": None,
-                                        "time_run": None, "by": "kernel"}
+                                        "time_run": None, "by": "kernel", "include_early": False,
+                                        "flops": "executed"}
 
 
 def test_no_kernel_left_names_the_filters(fixture_reader, capsys):
@@ -728,6 +731,37 @@ def test_gpu_labels():
 def test_a_profile_from_another_gpu_is_told_apart(roofs_spec, gpu, foreign):
     roofs = roofline.target_roofs(str(roofs_spec))
     assert (roofline.foreign_gpus(roofs, [gpu]) == [gpu]) is foreign
+
+
+H20 = {"gpu": None, "cc": "9.0", "device": "0", "sm_count": 78.0, "max_sm_clock_hz": 1.83e9}  # no name: H20's facts
+
+
+@pytest.mark.parametrize("gpu, foreign, said", [
+    (H20, True, "78 SMs, not 132; 1.83 GHz max SM clock, not 1.98 GHz max SM clock"),
+    ({**H20, "sm_count": 132.0, "max_sm_clock_hz": None, "memory_bytes": 102e9}, True, "102 GB of memory, not 85"),
+    # the roofs' own facts (tests/data/roofs/h100.json): 132 SMs, 1.98 GHz, 85,030,158,336 B
+    ({**H20, "sm_count": 132.0, "max_sm_clock_hz": 1.98e9, "memory_bytes": 85030158336.0}, False, None),
+])
+def test_a_nameless_profile_is_told_apart_by_its_sm_count_clock_and_memory(gpu, foreign, said):
+    roofs = roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json")
+    assert (roofline.foreign_gpus(roofs, [gpu]) == [gpu]) is foreign
+    warning = roofline.device_warning(roofs, [gpu], "remedy")
+    assert (warning is not None and said in warning) if foreign else warning is None
+
+
+def test_a_torch_trace_records_its_sm_count_and_memory_for_the_gpu_check(tmp_path):
+    import gzip
+    import json
+
+    from analysis.ncu import kernel_table
+    device = {"id": 0, "name": "", "computeMajor": 9, "computeMinor": 0, "numSms": 78, "totalGlobalMem": 102e9}
+    doc = {"schemaVersion": 1, "deviceProperties": [device], "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 3, "args": {"device": 0}}]}
+    f = tmp_path / "h20.json.gz"
+    f.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    gpus = kernel_table([f]).attrs["gpus"]
+    assert gpus == [{"gpu": None, "cc": "9.0", "device": "0", "sm_count": 78.0, "memory_bytes": 102e9}]
+    assert roofline.foreign_gpus(roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json"), gpus)
 
 
 def test_a_profile_from_another_gpu_is_the_first_and_loud_warning(tmp_path, fixture_reader, capsys):

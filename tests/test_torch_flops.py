@@ -217,6 +217,16 @@ def test_sdpa_causal_counts_the_unmasked_pairs():
     assert _sdpa([[2, 3, 8, 4], [2, 3, 8, 4], [2, 3, 8, 5]], "") is None
 
 
+def test_sdpa_causal_counted_as_torch_counts_every_pair():
+    dims = [[2, 3, 8, 4], [2, 3, 8, 4], [2, 3, 8, 5]]
+    torch_count = op_work("aten::scaled_dot_product_attention", dims + [[]] * 5, SDPA_TYPES,
+                          ["", "", "", "", "0.", "True", "", "False"], convention="torch")
+    assert torch_count.flops == 6 * 64 * 2 * (4 + 5)  # FlopCounterMode: all 8 x 8 pairs, causal or not
+    unknown = op_work("aten::scaled_dot_product_attention", dims + [[]] * 5, SDPA_TYPES,
+                      ["", "", "", "", "0.", "", "", "False"], convention="torch")
+    assert unknown.flops == 6 * 64 * 2 * (4 + 5)  # is_causal not recorded: torch's count needs none
+
+
 def test_sdpa_grouped_query_and_mask():
     # 8 query heads share 2 key/value heads: 8 heads of 16x64 @ 64x16 and 16x16 @ 16x64
     work = _sdpa([[1, 8, 16, 64], [1, 2, 16, 64], [1, 2, 16, 64]], "False")

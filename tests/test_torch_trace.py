@@ -74,7 +74,9 @@ def test_kernels_ops_modules_annotations_and_shape_flops(tmp_path):
     # the op's FLOPs on its longest kernel, fp32 on CUDA cores; the reduction gets none of them
     assert gemm["flops_fp32"] == 2 * M * N * K and gemm["flops_tensor"] == 0
     assert gemm["alg_bytes"] == 4 * (M * K + K * N + M * N)
-    assert k["splitK_reduce"]["op"] == "aten::mm" and k["splitK_reduce"]["flops_fp32"] == 0
+    # the reduction is a helper of aten::mm: its own FLOPs are missing (not 0), and it has no tensor type
+    assert k["splitK_reduce"]["op"] == "aten::mm" and math.isnan(k["splitK_reduce"]["flops_fp32"])
+    assert k["splitK_reduce"]["op_helper"] and pd.isna(k["splitK_reduce"]["tensor_type"])
     assert k["relu_kernel"]["op"] == "aten::relu" and math.isnan(k["relu_kernel"]["flops_fp32"])
     assert pd.isna(k["stray_kernel"]["op"])
     assert t.attrs["memory_operations"] == 1
@@ -166,6 +168,109 @@ def test_a_truncated_trace_is_a_one_line_error(tmp_path, capsys):
     assert "not valid JSON" in capsys.readouterr().err
 
 
+def test_a_torch_1_8_era_trace_is_read_with_its_old_category_names(tmp_path):
+    """torch 1.8-1.10 traces (Kineto's old names, which TensorBoard's plugin still reads): Operator, Runtime,
+    Kernel, Memcpy, Memset; "external id"; ProfilerStep#N is an Operator event, not an op."""
+    events = [x("Operator", "ProfilerStep#1", 0, 1000),
+              x("Operator", "aten::linear", 10, 200, **{"external id": 1}),
+              x("Operator", "aten::mm", 20, 100, **{"external id": 2, "Input Dims": [[M, K], [K, N]],
+                                                    "Input type": ["float", "float"]}),
+              x("Runtime", "cudaLaunchKernel", 30, 5, correlation=40, **{"external id": 2}),
+              x("Kernel", "volta_sgemm_128x64_nn", 300, 20, pid=0, tid=7, correlation=40, device=0,
+                **{"external id": 40}),
+              x("Memcpy", "Memcpy HtoD (Pageable -> Device)", 400, 5, pid=0, tid=7, correlation=41),
+              x("Memset", "Memset (Device)", 410, 1, pid=0, tid=7, correlation=42)]
+    t = read_profile(trace(tmp_path / "old.pt.trace.json", events))
+    assert len(t) == 1
+    row = t.iloc[0]
+    assert row["op"] == "aten::mm" and row["nvtx"] == ("ProfilerStep#1",)
+    assert row["flops_fp32"] == 2 * M * N * K
+    assert t.attrs["memory_operations"] == 2
+    assert not any("not in the trace" in n or "record_shapes" in n for n in t.attrs["notes"])
+
+
+def early_events() -> list[dict]:
+    """Two kernels whose correlation ids (5, 6) are older than the trace's first runtime call (100): they were
+    launched before it began; kernel 300 has no launch either, but is newer: an unlinked kernel."""
+    mm = {"External id": 1, "Input Dims": [[M, K], [K, N]], "Input type": ["float", "float"]}
+    return [x("kernel", "sgemm", 0, 30, pid=0, tid=7, correlation=5, device=0),
+            x("kernel", "relu_kernel", 31, 10, pid=0, tid=7, correlation=6, device=0),
+            x("user_annotation", "ProfilerStep#0", 50, 500),
+            x("cpu_op", "aten::mm", 60, 100, **mm),
+            x("cuda_runtime", "cudaLaunchKernel", 70, 5, correlation=100),
+            x("kernel", "sgemm", 200, 30, pid=0, tid=7, correlation=100, device=0),
+            x("kernel", "stray", 240, 20, pid=0, tid=7, correlation=300, device=0)]
+
+
+def test_kernels_launched_before_the_trace_began_are_left_out_and_counted(tmp_path):
+    f = trace(tmp_path / "early.json", early_events())
+    t = kernel_table([f])
+    assert t["launches"].sum() == 2 and set(t["kernel"]) == {"sgemm", "stray"}
+    assert t.set_index("kernel").at["sgemm", "flops"] == 2 * M * N * K  # not made missing by the early launch
+    assert t.attrs["busy_s"] == pytest.approx(50e-6)
+    said = [w for w in t.attrs["warnings"] if "launched before the trace began" in w]
+    # 40 of the 90 us of kernel time
+    assert len(said) == 1 and "2 kernel(s) (0.04 ms, 44% of the kernel time)" in said[0]
+    assert "--include-early" in said[0]
+    assert any("1 kernel(s) whose launching operator is not in the trace" in w for w in t.attrs["warnings"])
+
+
+def test_include_early_keeps_them_named_apart(tmp_path):
+    f = trace(tmp_path / "early.json", early_events())
+    t = kernel_table([f], include_early=True).set_index("kernel")
+    assert t.at["sgemm [launched before the trace began]", "launches"] == 1
+    assert t.at["sgemm", "flops"] == 2 * M * N * K
+    assert t.attrs["busy_s"] == pytest.approx(90e-6)
+    ops = kernel_table([f], include_early=True, by="op").set_index("kernel")
+    assert ops.at["(launched before the trace began)", "launches"] == 2
+    assert ops.at["(no op)", "launches"] == 1
+    steps = kernel_table([f], by="annotation").set_index("kernel")
+    assert steps.at["ProfilerStep#0", "launches"] == 1
+    assert main([str(f), "--include-early", "--csv", str(tmp_path / "out.csv")]) == 0
+    assert "sgemm [launched before the trace began]" in (tmp_path / "out.csv").read_text()
+
+
+def test_a_bf16_gemv_runs_on_cuda_cores_not_tensor_cores(tmp_path):
+    """A decode step's bf16 matrix-vector product: cuBLAS runs it as gemv2T_kernel_val on CUDA cores."""
+    events = [x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[1, K], [K, N]],
+                                                 "Input type": ["c10::BFloat16", "c10::BFloat16"]}),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=7),
+              x("kernel", "void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, 128, 16, 4, 4>",
+                200, 10, pid=0, tid=7, correlation=7)]
+    row = read_profile(trace(tmp_path / "gemv.json", events)).iloc[0]
+    assert row["flops_fp32"] == 2 * 1 * N * K and row["flops_tensor"] == 0 and pd.isna(row["tensor_type"])
+
+
+def test_columns_lost_together_are_one_warning(tmp_path):
+    """relu_kernel launched twice: once by an op with a FLOP rule's call tree (aten::mm), once by none: every
+    FLOP column and alg_bytes are missing for it, said once."""
+    mm = {"External id": 1, "Input Dims": [[M, K], [K, N]], "Input type": ["float", "float"]}
+    events = [x("cpu_op", "aten::mm", 0, 100, **mm), x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("cuda_runtime", "cudaLaunchKernel", 200, 5, correlation=2),
+              x("kernel", "relu_kernel", 300, 10, pid=0, tid=7, correlation=1),
+              x("kernel", "relu_kernel", 320, 10, pid=0, tid=7, correlation=2)]
+    said = [w for w in kernel_table([trace(tmp_path / "lost.json", events)]).attrs["warnings"]
+            if "only some of their launches" in w]
+    assert said == ["flops_fp64, flops_fp32, flops_fp16, flops_tensor, flops, alg_bytes: missing for 1 kernel(s) "
+                    "because only some of their launches have it"]
+
+
+def test_causal_attention_counts_the_executed_pairs_unless_asked_for_torchs_count(tmp_path, capsys):
+    q = [1, 2, 16, 8]  # L = S = 16: 136 of 256 pairs unmasked
+    sdpa = {"External id": 1, "Input Dims": [q, q, q, [], [], [], [], []],
+            "Input type": ["c10::BFloat16"] * 3 + [""] * 5, "Concrete Inputs": ["", "", "", "", "0.", "True", "", ""]}
+    events = [x("cpu_op", "aten::scaled_dot_product_attention", 0, 100, **sdpa),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "flash_fwd_kernel", 200, 10, pid=0, tid=7, correlation=1)]
+    f = trace(tmp_path / "sdpa.json", events)
+    executed, torch_count = kernel_table([f]), kernel_table([f], flops="torch")
+    assert executed["flops"].iloc[0] == 2 * 136 * 2 * (8 + 8)
+    assert torch_count["flops"].iloc[0] == 2 * 256 * 2 * (8 + 8)
+    assert any("--flops executed); --flops torch counts every query-key pair" in w for w in executed.attrs["warnings"])
+    assert main([str(f), "--flops", "torch", "--csv", "-"]) == 0
+    assert "attention FLOPs count every query-key pair" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------ real traces
 def _events(name):
     return json.load(gzip.open(TRACES / name))["traceEvents"]
@@ -180,7 +285,9 @@ def test_real_alexnet_trace_without_shapes_has_times_and_missing_flops():
     assert t["time_s"].sum() == pytest.approx(sum(e["dur"] for e in kernels) * 1e-6)
     assert t["flops"].isna().all()
     assert any("record_shapes=True" in w for w in t.attrs["warnings"])
-    assert t.attrs["gpus"] == [{"gpu": "NVIDIA A100-PG509-200", "cc": "8.0", "device": "0"}]
+    # deviceProperties: numSms 108, totalGlobalMem 42297524224 (read off the JSON)
+    assert t.attrs["gpus"] == [{"gpu": "NVIDIA A100-PG509-200", "cc": "8.0", "device": "0", "sm_count": 108.0,
+                                "memory_bytes": 42297524224.0}]
     memory = sum(e.get("cat") in ("gpu_memcpy", "gpu_memset") for e in events)
     assert any(w.startswith(f"{memory} memcpy/memset") for w in t.attrs["warnings"])
 
@@ -288,7 +395,10 @@ def test_a_conv_is_counted_once_on_its_compute_kernel(tmp_path):
     gemm = t[t["kernel"] == "implicit_convolve_sgemm"].iloc[0]
     assert gemm["flops_fp32"] == flops and gemm["op"] == "aten::conv2d"
     bias = t[t["kernel"] == "elementwise_kernel_add"].iloc[0]
-    assert bias["flops"] == 0 and bias["alg_bytes"] == 0
+    assert math.isnan(bias["flops"]) and math.isnan(bias["alg_bytes"])  # a helper: missing, not 0
+    by_kernel = kernel_table([trace(tmp_path / "conv.json", events)]).set_index("kernel")
+    assert math.isnan(by_kernel.at["elementwise_kernel_add", "flops"])
+    assert by_kernel.at["implicit_convolve_sgemm", "flops"] == flops
 
 
 def test_busy_time_is_per_gpu_and_summed(tmp_path):

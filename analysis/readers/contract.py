@@ -26,10 +26,14 @@ TIMES = "times"
 # run: a pass or process in its file; process: its label ("1234 app@host", "rank 0") when the file names one;
 # gpu: the device's name when the profile records it; nvtx: the NVTX / record_function ranges (a tuple,
 # outermost first) the launch ran inside; op, module: the framework operator and nn.Module that launched it;
-# tensor_type: the input type of its tensor work where the reader knows it (a torch op's dtype)
+# tensor_type: the input type of its tensor work where the reader knows it (a torch op's dtype);
+# before_trace: launched before the profile's CPU side began (a torch trace's kernel whose launch it lacks);
+# op_helper: a kernel of an op whose work is counted on another of its kernels (a transpose, a split-K
+# reduction): its FLOPs are missing by kernel, and none of the op's by op
+BEFORE_TRACE = "launched before the trace began"  # how such kernels are named, in the table and its warnings
 LAUNCH_COLUMNS = ["grid", "block", "device", "cc", "gpu"]
 META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "nvtx", "op", "module",
-                "tensor_type", "source", "name_truncated"]
+                "tensor_type", "source", "name_truncated", "before_trace", "op_helper"]
 
 
 @dataclass(frozen=True)

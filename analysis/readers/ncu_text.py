@@ -3,7 +3,8 @@
 Handles the `--metrics` layout ("Section: Command line profiler metrics"), the section layouts (2020 and
 2023+ tables, with or without the Metric Name/Unit/Value header), `--print-summary per-kernel` (Average
 column), old and new kernel headings, NVTX blocks (the ranges a launch ran in), rule text, application
-output and `==PROF==` lines, and several runs in one file (each `[PID] process@host` line starts a run).
+output and `==PROF==` lines, and several runs in one file (each `[PID] process@host` line starts a run); a
+report shifted right as a whole (kernel headings at 4 spaces or more, a bot's log) is moved back first.
 Table rows are cut at the column spans of their dash rows, never split on spaces.
 """
 
@@ -42,6 +43,10 @@ _GPU_KERNEL = re.compile(r"^    (?P<name>\S.*?)(?:, Invocations (?P<n>\d+)|, Blo
 _SPANS = re.compile(r"-+")
 # any kernel heading, found cheaply: the scanner matches them exactly
 _ANY_HEADING = re.compile(r"^  \S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)", re.MULTILINE)
+# the same heading indented deeper: the whole report shifted right (a bot or CI log that indents what the
+# tool printed, application output interleaved at the left margin)
+_INDENTED_HEADING = re.compile(r"^(?P<indent>   +)\S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)",
+                               re.MULTILINE)
 # an NVTX range inside a heading's "NVTX Start/End Ranges:" / "NVTX Push/Pop Stack ..." block: "<0,name>"
 _NVTX_RANGE = re.compile(r"^\s+<\d+,(.*)>\s*$")
 NVTX_BLOCK = "    NVTX "
@@ -259,13 +264,50 @@ def _per_gpu(source: Source) -> bool:
 
 
 def _find(source: Source):
-    """A kernel heading (old or new style) or a per-gpu summary's GPU heading."""
-    return True if _ANY_HEADING.search(source.text) or _per_gpu(source) else None
+    """A kernel heading (old or new style, at its own indent or shifted right) or a per-gpu summary's GPU
+    heading."""
+    if _ANY_HEADING.search(source.text) or _per_gpu(source) or _INDENTED_HEADING.search(source.text):
+        return True
+    return None
+
+
+def dedent_report(text: str) -> str:
+    """A report shifted right (its kernel headings deeper than ncu's 2 spaces) moved back: every line indented
+    at least as deep as the first heading loses the shift; lines at the margin (the application's) stay."""
+    m = _INDENTED_HEADING.search(text)
+    shift = " " * (len(m["indent"]) - 2)
+    return "\n".join(line[len(shift):] if line.startswith(shift) else line for line in text.split("\n"))
+
+
+def merge_section_blocks(launches: list[Launch]) -> list[Launch]:
+    """A `--print-summary per-gpu` summary may print one kernel's sections as blocks of their own, each under
+    its own kernel line and "N invocations": one kernel, not N launches per block. Blocks of the same kernel
+    (name, grid, block, device, invocations) whose metrics are disjoint are merged; two with a metric in
+    common are two kernels (two grids under the old headings, which do not give them)."""
+    out: list[Launch] = []
+    home: dict[tuple, Launch] = {}
+    for x in launches:
+        key = (x.run, x.kernel, x.grid, x.block, x.device, x.launches, x.process)
+        first = home.get(key)
+        if first is not None and not first.metrics.keys() & x.metrics.keys():
+            first.metrics.update(x.metrics)
+            continue
+        home[key] = x
+        x.id = sum(y.run == x.run for y in out)
+        out.append(x)
+    return out
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    text = per_gpu_as_per_kernel(source.text) if _per_gpu(source) else source.text
+    per_gpu = _per_gpu(source)
+    text = source.text
+    if per_gpu:
+        text = per_gpu_as_per_kernel(text)
+    elif not _ANY_HEADING.search(text):
+        text = dedent_report(text)
     launches = scan_text(text, source.path)
+    if per_gpu:
+        launches = merge_section_blocks(launches)
     columns = ["run", "id", "kernel", "launches", "grid", "block", "device", "cc", "gpu", "process", "nvtx"]
     meta = pd.DataFrame.from_records([tuple(getattr(x, c) for c in columns) for x in launches], columns=columns)
     metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)

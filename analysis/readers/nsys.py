@@ -13,9 +13,13 @@ verified: docs/ncu-ingestion.md, section "nsys"):
 Every table in a file is a run of its own (`run` = 0, 1, ... in file order), also when one report appears
 twice: `nsys profile --stats=true` logs pasted one after another, or the reports of several profiles. A
 file holding several of these reports is read as the first Format in formats() that recognises it.
-Text tables are a header, a dash row and rows up to a blank line; cells are cut at the dash row's spans, the
-last column (the name) runs to the end of the line. nsys cuts names at 100 characters with "…" in text:
-`name_truncated` says so and the name is kept without the ellipsis.
+Text tables are a header, a dash row and rows up to a blank line. A kernel summary's row is read as tokens:
+one per numeric column (GridXYZ and BlockXYZ: three), the name the rest of the line, so a row that sits a
+column left or right of the dash row (a one-digit Time (%), a pasted report) reads the same. The other
+reports have text and empty cells: they are cut at the dash row's spans, the name's start moved back to the
+start of its word. Lines of "..." (rows left out of a pasted report) are skipped and counted in a note.
+nsys cuts names at 100 characters with "…" in text: `name_truncated` says so and the name is kept without
+the ellipsis.
 """
 
 from __future__ import annotations
@@ -35,11 +39,15 @@ from .contract import TIMES, Format, Source
 from ..units import parse_value
 
 TIME_METRIC = "gpu__time_duration.sum"
-AVG_COLUMNS = ("Avg (ns)", "Average (ns)", "Average")  # nsys 2022-, 2021, 2020 (docs: section nsys)
 DURATION_COLUMNS = ("Duration (ns)", "Duration(nsec)")  # cuda_gpu_trace; gputrace of nsys 2020-2021
-# nsys rounds Avg to 0.1 ns, so Avg x Instances is Total Time within 0.05 ns per launch; a larger gap means
-# the row's cells were not cut where its columns are (a table edited by hand), so its time would be wrong
-AVG_ROUNDING_NS = 0.05
+AVG_COLUMNS = ("Avg (ns)", "Average (ns)", "Average")  # nsys 2022-, 2021, 2020 (docs: section nsys)
+# nsys rounds Avg to 0.1 ns (a pasted report may round it more): an Avg further than this from Total Time /
+# Instances means the row's cells are not the header's (a cell missing), so its time would be wrong
+AVG_TOLERANCE_NS, AVG_TOLERANCE = 0.5, 1e-3
+# the whitespace tokens of a kernel summary's columns before the name: one each, but these
+SUMMARY_TOKENS = {"GridXYZ": 3, "BlockXYZ": 3}
+ELIDED = re.compile(r"[.…\s]*(?:\.\.\.|…)[.…\s]*")  # a pasted report's "..." line: rows left out
+TOKEN = re.compile(r"\S+")
 MEMORY_OPERATIONS = ("[CUDA memcpy", "[CUDA memset")  # trace rows of memory operations, not kernels
 DEVICE = re.compile(r"(?P<gpu>.*\S)\s+\((?P<id>\d+)\)")  # trace "Device": "NVIDIA A100-SXM4-40GB (0)"
 BLANK_LINE = re.compile(rb"\n[ \t]*(?:\n|\Z)")  # a table ends at a blank line or at the end of the file
@@ -59,6 +67,7 @@ class Report:
     needle: bytes  # a column name in the header of every version: candidate lines are found with one scan
     is_header: Callable[[list[str]], bool]  # the header's column names
     row: Callable[[dict[str, str]], dict | None]  # one row's cells -> its columns; None: not a kernel
+    tokens: dict[str, int] | None = None  # text rows as tokens (these columns' counts, else 1), else by spans
 
 
 def _cell(cells: dict[str, str], key: str) -> str:
@@ -100,19 +109,20 @@ def _dims(texts: list[str], what: str) -> str | None:
 
 
 def kernel_row(cells: dict[str, str]) -> dict:
-    """A row of cuda_gpu_kern_sum / gpukernsum (text or CSV): time per launch = the average."""
+    """A row of cuda_gpu_kern_sum / gpukernsum (text or CSV): time per launch = Total Time / Instances (the
+    Avg column is rounded)."""
     avg_key = next((k for k in AVG_COLUMNS if k in cells), None)
     if avg_key is None:
         raise BadRow(f"no average column ({' / '.join(AVG_COLUMNS)})")
     row = _name(cells, "Name")
     count, avg, total = _count(cells, "Instances"), _ns(cells, avg_key), _ns(cells, "Total Time (ns)")
-    if abs(avg * count - total) > AVG_ROUNDING_NS * count:
-        raise BadRow(f"{avg_key} {avg:g} x Instances {count} is not Total Time {total:g}")
+    if abs(avg - total / count) > AVG_TOLERANCE_NS + AVG_TOLERANCE * avg:
+        raise BadRow(f"{avg_key} {avg:g} is not Total Time {total:g} / Instances {count}: cells out of place")
     grid_block = {}
     if "GridXYZ" in cells:  # nsys 2022 and cuda_gpu_kern_gb_sum: '%4d %4d %4d'
         grid_block = {"grid": _dims(_cell(cells, "GridXYZ").split(), "GridXYZ"),
                       "block": _dims(_cell(cells, "BlockXYZ").split(), "BlockXYZ")}
-    return {**row, "launches": count, TIME_METRIC: avg * 1e-9, **grid_block}
+    return {**row, "launches": count, TIME_METRIC: total / count * 1e-9, **grid_block}
 
 
 def exec_row(cells: dict[str, str]) -> dict:
@@ -138,7 +148,7 @@ def trace_row(cells: dict[str, str]) -> dict | None:
 
 KERN_SUM = Report("kernel summary", "cuda_gpu_kern_sum", b"Instances",
                   lambda n: n[0] in ("Time (%)", "Time(%)") and {"Total Time (ns)", "Instances"} <= set(n)
-                  and n[-1] == "Name", kernel_row)
+                  and n[-1] == "Name", kernel_row, SUMMARY_TOKENS)
 EXEC_SUM = Report("kernel launch & exec summary", "cuda_kern_exec_sum", b"QCount",
                   lambda n: {"Count", "QCount", "KAvg (ns)"} <= set(n) and n[-1] == "Kernel Name", exec_row)
 TRACE = Report("GPU trace", "cuda_gpu_trace", b"GrdX",
@@ -210,15 +220,46 @@ def _csv_rows(source: Source, report: Report, header_line: int, lines: list[str]
 
 
 def _text_rows(source: Source, report: Report, header_line: int, lines: list[str]):
-    """(cells, line number) of each row of a text table, cut at the spans of its dash row."""
+    """(cells, line number) of each row of a text table: tokens, or cut at the spans of its dash row (see
+    the module's docstring); "..." lines are yielded as None."""
     names, spans = _text_names(lines[0]), [m.span() for m in DASHES.finditer(lines[1])]
     if len(names) != len(spans):
         _fail(source, header_line, report, f"the header names {len(names)} columns, the dash row below it "
                                           f"{len(spans)}", what="table")
-    last = len(spans) - 1
     for offset, line in enumerate(lines[2:], start=2):
-        cells = {k: line[a:] if i == last else line[a:b] for i, (k, (a, b)) in enumerate(zip(names, spans))}
-        yield cells, header_line + offset
+        where = header_line + offset
+        if ELIDED.fullmatch(line):
+            yield None, where
+        elif report.tokens is not None:
+            yield _tokens(source, report, where, names, line), where
+        else:
+            yield _spans(names, spans, line), where
+
+
+def _tokens(source: Source, report: Report, where: int, names: list[str], line: str) -> dict[str, str]:
+    """A row's cells as whitespace tokens, report.tokens[column] (else 1) per column, the last column (the
+    name, which may hold spaces) the rest of the line."""
+    found = list(TOKEN.finditer(line))
+    cells, i = {}, 0
+    for name in names[:-1]:
+        n = report.tokens.get(name, 1)
+        if i + n >= len(found):
+            _fail(source, where, report, f"{len(found)} cells, fewer than the {len(names)} columns of the header")
+        cells[name] = " ".join(m.group() for m in found[i:i + n])
+        i += n
+    cells[names[-1]] = line[found[i].start():]
+    return cells
+
+
+def _spans(names: list[str], spans: list[tuple[int, int]], line: str) -> dict[str, str]:
+    """A row's cells cut at the dash row's spans; the last (the name) from the start of its first word to the
+    end of the line, so a row shifted left keeps the name's first characters."""
+    cells = {k: line[a:b] for k, (a, b) in zip(names[:-1], spans[:-1])}
+    start = spans[-1][0]
+    while 0 < start <= len(line) and not line[start - 1].isspace():
+        start -= 1
+    cells[names[-1]] = line[start:]
+    return cells
 
 
 def _fail(source: Source, line: int, report: Report, why: str, what: str = "row") -> NoReturn:
@@ -231,10 +272,13 @@ def _reader(report: Report, text: bool) -> Callable[[Source, list[int]], pd.Data
     rows_of = _text_rows if text else _csv_rows
 
     def read(source: Source, starts: list[int]) -> pd.DataFrame:
-        rows, dropped = [], 0
+        rows, dropped, elided = [], 0, []
         for run, (header_line, lines) in enumerate(_tables(source, starts)):
             index = 0  # the row's place among the kernels of its run
             for cells, where in rows_of(source, report, header_line, lines):
+                if cells is None:
+                    elided.append(where)
+                    continue
                 try:
                     row = report.row(cells)
                 except BadRow as exc:
@@ -245,6 +289,10 @@ def _reader(report: Report, text: bool) -> Callable[[Source, list[int]], pd.Data
                 rows.append({"run": run, "id": index, **OPTIONAL, **row, "source": "nsys"})
                 index += 1
         df = pd.DataFrame(rows)
+        if elided:
+            df.attrs["notes"] = [f"{len(elided)} '...' line(s) (first: line {elided[0]}) stand for rows left out "
+                                 f"of a pasted {report.command} report: their kernels are not in the table; "
+                                 f"use the report as nsys wrote it"]
         if report is TRACE:  # the only report that lists memory operations beside the kernels
             df.attrs["memory_operations"] = dropped
         return df

@@ -8,12 +8,15 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
   that ends at it). The operators, modules (`python_function` "nn.Module: ...") and `user_annotation`
   ranges (record_function, ProfilerStep#N) enclosing that launch in time on its thread are its op, module
   and annotations; newer traces also give the kernel its op's "External id", used when no launch is found.
-  Kernels whose op cannot be found are kept, and counted in a warning.
+  Kernels whose op cannot be found are kept, and counted in a warning; those without a launch whose
+  correlation id is older than the trace's first runtime call were launched before it began (`before_trace`).
+- Traces of torch 1.8-1.10 use Kineto's old names (Operator, Runtime, Kernel, Memcpy, Memset, "external
+  id"): `_events` renames them to today's (CATEGORIES, ARGUMENTS) before anything reads them.
 - FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
   come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
   outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
   it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
-  clone or bias add inside it); its other kernels get 0 of it. Half precisions are tensor-core FLOPs, fp32
+  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions are tensor-core FLOPs, fp32
   CUDA-core unless the kernel's name says TF32 tensor cores.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
@@ -34,6 +37,16 @@ from .contract import COUNTERS, Format, Source
 from ..metrics import canonical_metric
 
 US = 1e-6  # trace times are microseconds
+# the event categories of torch 1.8-1.10 traces, as today's (Kineto's ActivityType names were renamed; the
+# TensorBoard plugin's parser reads both, case-insensitively): every category is looked up lowercased
+CATEGORIES = {"operator": "cpu_op", "runtime": "cuda_runtime", "memcpy": "gpu_memcpy", "memset": "gpu_memset",
+              "gpu_user_annotation": "gpu_user_annotation"}
+# and their argument names ("external id", "Input dims" then; "External id", "Input Dims" now)
+ARGUMENTS = {"external id": "External id", "Input dims": "Input Dims"}
+# torch.profiler's step() is a record_function "ProfilerStep#N": an Operator event in old traces, an annotation
+STEP_PREFIX = "ProfilerStep#"
+# deviceProperties that are ncu device attributes, as those metrics: they tell another GPU without a name
+DEVICE_FACTS = {"numSms": "device__attribute_multiprocessor_count", "totalGlobalMem": "device__attribute_total_memory"}
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 MEMORY_CATEGORIES = ("gpu_memcpy", "gpu_memset")
 MODULE_PREFIX = "nn.Module: "
@@ -45,6 +58,10 @@ FLOP_COLUMNS = ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")
 # ("cutlass_80_tensorop_s1688gemm...", "sm80_xmma_gemm_tf32f32...", "ampere_..._tf32..."); SIMT kernels
 # ("ampere_sgemm_128x64", "cutlass_80_simt_sgemm") do not
 TF32_KERNEL = re.compile(r"tensorop_s\d+gemm|tf32|_s1688|_s16816")
+# cuBLAS matrix-vector kernels ("gemv2T_kernel_val<int, int, __nv_bfloat16, float, ...>", "gemvNSP_kernel",
+# "gemvx") run on CUDA cores whatever the dtype, computing in fp32 (the float compute type among their
+# template arguments): their half-precision work is fp32 CUDA-core work, not tensor work
+CUDA_CORE_KERNEL = re.compile(r"gemv", re.IGNORECASE)
 PROBE_BYTES = 4096  # "traceEvents" or "deviceProperties" appear in the first few KiB of a Kineto trace
 
 
@@ -67,6 +84,27 @@ def _load(source: Source) -> dict:
     return doc
 
 
+def _events(doc: dict) -> list[dict]:
+    """The trace's complete ("X") events, in today's vocabulary (CATEGORIES, ARGUMENTS): old traces' events
+    are renamed in place."""
+    events = []
+    for e in doc["traceEvents"]:
+        if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
+            continue
+        cat = str(e.get("cat", "")).lower()
+        cat = CATEGORIES.get(cat, cat)
+        if cat == "cpu_op" and str(e.get("name", "")).startswith(STEP_PREFIX):
+            cat = "user_annotation"
+        e["cat"] = cat
+        args = e.get("args")
+        if isinstance(args, dict):
+            for old, new in ARGUMENTS.items():
+                if old in args and new not in args:
+                    args[new] = args.pop(old)
+        events.append(e)
+    return events
+
+
 def _device(doc: dict, path: str) -> dict:
     """gpu, cc and SM count of the trace's first device; an AMD device is declined."""
     props = [d for d in doc.get("deviceProperties") or [] if isinstance(d, dict)]
@@ -78,7 +116,8 @@ def _device(doc: dict, path: str) -> dict:
         raise CeilingsError(f"{path}: a trace from an AMD GPU ({name}): the roofs of this project are measured on "
                             f"NVIDIA GPUs; for AMD use rocprof-compute's roofline")
     major, minor = first.get("computeMajor"), first.get("computeMinor")
-    return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None}
+    facts = {metric: float(first[key]) for key, metric in DEVICE_FACTS.items() if _number(first.get(key))}
+    return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None, **facts}
 
 
 def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
@@ -109,15 +148,21 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    from ..torch_flops import OPS as FLOP_OPS, op_work
+    from functools import partial
+
+    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, OPS as FLOP_OPS, op_work
+
+    # how causal attention is counted: kernel_table's `flops` (read_profile puts it in the memo)
+    convention = source.memo.get("flops", "executed")
+    op_work = partial(op_work, convention=convention)
 
     doc = _load(source)
     device = _device(doc, source.path)
-    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    events = _events(doc)
     by_cat: dict[str, list[dict]] = defaultdict(list)
     for e in events:
         by_cat[e.get("cat")].append(e)
-    kernels = sorted(by_cat.get("kernel", []) + by_cat.get("Kernel", []), key=lambda e: e["ts"])
+    kernels = sorted(by_cat.get("kernel", []), key=lambda e: e["ts"])
     ranges = by_cat.get("cuda_profiler_range", [])
     if not kernels and not ranges:
         raise CeilingsError(f"{source.path}: a torch.profiler trace without GPU kernels: profile with "
@@ -140,6 +185,12 @@ def _read(source: Source, _found) -> pd.DataFrame:
     queries = [(*where, i) for i, k in enumerate(kernels)
                if (where := _launch_point(k.get("args") or {}, launches, flows_start, ops_by_external))]
     chains = _enclosing(around, queries)
+    # correlation ids grow with every CUDA call: a kernel without a launch in the trace whose id is older
+    # than the trace's first runtime call was launched before the profiler's CPU side began recording
+    first_call = min((c for c in launches if _number(c)), default=None)
+    placed = {q[-1] for q in queries}
+    early = {i for i, k in enumerate(kernels) if i not in placed and first_call is not None
+             and _number(corr := (k.get("args") or {}).get("correlation")) and corr < first_call}
     shapes = any("Input Dims" in (e.get("args") or {}) for e in by_cat.get("cpu_op", []))
 
     rows, unlinked = [], 0
@@ -148,7 +199,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
         args = k.get("args") or {}
         chain = chains.get(i, [])
         ops = [e for e in chain if e.get("cat") == "cpu_op"]
-        if not ops:
+        if not ops and i not in early:
             unlinked += 1
         annotations = tuple(str(e["name"]) for e in chain if e.get("cat") == "user_annotation")
         modules = [str(e["name"])[len(MODULE_PREFIX):] for e in chain if e.get("cat") == "python_function"]
@@ -157,7 +208,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "device": None if args.get("device") is None else str(args["device"]), **device,
                "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
                "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", 0)) * US,
-               "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
+               "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
         ruled = [op for op in ops if _work(op, op_work) is not None]
         if ruled:  # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
             counted_op.setdefault(id(ruled[0]), (ruled[0], []))[1].append(len(rows))
@@ -172,10 +223,8 @@ def _read(source: Source, _found) -> pd.DataFrame:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
             _counter_rows(ranges, device, process)
     # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
-    per_device = defaultdict(list)
-    for r in rows:
-        per_device[r["device"]].append((r["_start"], r["_end"]))
-    busy = sum(_busy_seconds(v) for v in per_device.values()) if rows else None
+    busy = _busy_per_device([r for r in rows if not r["before_trace"]])
+    busy_all = _busy_per_device(rows)
     df = df.drop(columns=["_start", "_end", "_direct"], errors="ignore")
     notes = []
     if unlinked:
@@ -184,11 +233,28 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
 
+    if not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values()):
+        other = next(c for c in FLOP_CONVENTIONS if c != convention)
+        notes.append(f"attention FLOPs count {FLOP_CONVENTIONS[convention]} (--flops {convention}); --flops "
+                     f"{other} counts {FLOP_CONVENTIONS[other]}")
     if ranges:
         notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
                      f"shapes; their times are the profiler's ranges, not kernel times")
-    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy)
+    # busy_all_s: with the kernels launched before the trace began (kernel_table's include_early)
+    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all)
     return df
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _busy_per_device(rows: list[dict]) -> float | None:
+    """Each GPU's busy time, summed (one process may drive several GPUs: DataParallel)."""
+    per_device = defaultdict(list)
+    for r in rows:
+        per_device[r["device"]].append((r["_start"], r["_end"]))
+    return sum(_busy_seconds(v) for v in per_device.values()) if rows else None
 
 
 def _work(op: dict, op_work):
@@ -210,8 +276,10 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
 
 def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
     """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest compute kernel (else
-    its longest kernel), 0 on its other kernels; missing (NaN) for kernels of operators without a FLOP
-    rule. fp32 work on a kernel whose name says it runs on tensor cores (TF32_KERNEL) is TF32 tensor work."""
+    its longest kernel); its other kernels are op_helper, their own FLOPs missing (NaN), as for kernels of
+    operators without a FLOP rule. fp32 work on a kernel whose name says it runs on tensor cores
+    (TF32_KERNEL) is TF32 tensor work; half-precision work on a cuBLAS GEMV kernel (CUDA_CORE_KERNEL) is
+    fp32 CUDA-core work."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
             row[col] = float("nan")
@@ -220,15 +288,19 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> No
         direct = [i for i in members if rows[i].get("_direct")] or members
         longest = max(direct, key=lambda i: rows[i]["time_s"])
         column = PRECISION_COLUMN.get(work.precision)
-        if work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
+        if column == "flops_tensor" and CUDA_CORE_KERNEL.search(rows[longest]["kernel"]):
+            column = "flops_fp32"
+        elif work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
             column = "flops_tensor"
         typed = "tf32" if column == "flops_tensor" and work.precision == "fp32" else work.precision
         for i in members:
-            share = 1.0 if i == longest else 0.0
+            if i != longest:  # a helper (transpose, split-K reduction): its own FLOPs are not known, not 0
+                rows[i]["op_helper"] = True
+                continue
             rows[i]["tensor_type"] = typed if column == "flops_tensor" else None
             for col in FLOP_COLUMNS:
-                rows[i][col] = work.flops * share if col == column else 0.0
-            rows[i]["alg_bytes"] = work.bytes * share if work.bytes is not None else float("nan")
+                rows[i][col] = work.flops if col == column else 0.0
+            rows[i]["alg_bytes"] = work.bytes if work.bytes is not None else float("nan")
             if column is None:  # a dtype with no roof here (int8 GEMM): the FLOPs are unknown, not 0
                 rows[i]["flops_tensor"] = float("nan")
 
@@ -255,8 +327,8 @@ def operator_work(path) -> pd.DataFrame:
     if _find(source) is None:
         raise CeilingsError(f"{path}: not a torch.profiler trace")
     rows = []
-    for e in _load(source)["traceEvents"]:
-        if not isinstance(e, dict) or e.get("cat") != "cpu_op":
+    for e in _events(_load(source)):
+        if e.get("cat") != "cpu_op":
             continue
         a = e.get("args") or {}
         dims = a.get("Input Dims") or []
