@@ -16,9 +16,10 @@ from .errors import CeilingsError
 
 SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # The minor version written: 1 added `launch`, 2 the SM clock measured by a kernel (`clocks.sm_hz_kernel_*`)
-# and which clock the clock-derived peak used (`peaks.clock_source`). A file without `schema_minor` is 1.0 and
-# still read; a newer minor only adds fields, so it is read too (without what it adds).
-SCHEMA_MINOR = 2
+# and which clock the clock-derived peak used (`peaks.clock_source`), 3 `meta.stopped` (a file is saved after
+# each benchmark, `complete` false until the end). A file without `schema_minor` is 1.0 and still read; a
+# newer minor only adds fields, so it is read too (without what it adds).
+SCHEMA_MINOR = 3
 KINDS = ("bandwidth", "compute")
 LEVELS = ("dram", "l2", "l1")
 UNITS = {"bandwidth": "B/s", "compute": "FLOP/s"}
@@ -56,7 +57,8 @@ _TOP = {
     "source": (str, False),
 }
 _META = {"tool": (_STR, False), "version": (_STR, False), "git_sha": (_STR, False), "argv": (list, False),
-         "started": (_STR, False), "finished": (_STR, False), "host": (_STR, False)}
+         "started": (_STR, False), "finished": (_STR, False), "host": (_STR, False),
+         "stopped": (_STR, False)}
 _DEVICE = {
     "index": (_INT, False),
     "name": (_STR, False),
