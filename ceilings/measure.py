@@ -18,13 +18,13 @@ from typing import Sequence
 from . import __version__
 from .atomic import check_folder, check_target
 from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
+from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
+from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
+from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
 # the run went through and wrote its roofs file, but some ceiling is invalid: a result to look at, not a
 # failure (1 stays what an uncaught exception gives: a crash)
 EXIT_SOME_INVALID = 3
-from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
-from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
-from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
 PROG = "python -m ceilings.measure"
 # Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
