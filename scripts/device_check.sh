@@ -136,6 +136,7 @@ step() {
 # skip NAME WHY [CMD...]: record a step that does not apply here, and the command it would have run.
 skip() {
     local name=$1 why=$2; shift 2
+    stopped "$name" "$@" && return 0
     printf '%s\tskipped: %s\t0.0\t0\t%s\n' "$name" "$why" "${*:--}" >> "$SUMMARY"
     echo "== $name: skipped ($why)" >&2
 }

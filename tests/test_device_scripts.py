@@ -303,3 +303,80 @@ def test_device_check_dry_run_keeps_to_its_budget(tmp_path):
     log = (tmp_path / "logs" / "env.log").read_text()
     assert all(f"{key}: not known here (" in log for key, v in versions.items() if v is None and key in
                ("driver (NVML)", "CUDA driver API", "cuBLAS", "ncu", "nsys"))
+
+
+# ---------------------------------------------------------------------------------------- device_run.sh
+FILES_BACK = 8  # what the device machine returns from $OUT: at most 8 files, at most 2 folders deep
+
+
+def device_run(out: Path, scratch: Path, budget_s: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHON": sys.executable, "DEVICE_CHECK_BUDGET_S": str(budget_s),
+           "DEVICE_RUN_SCRATCH": str(scratch), "DEVICE_RUN_PACK_S": "1"}
+    return subprocess.Popen(["bash", str(SCRIPTS / "device_run.sh"), "--dry-run", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def returned(out: Path) -> dict[str, Path]:
+    files = {str(p.relative_to(out)): p for p in out.rglob("*") if p.is_file()}
+    assert len(files) <= FILES_BACK and all(name.count("/") <= 2 for name in files), sorted(files)
+    return files
+
+
+def archive(path: Path) -> dict[str, str]:
+    import tarfile
+
+    with tarfile.open(path) as tar:
+        return {m.name.removeprefix("./"): tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+
+
+def steps_of(summary: str) -> dict[str, str]:
+    return {row[0]: row[1] for row in (line.split("\t") for line in summary.splitlines() if not line.startswith("#"))}
+
+
+def test_device_run_packs_every_log_into_the_few_files_that_come_back(tmp_path):
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    (scratch / "decode.ncu-rep").write_bytes(b"large binary report")  # left out of the archive
+    proc = device_run(out, scratch, budget_s=15)
+    log, _ = proc.communicate(timeout=120)
+    files = returned(out)
+    assert {"summary.txt", "BENCHMARKS.fragment.md", "results.tgz"} <= set(files), log  # no roofs in 15 s
+    packed = archive(out / "results.tgz")
+    steps = steps_of(packed["summary.txt"])
+    ran = [name for name, status in steps.items() if not status.startswith("skipped")]
+    assert ran and all(f"logs/{name}.log" in packed for name in ran)
+    assert "decode.ncu-rep" not in packed and "device-check.log" in packed
+    assert (out / "summary.txt").read_text() == (scratch / "summary.txt").read_text() == packed["summary.txt"]
+
+
+def test_device_run_killed_half_way_returns_what_had_finished(tmp_path):
+    """SIGTERM while the simulated measure runs: what the packer had already brought back holds a ceiling, and
+    after the kill the roofs file, the summary and the archive hold what had finished."""
+    import signal
+
+    from ceilings.roofs import load_roofs
+
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    proc = device_run(out, scratch, budget_s=600)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "roofs.json").exists() and load_roofs(out / "roofs.json")["ceilings"]:
+                break  # packed while the run goes on
+            time.sleep(0.2)
+        assert proc.poll() is None and (out / "roofs.json").exists(), "no roofs packed while measure ran"
+        proc.send_signal(signal.SIGTERM)
+        log, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    returned(out)
+    roofs = load_roofs(out / "roofs.json")
+    assert roofs["complete"] is False and roofs["meta"]["stopped"] == "SIGTERM" and roofs["ceilings"], log
+    steps = steps_of((out / "summary.txt").read_text())
+    assert steps["env"] == "ok" and steps["measure-simulate"] == "stopped by SIGTERM (exit 130)"
+    after = list(steps)[list(steps).index("measure-simulate") + 1:]
+    assert after and all(steps[name] == "skipped: stopped by SIGTERM" for name in after)
+    packed = archive(out / "results.tgz")
+    assert "interrupted (SIGTERM)" in packed["logs/measure-simulate.log"] and "logs/env.log" in packed
+    assert proc.returncode == 1
