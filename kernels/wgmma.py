@@ -157,8 +157,9 @@ def _plans(op: WgmmaOp) -> Callable[[DeviceLimits, bool], list[Plan]]:
         flops = grid * trips * UNROLL * op.flops_per_wgmma  # one warpgroup per block
         # Each block copies the operand image once; the timed launches store nothing.
         work = Work(bytes_read=grid * IMAGE_BYTES, flops={op.precision: flops})
-        params = {"shape": f"m{M}n{N}k{op.k}", "operands": "shared memory (SS)", "unroll": UNROLL,
-                  "trips": trips, "blocks_per_sm": BLOCKS_PER_SM}
+        # "instruction": the self-check judges a wgmma by the tensor FLOP counters, not by instruction counts
+        params = {"shape": f"m{M}n{N}k{op.k}", "instruction": "wgmma", "operands": "shared memory (SS)",
+                  "unroll": UNROLL, "trips": trips, "blocks_per_sm": BLOCKS_PER_SM}
         return [Plan(grid=grid, block=THREADS, work=work, params=params, loop_trips=trips)]
 
     return plans

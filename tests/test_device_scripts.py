@@ -164,6 +164,29 @@ def test_all_matching_exits_0(tmp_path):
     assert "| fp32.fma " in (tmp_path / selfcheck.TABLE_FILE).read_text()
 
 
+WGMMA_FLOPS = 2 * 64 * 256 * 16  # one m64n256k16 wgmma: 524288 FLOPs
+
+
+@pytest.mark.parametrize("ops, verdict, rc", [(10 * WGMMA_FLOPS, "ok", 0), (10 * WGMMA_FLOPS - 1, "MISMATCH", 1),
+                                              (None, "MISSING", 1)])
+def test_wgmma_is_judged_by_the_tensor_ops_counters_and_its_instruction_count_is_information(tmp_path, ops,
+                                                                                               verdict, rc):
+    """10 wgmma m64n256k16 declared; the instruction counter reads 40 (one per warp of the warpgroup: 4x the
+    declared work by the mma.sync rule), which is shown, never a mismatch; the FLOP counters decide."""
+    e = entry(0, "wgmma.fp16", "cuda-c", kernel="tensor_wgmma", pipe="tensor", flops={"fp16": 10 * WGMMA_FLOPS},
+              params={"shape": "m64n256k16", "instruction": "wgmma"})
+    counters = {HMMA: 40, PIPE: 40, **({TENSOR_OPS: ops} if ops is not None else {})}
+    (tmp_path / selfcheck.WORK_FILE).write_text(json.dumps({"dry_run": False, "l2_bytes": L2, "entries": [e]}))
+    write_raw_csv(tmp_path / selfcheck.NCU_FILE, [marker(0), ("void tensor_wgmma<Fp16, 16, 1>()", counters)])
+    if ops is None:  # this ncu offered no tensor ops counter: the column is absent, not 0
+        text = (tmp_path / selfcheck.NCU_FILE).read_text().replace(f'"{TENSOR_OPS}"', '"gpu__time_duration.max"')
+        (tmp_path / selfcheck.NCU_FILE).write_text(text)
+    assert selfcheck.main(["--from-files", str(tmp_path)]) == rc
+    v = verdicts(tmp_path)
+    assert v[("wgmma.fp16", "cuda-c", "flops_fp16")] == "info"
+    assert v[("wgmma.fp16", "cuda-c", "flops_fp16 (tensor ops counters)")] == verdict
+
+
 def test_query_parse_trusts_only_a_complete_listing():
     from analysis.profile import base_name, parse_query
 
