@@ -7,13 +7,10 @@ import copy
 from .datasheet import match_device
 from .nvml import LIMITING_REASONS
 from .peaks import arch_units, clock_derived_peaks, missing_reason
-from .roofs import run_sm_hz
+from .roofs import CLOCK_DISAGREEMENT_FRACTION, NVML_MIN_SAMPLES, run_sm_clock
 
 # A run clock this far below max boost is worth a note (NVML medians jitter by a few MHz).
 CLOCK_SHORTFALL_NOTE_FRACTION = 0.03
-# The clock kernel and NVML disagreeing by more than this is worth a note (NVML's sample may have missed a
-# clock change, or the kernel ran at another clock than NVML read).
-CLOCK_DISAGREEMENT_NOTE_FRACTION = 0.05
 # A measurement this far above the clock-derived peak at max boost cannot be right (work count or timing).
 SUSPECT_ABOVE_PEAK_FRACTION = 0.02
 # Inline ECC on GDDR stores check bits in ordinary DRAM, costing extra traffic; HBM has sideband ECC bits.
@@ -56,7 +53,7 @@ def annotate(ceiling: dict, device: dict) -> dict:
     datasheet = row.peaks().get(key) if row else None
     cd_max = clock_derived_peaks(device).get(key)
     kernel_sm, nvml_sm = clocks.get("sm_hz_kernel_median"), clocks.get("sm_hz_median")
-    run_sm = run_sm_hz(clocks)
+    run_sm, sm_source = run_sm_clock(clocks)
     run_mem = clocks.get("mem_hz_median")
     if key == "dram":
         run_device = {**device, "memory_clock_hz": run_mem} if run_mem else None
@@ -64,7 +61,7 @@ def annotate(ceiling: dict, device: dict) -> dict:
         source = "nvml" if cd_run else "max"
     else:
         cd_run = clock_derived_peaks(device, run_sm).get(key) if run_sm else None
-        source = ("kernel" if kernel_sm else "nvml") if cd_run else "max"
+        source = sm_source if cd_run else "max"
     out["peaks"] = {
         "datasheet": datasheet,
         "clock_derived_max": cd_max,
@@ -81,12 +78,15 @@ def annotate(ceiling: dict, device: dict) -> dict:
     if reason:
         notes.append(reason)
 
-    if kernel_sm and nvml_sm and abs(kernel_sm / nvml_sm - 1) > CLOCK_DISAGREEMENT_NOTE_FRACTION:
+    if kernel_sm and nvml_sm and abs(kernel_sm / nvml_sm - 1) > CLOCK_DISAGREEMENT_FRACTION:
+        used = (f"NVML's ({clocks.get('samples')} samples during the timed launches; the kernel reads after them, "
+                f"when the GPU has gone light)" if sm_source == "nvml" else
+                f"the kernel's (NVML: {clocks.get('samples') or 0} samples, under {NVML_MIN_SAMPLES})")
         notes.append(f"SM clocks disagree: the clock kernel measured {kernel_sm / 1e9:.3f} GHz, NVML read "
-                     f"{nvml_sm / 1e9:.3f} GHz (median); the peak at the run clock uses the kernel's")
+                     f"{nvml_sm / 1e9:.3f} GHz (median); the peak at the run clock uses {used}")
     max_sm = device.get("max_sm_clock_hz")
     if out.get("kind") == "compute" and run_sm and max_sm and run_sm < max_sm * (1 - CLOCK_SHORTFALL_NOTE_FRACTION):
-        measured = "kernel-measured " if kernel_sm else ""
+        measured = "kernel-measured " if sm_source == "kernel" else ""
         notes.append(f"SM clock during the run ({measured}median {run_sm / 1e9:.2f} GHz) was "
                      f"{(1 - run_sm / max_sm) * 100:.0f}% below max boost ({max_sm / 1e9:.2f} GHz)")
     limiting = [r for r in clocks.get("throttle_reasons") or [] if r in LIMITING_REASONS]

@@ -7,8 +7,10 @@ import datetime as dt
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -16,13 +18,13 @@ from typing import Sequence
 from . import __version__
 from .atomic import check_folder, check_target
 from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
+from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
+from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
+from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
 # the run went through and wrote its roofs file, but some ceiling is invalid: a result to look at, not a
 # failure (1 stays what an uncaught exception gives: a crash)
 EXIT_SOME_INVALID = 3
-from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
-from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
-from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
 PROG = "python -m ceilings.measure"
 # Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
@@ -80,8 +82,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, a batch system at its time limit, `kill`): stop like Ctrl-C and keep what was measured."""
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """While measuring, SIGTERM raises Terminated (a KeyboardInterrupt) where Python's default would kill the
+    process before its last save."""
+    def terminate(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stopped_by(exc: KeyboardInterrupt) -> str:
+    """The roofs file's `meta.stopped`: which signal ended the run early."""
+    return "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+
+
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
+    with sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
         return list_benchmarks(args.only, args.simulate)
@@ -247,7 +277,10 @@ def measure_concurrently(indices: list[int], args, argv, task: Task) -> int:
     try:
         for worker in workers:
             worker.join()
-    except KeyboardInterrupt:  # the workers got Ctrl-C too: wait while they save what they measured
+    except KeyboardInterrupt as exc:  # wait while the workers save what they measured
+        if isinstance(exc, Terminated):  # Ctrl-C reaches the whole process group, SIGTERM only this process
+            for worker in workers:
+                worker.terminate()
         for worker in workers:
             worker.join()
     codes = [worker.exitcode for worker in workers]
@@ -263,7 +296,8 @@ def _measure_worker(index: int, args, argv, task: Task, at_once: int) -> None:
         return measure_device(index, select_benchmarks(args), args, argv, task, CONCURRENT, at_once,
                               several_gpus=True)
 
-    sys.exit(cli_entry(f"{PROG} (GPU {index})")(run)(None))
+    with sigterm_as_interrupt():
+        sys.exit(cli_entry(f"{PROG} (GPU {index})")(run)(None))
 
 
 def measure_device(index: int, benches, args, argv, task: Task, mode: str | None, at_once: int | None, *,
@@ -280,10 +314,14 @@ def measure_device(index: int, benches, args, argv, task: Task, mode: str | None
             check_target(target, force=args.force)
     elif args.out != "-":
         check_folder(".")
-    doc, interrupted = run_device(session, benches, args, argv, launch, started)
-    emit(doc, out or default_name(session.device, stamp, args.simulate, launch), args)
+    path = None if args.out == "-" else out or _free_name(default_name(session.device, stamp, args.simulate,
+                                                                       launch), args)
+    checkpoint = Checkpoint(path, force=args.force)
+    doc, interrupted = run_device(session, benches, args, argv, launch, started, checkpoint)
+    emit(doc, checkpoint, args)
     if interrupted:
-        print(f"{PROG}: interrupted; what was measured is saved with \"complete\": false", file=sys.stderr)
+        print(f"{PROG}: interrupted ({doc['meta']['stopped']}); what was measured is saved with "
+              f"\"complete\": false", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_SOME_INVALID if any(not c["valid"] for c in doc["ceilings"]) else 0
 
@@ -352,8 +390,27 @@ def open_device(index: int, args) -> Session:
                    EventTimer(stream), QUICK_BUDGET if args.quick else DEFAULT_BUDGET, Nvml(index))
 
 
-def run_device(session: Session, benches, args, argv, launch: dict, started: dt.datetime) -> tuple[dict, bool]:
-    """Measure every benchmark on one device; Ctrl-C stops early and keeps what was measured."""
+class Checkpoint:
+    """The roofs file, rewritten atomically after each benchmark so that a run killed at a time limit keeps
+    what it measured (`complete` stays false until the end). None as the path: stdout, written at the end
+    only. The first write keeps an existing file unless --force; later ones replace the run's own."""
+
+    def __init__(self, path: Path | None, *, force: bool):
+        self.path, self.force = path, force
+
+    def save(self, doc: dict) -> None:
+        if self.path is None:
+            return
+        from .roofs import save_roofs
+
+        save_roofs(doc, self.path, force=self.force)
+        self.force = True
+
+
+def run_device(session: Session, benches, args, argv, launch: dict, started: dt.datetime,
+               checkpoint: Checkpoint) -> tuple[dict, bool]:
+    """Measure every benchmark on one device, saving after each; Ctrl-C or SIGTERM stops early and keeps what
+    was measured."""
     from .device import limits_of
     from .harness import budget_for, ceiling_record, measure_plan
 
@@ -371,7 +428,7 @@ def run_device(session: Session, benches, args, argv, launch: dict, started: dt.
     if not args.simulate:
         runtime.precompile(b.source(p) for b, plans in work if b.backend == "cuda-c" for p in plans)
     progress = _progress(sum(len(p) for _, p in work), "simulator" if args.simulate else f"GPU {device['index']}")
-    interrupted = False
+    stop = None
     try:
         for bench, plans in work:
             progress.set_description(f"{bench.name} ({bench.backend})")
@@ -380,22 +437,24 @@ def run_device(session: Session, benches, args, argv, launch: dict, started: dt.
                 for plan in plans:
                     measured.append(measure_plan(bench, plan, runtime, timer, budget_for(bench, budget), nvml))
                     progress.update(1)
-            except KeyboardInterrupt:  # keep the points of a sweep cut short
-                interrupted = True
+            except KeyboardInterrupt as exc:  # keep the points of a sweep cut short
+                stop = exc
             if bench.is_sweep and measured:
                 doc["sweeps"].append(sweep_record(bench, measured, device, planned=len(plans)))
             elif measured:
                 doc["ceilings"].append(annotate(ceiling_record(bench, measured[0], simulated=args.simulate),
                                                 device, args.simulate))
-            if interrupted:
+            if stop is not None:
                 break
-    except KeyboardInterrupt:  # between two benchmarks, or while a record was being made
-        interrupted = True
+            checkpoint.save(doc)
+    except KeyboardInterrupt as exc:  # between two benchmarks, while a record was being made or saved
+        stop = exc
     finally:
         progress.close()
-    doc["complete"] = not interrupted
+    doc["complete"] = stop is None
+    doc["meta"]["stopped"] = None if stop is None else stopped_by(stop)
     doc["meta"]["finished"] = _now().isoformat()
-    return doc, interrupted
+    return doc, stop is not None
 
 
 def annotate(ceiling: dict, device: dict, simulated: bool) -> dict:
@@ -434,10 +493,10 @@ def sweep_record(bench, measured, device: dict, planned: int) -> dict:
     }
 
 
-def emit(doc: dict, out: Path, args) -> None:
-    """Write the roofs file (atomically) to `out` (--out, else the default name made unique), the sweep
-    figures beside it (not with --out -), and the table."""
-    from .roofs import dumps, save_roofs
+def emit(doc: dict, checkpoint: Checkpoint, args) -> None:
+    """Write the finished roofs file (atomically) to the checkpoint's path (stdout with --out -), the sweep
+    figures beside it, and the table."""
+    from .roofs import dumps
 
     table = ceilings_table(doc)
     banner = ("SIMULATED: Numba's CUDA simulator ran these kernels; every number below is meaningless "
@@ -448,8 +507,8 @@ def emit(doc: dict, out: Path, args) -> None:
         sys.stdout.write(dumps(doc))
         print(summary, file=sys.stderr)
         return
-    path = out if args.out else _free_name(out, args)
-    save_roofs(doc, path, force=args.force)
+    checkpoint.save(doc)
+    path = checkpoint.path
     print(summary)
     log(f"wrote {path}")
     if doc["sweeps"] and not args.no_plots:
@@ -471,7 +530,7 @@ def _free_name(path: Path, args) -> Path:
 def meta(argv, started: dt.datetime) -> dict:
     return {"tool": "ceilings", "version": __version__, "git_sha": _git_sha(),
             "argv": list(sys.argv[1:] if argv is None else argv), "started": started.isoformat(),
-            "finished": None, "host": platform.node(), "python": platform.python_version()}
+            "finished": None, "stopped": None, "host": platform.node(), "python": platform.python_version()}
 
 
 def _git_sha() -> str | None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from . import atomic
@@ -16,9 +16,10 @@ from .errors import CeilingsError
 
 SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # The minor version written: 1 added `launch`, 2 the SM clock measured by a kernel (`clocks.sm_hz_kernel_*`)
-# and which clock the clock-derived peak used (`peaks.clock_source`). A file without `schema_minor` is 1.0 and
-# still read; a newer minor only adds fields, so it is read too (without what it adds).
-SCHEMA_MINOR = 2
+# and which clock the clock-derived peak used (`peaks.clock_source`), 3 `meta.stopped` (a file is saved after
+# each benchmark, `complete` false until the end). A file without `schema_minor` is 1.0 and still read; a
+# newer minor only adds fields, so it is read too (without what it adds).
+SCHEMA_MINOR = 3
 KINDS = ("bandwidth", "compute")
 LEVELS = ("dram", "l2", "l1")
 UNITS = {"bandwidth": "B/s", "compute": "FLOP/s"}
@@ -56,7 +57,8 @@ _TOP = {
     "source": (str, False),
 }
 _META = {"tool": (_STR, False), "version": (_STR, False), "git_sha": (_STR, False), "argv": (list, False),
-         "started": (_STR, False), "finished": (_STR, False), "host": (_STR, False)}
+         "started": (_STR, False), "finished": (_STR, False), "host": (_STR, False),
+         "stopped": (_STR, False)}
 _DEVICE = {
     "index": (_INT, False),
     "name": (_STR, False),
@@ -141,11 +143,31 @@ _SAMPLES_KEY = b'"samples_s": ['
 _NUMBER_BYTES = b"0123456789.eE+-, \t\r\n"
 
 
-def run_sm_hz(clocks: Mapping | None) -> float | None:
-    """The SM clock a benchmark ran at, from a ceiling's `clocks` object: the clock kernel's (measured on
-    the SMs, on the benchmark's stream), else NVML's samples; None when neither answered."""
+# The clock kernel runs right after a chunk of timed launches, when the GPU has just gone light, and can read
+# higher than the clock a power-capped kernel ran at; NVML samples during the chunks. With at least this many
+# NVML samples and the two further apart than this fraction, NVML's median is the run's clock.
+NVML_MIN_SAMPLES = 5
+CLOCK_DISAGREEMENT_FRACTION = 0.05
+
+
+def run_sm_clock(clocks: Mapping | None) -> tuple[float | None, str | None]:
+    """(the SM clock a benchmark ran at, where it comes from: "kernel" | "nvml" | None) from a ceiling's
+    `clocks` object: the clock kernel's (measured on the SMs, on the benchmark's stream), unless NVML's
+    median of at least NVML_MIN_SAMPLES samples disagrees with it by more than CLOCK_DISAGREEMENT_FRACTION;
+    else NVML's; (None, None) when neither answered."""
     clocks = clocks or {}
-    return clocks.get("sm_hz_kernel_median") or clocks.get("sm_hz_median")
+    kernel, nvml = clocks.get("sm_hz_kernel_median"), clocks.get("sm_hz_median")
+    if kernel and nvml and (clocks.get("samples") or 0) >= NVML_MIN_SAMPLES \
+            and abs(kernel / nvml - 1) > CLOCK_DISAGREEMENT_FRACTION:
+        return nvml, "nvml"
+    if kernel:
+        return kernel, "kernel"
+    return (nvml, "nvml") if nvml else (None, None)
+
+
+def run_sm_hz(clocks: Mapping | None) -> float | None:
+    """The SM clock a benchmark ran at (run_sm_clock); None when neither the kernel nor NVML answered."""
+    return run_sm_clock(clocks)[0]
 
 
 @dataclass(frozen=True)
@@ -159,11 +181,13 @@ class Clocks:
     throttle_reasons: tuple[str, ...] | None = None  # every reason seen (ceilings.nvml.THROTTLE_REASONS)
     # The clock kernel's median over its readings (1.2; None before, on the simulator, or when it failed)
     sm_hz_kernel_median: float | None = None
+    nvml_samples: int | None = None  # how many NVML samples the medians are of
 
     @property
     def sm_hz(self) -> float | None:
         """The SM clock the benchmark ran at: run_sm_hz."""
-        return self.sm_hz_kernel_median or self.sm_hz_median
+        return run_sm_hz({"sm_hz_kernel_median": self.sm_hz_kernel_median, "sm_hz_median": self.sm_hz_median,
+                          "samples": self.nvml_samples})
 
 
 @dataclass(frozen=True)
@@ -439,7 +463,8 @@ def _ceiling(c: dict) -> Ceiling:
                                  power_w_median=clocks.get("power_w_median"),
                                  temperature_c_max=clocks.get("temperature_c_max"),
                                  throttle_reasons=None if reasons is None else tuple(reasons),
-                                 sm_hz_kernel_median=clocks.get("sm_hz_kernel_median")),
+                                 sm_hz_kernel_median=clocks.get("sm_hz_kernel_median"),
+                                 nvml_samples=clocks.get("samples")),
                    rel_iqr=c["stats"].get("rel_iqr"), noisy=c["stats"].get("noisy"))
 
 

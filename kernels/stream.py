@@ -13,6 +13,7 @@ Importing this module imports no CUDA package: cupy and numba are imported when 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -225,23 +226,42 @@ def numba_source(op: Op, plan: Plan) -> NumbaSource:
 
 # The longest pattern built so far per (seed, bits); shorter ones are its prefixes.
 _PATTERNS: dict[tuple[int, int], np.ndarray] = {}
+HASH_MULTIPLIER = 2654435761  # Knuth's multiplicative hash, 2^32 / golden ratio
+DEVICE_PATTERN_CHUNK = 2**24  # elements the device writes per step: small index temporaries
+
+
+def array_module(array):
+    """cupy for a CuPy array, else numpy: a check runs where its data is (on the GPU for the CUDA C kernels)."""
+    return sys.modules["cupy"] if type(array).__module__.split(".")[0] == "cupy" else np
+
+
+def hashed(xp, start: int, stop: int, seed: int, bits: int):
+    """Elements start..stop of the pattern, computed by `xp` (numpy, or cupy on the GPU): the index modulo the
+    period, offset by the seed's period, times HASH_MULTIPLIER modulo 2^32, its top `bits` bits."""
+    x = (xp.arange(start, stop, dtype=xp.int64) % PATTERN_PERIOD + seed * PATTERN_PERIOD).astype(xp.uint32)
+    x *= xp.uint32(HASH_MULTIPLIER)
+    x >>= xp.uint32(32 - bits)
+    return x.astype(xp.float32)
 
 
 def pattern(n: int, seed: int = 0, bits: int = PATTERN_BITS) -> np.ndarray:
-    """n float32 small integers (0 .. 2^bits - 1): a multiplicative hash of the index over a prime period,
-    repeated (the period shares no factor with the power-of-two layouts, so neighbouring threads and trips
-    see different values). Read-only and kept: every DRAM benchmark of a run (both backends, every variant,
+    """n float32 small integers (0 .. 2^bits - 1) on the host: `hashed` over a prime period, repeated (the
+    period shares no factor with the power-of-two layouts, so neighbouring threads and trips see different
+    values). Read-only and kept: every host-built DRAM input of a run (the Numba benchmarks, every variant,
     each with its own whole-chunk size) takes a prefix of the same GiB-sized input, and building one costs
     seconds of host page faults."""
     built = _PATTERNS.get((seed, bits))
     if built is None or built.size < n:
-        x = np.arange(seed * PATTERN_PERIOD, (seed + 1) * PATTERN_PERIOD, dtype=np.uint32)
-        x *= np.uint32(2654435761)
-        x >>= np.uint32(32 - bits)
-        built = np.resize(x.astype(np.float32), n)
+        built = np.resize(hashed(np, 0, PATTERN_PERIOD, seed, bits), n)
         built.flags.writeable = False
         _PATTERNS[(seed, bits)] = built
     return built[:n]
+
+
+def pattern_values(xp, start: int, stop: int, seed: int = 0, bits: int = PATTERN_BITS):
+    """Elements start..stop of the pattern where `xp` computes: a slice of the host's kept pattern, or computed
+    on the GPU."""
+    return pattern(stop, seed, bits)[start:stop] if xp is np else hashed(xp, start, stop, seed, bits)
 
 
 # Checks compare in chunks of this many elements: no GiB-sized boolean or reference temporary (each fresh
@@ -249,9 +269,11 @@ def pattern(n: int, seed: int = 0, bits: int = PATTERN_BITS) -> np.ndarray:
 CHECK_CHUNK = 2**20
 
 
-def mismatch(what: str, got: np.ndarray, expected) -> str | None:
-    """None when equal everywhere (NaN never equals), else how many differ and the first one. `expected` is
-    a scalar, an array like `got`, or a function (start, stop) -> the expected values got[start:stop]."""
+def mismatch(what: str, got, expected) -> str | None:
+    """None when equal everywhere (NaN never equals), else how many differ and the first one. `got` is a host
+    or a CuPy array (compared where it is, chunk by chunk); `expected` a scalar, an array like `got`, or a
+    function (start, stop) -> the expected values got[start:stop], where `got` is."""
+    xp = array_module(got)
     if callable(expected):
         want_at = expected
     elif np.isscalar(expected):
@@ -264,14 +286,16 @@ def mismatch(what: str, got: np.ndarray, expected) -> str | None:
         want = want_at(start, stop)
         differs = got[start:stop] != want
         if differs.any():
-            n = int(np.count_nonzero(differs))
+            n = int(xp.count_nonzero(differs))
             if first is None:
-                j = int(np.argmax(differs))
+                j = int(xp.argmax(differs))
                 first = (start + j, got[start + j], want if np.isscalar(want) else want[j])
             bad += n
     if bad == 0:
         return None
     i, value, wanted = first
+    if xp is not np:  # 0-d device arrays
+        value, wanted = value.item(), wanted if np.isscalar(wanted) else wanted.item()
     return f"{what}: {bad} of {got.size} values differ (first at index {i}: got {value}, expected {wanted})"
 
 
@@ -285,6 +309,8 @@ class CupyDevice:
         self.stream = runtime.cupy_stream if runtime.cupy_stream is not None else cupy.cuda.Stream.null
         self.kernel = runtime.cuda_function(source)
 
+    xp = property(lambda self: self.cupy)
+
     def to_device(self, host: np.ndarray):
         with self.stream:
             return self.cupy.asarray(host)
@@ -292,6 +318,21 @@ class CupyDevice:
     def empty(self, n: int):
         with self.stream:
             return self.cupy.empty(n, dtype=np.float32)
+
+    def pattern(self, n: int, seed: int = 0, bits: int = PATTERN_BITS) -> tuple:
+        """(the input on the device, what the checks compute from): written by the GPU, chunk by chunk, on the
+        kernels' stream: GPU milliseconds per GiB, no host array and no PCIe copy."""
+        array = self.empty(n)
+        with self.stream:
+            for start in range(0, n, DEVICE_PATTERN_CHUNK):
+                stop = min(start + DEVICE_PATTERN_CHUNK, n)
+                array[start:stop] = hashed(self.cupy, start, stop, seed, bits)
+        return array, array
+
+    def result(self, array):
+        """The output to check, left on the device once the kernels' stream is done with it."""
+        self.stream.synchronize()
+        return array
 
     def fill(self, array, value: float) -> None:
         with self.stream:
@@ -324,8 +365,18 @@ class NumbaDevice:
         self.fill_kernel = runtime.numba_kernel(fill_source)
         self.plan = plan
 
+    xp = np  # the checks run on the host
+
     def to_device(self, host: np.ndarray):
         return self.cuda.to_device(host, stream=self.stream)
+
+    def pattern(self, n: int, seed: int = 0, bits: int = PATTERN_BITS) -> tuple:
+        """(the input on the device, what the checks compute from): built on the host and copied."""
+        host = pattern(n, seed, bits)
+        return self.to_device(host), host
+
+    def result(self, array) -> np.ndarray:
+        return self.to_host(array)
 
     def empty(self, n: int):
         return self.cuda.device_array(n, dtype=np.float32, stream=self.stream)
@@ -361,47 +412,50 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
     n, trips = plan.params["elements"], np.int32(plan.params["trips"])
     state: dict = {}
 
+    xp = dev.xp
+    vector = VECTOR_ELEMENTS if backend == "cuda-c" else 1
     if op.name == "read":
-        host_in = pattern(n)
-        state["in"], state["out"] = dev.to_device(host_in), dev.empty(plan.threads)
+        state["in"], ref_in = dev.pattern(n)
+        state["out"] = dev.empty(plan.threads)
         launch = lambda store=0: dev.launch(plan, (state["in"], state["out"], trips, np.int32(store)))
 
         def check():
             launch(store=1)
-            return mismatch("dram.read per-thread sums", dev.to_host(state["out"]),
-                            read_partials(host_in, plan, VECTOR_ELEMENTS if backend == "cuda-c" else 1))
+            return mismatch("dram.read per-thread sums", dev.result(state["out"]), read_partials(ref_in, plan, vector))
     elif op.name == "write":
         state["out"] = dev.empty(n)
         launch = lambda: dev.launch(plan, (state["out"], np.float32(WRITE_VALUE), trips))
 
         def check():
-            return mismatch("dram.write output", dev.to_host(state["out"]), np.float32(WRITE_VALUE))
+            return mismatch("dram.write output", dev.result(state["out"]), np.float32(WRITE_VALUE))
     elif op.name == "copy":
-        host_in = pattern(n)
-        state["in"], state["out"] = dev.to_device(host_in), dev.empty(n)
+        state["in"], _ = dev.pattern(n)
+        state["out"] = dev.empty(n)
         launch = lambda: dev.launch(plan, (state["in"], state["out"], trips))
 
         def check():
-            return mismatch("dram.copy output", dev.to_host(state["out"]), host_in)
+            return mismatch("dram.copy output", dev.result(state["out"]),
+                            lambda start, stop: pattern_values(xp, start, stop))
     elif op.name == "triad":
-        host_b, host_c = pattern(n, seed=1), pattern(n, seed=2)
-        state["a"], state["b"], state["c"] = dev.empty(n), dev.to_device(host_b), dev.to_device(host_c)
+        (state["b"], _), (state["c"], _) = dev.pattern(n, seed=1), dev.pattern(n, seed=2)
+        state["a"] = dev.empty(n)
         launch = lambda: dev.launch(
             plan, (state["a"], state["b"], state["c"], np.float32(TRIAD_SCALAR), trips))
 
         def check():
-            return mismatch("dram.triad output a", dev.to_host(state["a"]),
-                            lambda start, stop: host_b[start:stop] + np.float32(TRIAD_SCALAR) * host_c[start:stop])
+            return mismatch("dram.triad output a", dev.result(state["a"]),
+                            lambda start, stop: pattern_values(xp, start, stop, seed=1)
+                            + np.float32(TRIAD_SCALAR) * pattern_values(xp, start, stop, seed=2))
     else:  # dot
-        host_a, host_b = pattern(n, seed=3, bits=DOT_PATTERN_BITS), pattern(n, seed=4, bits=DOT_PATTERN_BITS)
-        state["a"], state["b"], state["out"] = dev.to_device(host_a), dev.to_device(host_b), dev.empty(plan.grid)
+        (state["a"], ref_a), (state["b"], ref_b) = (dev.pattern(n, seed=3, bits=DOT_PATTERN_BITS),
+                                                    dev.pattern(n, seed=4, bits=DOT_PATTERN_BITS))
+        state["out"] = dev.empty(plan.grid)
         launch = lambda: dev.launch(plan, (state["a"], state["b"], state["out"], trips))
 
         def check():
-            vector = VECTOR_ELEMENTS if backend == "cuda-c" else 1
-            want, magnitude = block_dots(host_a, host_b, plan, vector)
-            return dot_mismatch(dev.to_host(state["out"]), want,
-                                dot_tolerance(magnitude, dot_roundings(plan, vector), integral=True))
+            got = dev.to_host(state["out"])  # one float per block
+            want, magnitude = (host_array(x) for x in block_dots(ref_a, ref_b, plan, vector))
+            return dot_mismatch(got, want, dot_tolerance(magnitude, dot_roundings(plan, vector), integral=True))
 
     output = "a" if op.name == "triad" else "out"
 
@@ -413,25 +467,33 @@ def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared
                     release=release)
 
 
-def read_partials(host_in: np.ndarray, plan: Plan, vector: int) -> np.ndarray:
+def host_array(array) -> np.ndarray:
+    return array if array_module(array) is np else array.get()
+
+
+def read_partials(values, plan: Plan, vector: int):
     """What each thread of dram_read sums: float4 (or float) u of thread t of block b on trip k is
-    element ((k * grid + b) * unroll + u) * block + t of the vector array."""
+    element ((k * grid + b) * unroll + u) * block + t of the vector array. Computed where `values` is
+    (the host, or the GPU)."""
+    xp = array_module(values)
     shape = (plan.params["trips"], plan.grid, plan.params["unroll"], plan.block, vector)
-    sums = np.zeros((plan.grid, plan.block))
-    for trip in host_in.reshape(shape):  # one trip at a time keeps the temporaries small
+    sums = xp.zeros((plan.grid, plan.block))
+    for trip in values.reshape(shape):  # one trip at a time keeps the temporaries small
         sums += trip.sum(axis=(1, 3), dtype=np.float64)
     return sums.reshape(-1)
 
 
-def block_dots(host_a: np.ndarray, host_b: np.ndarray, plan: Plan, vector: int) -> tuple[np.ndarray, np.ndarray]:
+def block_dots(values_a, values_b, plan: Plan, vector: int) -> tuple:
     """(sum of a b, sum of |a b|) over the elements each dram_dot block reads, in float64 (exact for the
     small-integer inputs): on trip k block b reads the contiguous unroll x block float4 (or floats) from
-    (k * grid + b) x unroll x block."""
+    (k * grid + b) x unroll x block. Computed where the values are (the host, or the GPU)."""
+    xp = array_module(values_a)
     shape = (plan.params["trips"], plan.grid, plan.params["unroll"] * plan.block * vector)
-    sums, magnitudes = np.zeros(plan.grid), np.zeros(plan.grid)
-    for a, b in zip(host_a.reshape(shape), host_b.reshape(shape)):  # one trip at a time: small temporaries
-        sums += np.einsum("ij,ij->i", a, b, dtype=np.float64)
-        magnitudes += np.einsum("ij,ij->i", np.abs(a), np.abs(b), dtype=np.float64)
+    sums, magnitudes = xp.zeros(plan.grid), xp.zeros(plan.grid)
+    for a, b in zip(values_a.reshape(shape), values_b.reshape(shape)):  # one trip at a time: small temporaries
+        products = a.astype(xp.float64) * b  # exact: a float32 product fits a float64
+        sums += products.sum(axis=1)
+        magnitudes += xp.abs(products).sum(axis=1)
     return sums, magnitudes
 
 

@@ -101,12 +101,13 @@ def k_major_offsets(rows: int, op: WgmmaOp) -> np.ndarray:
     return (r // 8) * SBO + (k // per_chunk) * LBO + (r % 8) * 16 + (k % per_chunk) * op.element_bytes
 
 
-def operand_image(op: WgmmaOp) -> np.ndarray:
+def operand_image(op: WgmmaOp, a: np.ndarray | None = None, b: np.ndarray | None = None) -> np.ndarray:
     """The kernel's `image` input: IMAGE_BYTES bytes, A (64xK, K-major) then B stored as its transpose
-    (256xK, K-major: wgmma's non-transposed B), every element at its descriptor offset, little-endian."""
+    (256xK, K-major: wgmma's non-transposed B), every element at its descriptor offset, little-endian; of A and
+    B (default: the check's integer matrices)."""
     image = np.zeros(IMAGE_BYTES, dtype=np.uint8)
     base = 0
-    for matrix in (matrix_a(op), matrix_b(op).T):
+    for matrix in (matrix_a(op) if a is None else a, (matrix_b(op) if b is None else b).T):
         codes = np.ascontiguousarray(tensor.encode(op.element, matrix))
         element_bytes = codes.view(np.uint8).reshape(*matrix.shape, op.element_bytes)
         offsets = base + k_major_offsets(matrix.shape[0], op)
@@ -157,8 +158,9 @@ def _plans(op: WgmmaOp) -> Callable[[DeviceLimits, bool], list[Plan]]:
         flops = grid * trips * UNROLL * op.flops_per_wgmma  # one warpgroup per block
         # Each block copies the operand image once; the timed launches store nothing.
         work = Work(bytes_read=grid * IMAGE_BYTES, flops={op.precision: flops})
-        params = {"shape": f"m{M}n{N}k{op.k}", "operands": "shared memory (SS)", "unroll": UNROLL,
-                  "trips": trips, "blocks_per_sm": BLOCKS_PER_SM}
+        # "instruction": the self-check judges a wgmma by the tensor FLOP counters, not by instruction counts
+        params = {"shape": f"m{M}n{N}k{op.k}", "instruction": "wgmma", "operands": "shared memory (SS)",
+                  "unroll": UNROLL, "trips": trips, "blocks_per_sm": BLOCKS_PER_SM}
         return [Plan(grid=grid, block=THREADS, work=work, params=params, loop_trips=trips)]
 
     return plans
@@ -199,12 +201,15 @@ def _prepare(op: WgmmaOp) -> Callable[[Plan, Runtime], Prepared]:
 
         kernel = load_kernel(_source(op)(plan))
         with runtime.cupy_stream:
-            bufs = {"image": cupy.asarray(operand_image(op)),
+            # timed on random full-mantissa operands (tensor.RANDOM_SEED); checked on the integer ones
+            bufs = {"image": cupy.asarray(operand_image(op, *tensor.random_matrices(op.element, (M, op.k),
+                                                                                    (op.k, N)))),
+                    "exact": cupy.asarray(operand_image(op)),
                     "out": cupy.empty(plan.grid * THREADS * ACC, dtype=np.float32)}
 
-        def run(trips: int, store: int) -> None:
+        def run(trips: int, store: int, image: str = "image") -> None:
             with runtime.cupy_stream:
-                kernel((plan.grid,), (plan.block,), (bufs["image"], bufs["out"], np.int32(trips), np.int32(store)))
+                kernel((plan.grid,), (plan.block,), (bufs[image], bufs["out"], np.int32(trips), np.int32(store)))
 
         def poison() -> None:
             with runtime.cupy_stream:
@@ -212,7 +217,7 @@ def _prepare(op: WgmmaOp) -> Callable[[Plan, Runtime], Prepared]:
 
         def check() -> str | None:
             poison()
-            run(VERIFY_TRIPS, 1)
+            run(VERIFY_TRIPS, 1, "exact")
             with runtime.cupy_stream:
                 got = bufs["out"].get().reshape(plan.grid, THREADS, ACC)
             want = expected_accumulators(op, VERIFY_TRIPS * plan.params["unroll"])

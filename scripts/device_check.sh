@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# One prepared run on a GPU machine: environment and versions, the GPU tests, roofs (quick and default), then
-# the offline proof, the ncu self-check, peers, two profiled applications drawn against the measured roofs,
-# and a BENCHMARKS.md fragment. Every step runs under `timeout`, logs to OUTDIR/logs/STEP.log and never
-# stops the others; OUTDIR/summary.txt lists step, status, seconds. It runs through on whatever the machine
-# has: a step whose tool or Python module is missing is skipped with the reason, and when ncu cannot read
-# the GPU's counters (probed first, on a tiny kernel) the ncu steps are skipped with ncu's own error and the
-# applications are profiled with torch.profiler (kernel times) instead. See docs/device-check.md.
+# One prepared run on a GPU machine, in priority order: env, the default roofs (tensor, wgmma and cuBLAS
+# first), peers, the GPU tests measure does not cover, the ncu probe and a self-check of the kernels that prove
+# the roofs, one small application drawn against the measured roofs; then, only if the budget has time left,
+# --quick, fma-chains, ResNet-50, the .ncu-rep and .nsys-rep readers. Every step runs under `timeout`, logs
+# to OUTDIR/logs/STEP.log and never stops the others; OUTDIR/summary.txt lists step, status, seconds. A step
+# whose tool or Python module is missing is skipped with the reason, and when ncu cannot read the GPU's
+# counters (probed first, on a tiny kernel) the ncu steps are skipped with ncu's own error and the application
+# is profiled with torch.profiler (kernel times) instead. SIGTERM stops the step running (measure then saves
+# what it measured) and skips the rest. On the device machine run it through scripts/device_run.sh, which packs
+# OUTDIR into the few files that come back. See docs/device-check.md.
 #
-#   scripts/device_check.sh OUTDIR             # on the GPU machine, from anywhere (about 8 minutes)
+#   scripts/device_check.sh OUTDIR             # on the GPU machine, from anywhere (about 7 minutes)
 #   scripts/device_check.sh --dry-run OUTDIR   # no GPU: simulator, offline proof, plans and commands only
+#   scripts/device_check.sh --plan             # the GPU run's steps in order, with their expected H200 seconds
 #
 # Environment: PYTHON (default python3), DEVICE_CHECK_BUDGET_S (default 450: the whole run, seconds),
 # DEVICE_CHECK_TOOL_DIRS (colon-separated folder globs searched for ncu and nsys when PATH has none).
 set -u
 export LC_NUMERIC=C  # seconds printed with a decimal point
+
+# The GPU run's plan: each step's expected seconds on an H200 (estimates until a run's summary.txt says
+# otherwise). PLAN is the priority part, which must fit 420 s (tests/test_device_check_order.py); IF_TIME_LEFT
+# runs only on what the budget has left.
+declare -A EXPECTED_S=(
+    [env]=5 [measure]=150 [peers]=30 [pytest-gpu]=60 [ncu-probe]=10 [selfcheck]=90 [decode]=50
+    [decode-roofline]=5 [env-after]=1
+    [measure-quick]=45 [fma-chains]=20 [resnet50]=90 [resnet50-roofline]=5 [ncu-rep]=10 [nsys-decode]=30)
+PLAN=(env measure peers pytest-gpu ncu-probe selfcheck decode decode-roofline env-after)
+IF_TIME_LEFT=(measure-quick fma-chains resnet50 resnet50-roofline ncu-rep nsys-decode)
+if [ "${1:-}" = "--plan" ]; then
+    for name in "${PLAN[@]}"; do printf '%s\t%s\tplan\n' "$name" "${EXPECTED_S[$name]}"; done
+    for name in "${IF_TIME_LEFT[@]}"; do printf '%s\t%s\tif time is left\n' "$name" "${EXPECTED_S[$name]}"; done
+    exit 0
+fi
 
 DRY=0
 if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
@@ -27,11 +46,16 @@ cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 BUDGET=${DEVICE_CHECK_BUDGET_S:-450}
-TOOL_DIRS=${DEVICE_CHECK_TOOL_DIRS-/usr/local/cuda/bin:/opt/nvidia/nsight-compute/*:/opt/nvidia/nsight-systems/*/bin}
+# nsys ships inside Nsight Compute's install too (host/target-linux-x64), where the device image has it
+TOOL_DIRS=${DEVICE_CHECK_TOOL_DIRS-/usr/local/cuda/bin:/opt/nvidia/nsight-compute/*:/opt/nvidia/nsight-compute/*/host/target-linux-x64:/opt/nvidia/nsight-systems/*/bin}
+export PYTHONUNBUFFERED=1  # each step's log holds what it printed before a kill
+# numba-cuda finds NVVM and libdevice through CUDA_HOME (the device image has the toolkit, no NVVM wheel)
+if [ -z "${CUDA_HOME:-}" ] && [ -d /usr/local/cuda ]; then export CUDA_HOME=/usr/local/cuda; fi
+export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/ceilings-cupy-cache}  # not $HOME, which may be read-only
 RESERVE_S=10      # kept back for the fragment at the end
 MIN_STEP_S=5      # a step that would get less than this is skipped, not started
 KILL_AFTER_S=10   # after SIGTERM at its limit, a step gets this long before SIGKILL
-NCU_PROBE_S=60    # the ncu probe: python, CuPy and ncu's start, one kernel replayed
+NCU_PROBE_S=30    # the ncu probe: python, CuPy and ncu's start, one kernel replayed
 # `python -m ceilings.measure` exits with this when it ran to the end and wrote its roofs file but some
 # ceiling is invalid: a result to file an issue about, not a failed step (1 is a crash, 2 a usage error or a
 # missing package or GPU, 130 an interrupt).
@@ -46,10 +70,42 @@ FAILED=0
     printf '# step\tstatus\tseconds\tlimit_s\tcommand\n'
 } > "$SUMMARY"
 
+# SIGTERM (the device call at its limit, Ctrl-C of a wrapper): pass it to the step running, whose program
+# saves what it finished (measure does), and skip the rest; the fragment is still written.
+STOPPED=""
+STEP_PID=""
+on_term() {
+    STOPPED=1
+    [ -n "$STEP_PID" ] && kill -TERM "$STEP_PID" 2> /dev/null
+}
+trap on_term TERM
+
+# limited LIMIT_S LOG CMD...: CMD under `timeout`, output to LOG; its exit status. In the background, so
+# that the SIGTERM trap runs at once (bash runs a trap only once the foreground command is done).
+limited() {
+    local limit=$1 log=$2 rc; shift 2
+    timeout --kill-after="$KILL_AFTER_S" "$limit" "$@" > "$log" 2>&1 &
+    STEP_PID=$!
+    wait "$STEP_PID"
+    rc=$?
+    if [ -n "$STOPPED" ]; then wait "$STEP_PID"; rc=$?; fi  # the trap cut the first wait short
+    STEP_PID=""
+    return $rc
+}
+
+# stopped NAME CMD...: after SIGTERM, record NAME as skipped and succeed; else fail.
+stopped() {
+    [ -n "$STOPPED" ] || return 1
+    local name=$1; shift
+    printf '%s\tskipped: stopped by SIGTERM\t0.0\t0\t%s\n' "$name" "$*" >> "$SUMMARY"
+    echo "== $name: skipped (stopped by SIGTERM)" >&2
+}
+
 # step NAME LIMIT_S CMD...: run CMD with at most LIMIT_S seconds (less when the budget is short).
 # RAN_RC=N step ...: exit status N means "ran, some results invalid" (measure's), not a failure.
 step() {
     local name=$1 limit=$2; shift 2
+    stopped "$name" "$@" && return 0
     local left=$(( BUDGET - ($(date +%s) - START) - RESERVE_S ))
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt "$MIN_STEP_S" ]; then
@@ -60,15 +116,19 @@ step() {
     echo "== $name (limit ${limit} s): $*" >&2
     local t0 t1 rc status
     t0=$(date +%s.%N)
-    timeout --kill-after="$KILL_AFTER_S" "$limit" "$@" > "$OUT/logs/$name.log" 2>&1
+    limited "$limit" "$OUT/logs/$name.log" "$@"
     rc=$?
     t1=$(date +%s.%N)
-    case $rc in
-        0) status=ok ;;
-        124|137) status="timeout"; FAILED=1 ;;
-        "${RAN_RC:-0}") status="ran: some ceilings invalid (exit $rc)" ;;
-        *) status="failed (exit $rc)"; FAILED=1 ;;
-    esac
+    if [ -n "$STOPPED" ] && [ $rc -ne 0 ]; then
+        status="stopped by SIGTERM (exit $rc)"; FAILED=1
+    else
+        case $rc in
+            0) status=ok ;;
+            124|137) status="timeout"; FAILED=1 ;;
+            "${RAN_RC:-0}") status="ran: some ceilings invalid (exit $rc)" ;;
+            *) status="failed (exit $rc)"; FAILED=1 ;;
+        esac
+    fi
     printf '%s\t%s\t%.1f\t%s\t%s\n' "$name" "$status" "$(awk "BEGIN { print $t1 - $t0 }")" "$limit" "$*" >> "$SUMMARY"
     echo "   $status; log: $OUT/logs/$name.log" >&2
 }
@@ -76,6 +136,7 @@ step() {
 # skip NAME WHY [CMD...]: record a step that does not apply here, and the command it would have run.
 skip() {
     local name=$1 why=$2; shift 2
+    stopped "$name" "$@" && return 0
     printf '%s\tskipped: %s\t0.0\t0\t%s\n' "$name" "$why" "${*:--}" >> "$SUMMARY"
     echo "== $name: skipped ($why)" >&2
 }
@@ -132,6 +193,7 @@ ncu_probe() {
     local log="$OUT/logs/ncu-probe.log" t0=$SECONDS rc status limit=$NCU_PROBE_S
     local cmd=(ncu --clock-control none --launch-count 1 --metrics sm__cycles_elapsed.sum
                "$PY" -c 'import cupy; float(cupy.arange(256, dtype=cupy.float32).sum())')
+    stopped ncu-probe "${cmd[*]}" && return 0
     local left=$(( BUDGET - ($(date +%s) - START) - RESERVE_S ))
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt "$MIN_STEP_S" ]; then  # the ncu steps after it find the budget spent too
@@ -145,7 +207,7 @@ ncu_probe() {
         NCU_CAUSE="not probed: Python module cupy is not importable by $PY"
     else
         echo "== ncu-probe (limit ${limit} s): ${cmd[*]}" >&2
-        timeout --kill-after="$KILL_AFTER_S" "$limit" "${cmd[@]}" > "$log" 2>&1
+        limited "$limit" "$log" "${cmd[@]}"
         rc=$?
         if [ $rc -ne 0 ] || grep -q '==ERROR==' "$log" || ! grep -Eq 'sm__cycles_elapsed\.sum[^0-9]*[0-9]' "$log"; then
             NCU_CAUSE=$(grep -m1 -E '==ERROR==|ERR_NVGPUCTRPERM|LibraryNotLoaded' "$log" | sed 's/^ *==ERROR== *//')
@@ -314,7 +376,7 @@ export -f ncu_rep
 nsys_decode() {
     nsys profile --force-overwrite=true --trace=cuda,nvtx --capture-range=cudaProfilerApi \
         --capture-range-end=stop --output="$OUT/decode-nsys" \
-        "$PY" scripts/apps/decode_step.py --layers 4 --batch 4 --context 4096 \
+        "$PY" scripts/apps/decode_step.py --layers 1 --batch 4 --context 4096 \
     && "$PY" -m analysis.ncu "$OUT/decode-nsys.nsys-rep" --csv "$OUT/decode-nsys.csv"
 }
 export -f nsys_decode
@@ -355,34 +417,39 @@ find_tool ncu || true
 find_tool nsys || true
 
 if [ $DRY = 0 ]; then
+    # The plan (PLAN, EXPECTED_S at the top): what proves the roofs comes first, in the order of its worth.
     step env 20 bash -c environment
-    # The GPU tests and both measurements first: the steps' limits add up to about twice the budget, so
-    # the steps at the end are the ones skipped when the earlier ones run long.
-    py_step pytest-gpu 90 "pytest cupy" "$PY" -m pytest -m gpu -q -p no:cacheprovider
+    RAN_RC=$MEASURE_INVALID_RC py_step measure 180 cupy "$PY" -m ceilings.measure --force --out "$OUT/roofs.json"
+    ROOFS=$(roofs_file "$OUT/roofs.json")
+    py_step peers 60 cupy "$PY" scripts/peers.py ${ROOFS:+--roofs "$ROOFS"} "$OUT"
+    # the GPU tests that measure does not already cover, each under its own limit, named as they run
+    py_step pytest-gpu 90 "pytest pytest_timeout cupy" "$PY" -m pytest -m gpu -v --timeout 60 -p no:cacheprovider \
+        tests/test_wgmma.py tests/test_clock.py tests/test_library.py tests/test_tensor.py \
+        tests/test_stream.py::test_oversubscribed_grid_runs_its_declared_waves_on_gpu
+    ncu_probe
+    # the kernels whose declared work turns times into the roofs: DRAM (CUDA C), FP32/FP64 FMA, mma.sync, wgmma
+    ncu_step selfcheck 120 cupy "$PY" scripts/ncu_selfcheck.py \
+        --only 'dram.*:cuda-c,fp32.fma:cuda-c,fp64.fma:cuda-c,tensor.*:cuda-c,wgmma.*' "$OUT"
+    # one layer (eager PyTorch: ~45 kernels, RMSNorm and rotary several elementwise kernels apiece) and the
+    # LM head fit in 100 launches
+    app decode 100 torch scripts/apps/decode_step.py --layers 1 --batch 4 --context 4096
+    step env-after 10 bash -c after
+    # Only if the budget has time left (IF_TIME_LEFT).
     RAN_RC=$MEASURE_INVALID_RC py_step measure-quick 60 cupy \
         "$PY" -m ceilings.measure --quick --force --out "$OUT/roofs-quick.json"
-    RAN_RC=$MEASURE_INVALID_RC py_step measure 150 cupy "$PY" -m ceilings.measure --force --out "$OUT/roofs.json"
-    ROOFS=$(roofs_file "$OUT/roofs.json" "$OUT/roofs-quick.json")
     RAN_RC=$MEASURE_INVALID_RC py_step fma-chains 40 cupy bash -c fma_chains
-    inspect_step 60 "$PY" -m kernels.inspect --arch sm_90 --jobs 8 --json "$OUT/inspect.json"
-    ncu_probe
-    ncu_step selfcheck 120 cupy "$PY" scripts/ncu_selfcheck.py "$OUT"
-    py_step peers 60 cupy "$PY" scripts/peers.py ${ROOFS:+--roofs "$ROOFS"} "$OUT"
-    ncu_step ncu-rep 40 cupy bash -c ncu_rep
     # A ResNet-50 training step at batch 64 (bf16 autocast: casts, BN, ReLU and convolutions each launch
     # their own kernels) launches several hundred kernels. 150 replayed launches (cuDNN/CUTLASS kernels, each
     # new one instrumented for the SASS counters: ~0.3-0.5 s apiece) and the torch start-up under ncu keep
     # the step inside its 110 s; they cover most of the forward pass.
+    ROOFS=$(roofs_file "$OUT/roofs.json" "$OUT/roofs-quick.json")
     app resnet50 150 "torch torchvision" scripts/apps/resnet50_step.py --batch 64 --bf16 --channels-last
-    # 4 of the 32 layers (eager PyTorch: ~45 kernels each, RMSNorm and rotary are several elementwise
-    # kernels apiece) and the LM head fit in 200 launches; every layer launches the same kernels.
-    app decode 200 torch scripts/apps/decode_step.py --layers 4 --batch 4 --context 4096
+    ncu_step ncu-rep 40 cupy bash -c ncu_rep
     if command -v nsys > /dev/null; then
         py_step nsys-decode 60 torch bash -c nsys_decode
     else
         skip nsys-decode "nsys not found on PATH or in ${TOOL_DIRS:-DEVICE_CHECK_TOOL_DIRS}" bash -c nsys_decode
     fi
-    step env-after 10 bash -c after
 else
     step env 20 bash -c environment
     RAN_RC=$MEASURE_INVALID_RC py_step measure-simulate 120 numba "$PY" -m ceilings.measure --simulate --quick \
@@ -393,8 +460,8 @@ else
     step peers 60 "$PY" scripts/peers.py --dry-run ${ROOFS:+--roofs "$ROOFS"} "$OUT"
     step resnet50-ncu 30 "$PY" -m analysis.profile --dry-run --range --out "$OUT/resnet50" --launch-count 150 \
         -- "$PY" scripts/apps/resnet50_step.py --batch 64 --bf16 --channels-last
-    step decode-ncu 30 "$PY" -m analysis.profile --dry-run --range --out "$OUT/decode" --launch-count 200 \
-        -- "$PY" scripts/apps/decode_step.py --layers 4 --batch 4 --context 4096
+    step decode-ncu 30 "$PY" -m analysis.profile --dry-run --range --out "$OUT/decode" --launch-count 100 \
+        -- "$PY" scripts/apps/decode_step.py --layers 1 --batch 4 --context 4096
     py_step resnet50-cpu 120 "torch torchvision" "$PY" scripts/apps/resnet50_step.py --device cpu --dry-run --bf16 \
         --channels-last
     py_step decode-cpu 60 torch "$PY" scripts/apps/decode_step.py --device cpu --dry-run

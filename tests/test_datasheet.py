@@ -180,3 +180,9 @@ def test_bad_csv_names_file_line_and_column(tmp_path):
     bad.write_text("\n".join([text[0], text[1].replace(",80,1530,", ",eighty,1530,")]) + "\n")
     with pytest.raises(CeilingsError, match=r"bad.csv:2 column sm_count: 'eighty' is not a number"):
         load_datasheets(bad)
+
+
+def test_the_h200_l2_is_what_the_device_reports():
+    """60 MiB: what PyTorch reported (cudaDevAttrL2CacheSize) on this project's H200 (.library/device/KINDS.md,
+    2026-10-28), not the H100 SXM's 50 MB."""
+    assert match_device("NVIDIA H200", 150_754_820_096).l2_mib == 60

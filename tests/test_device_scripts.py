@@ -164,6 +164,29 @@ def test_all_matching_exits_0(tmp_path):
     assert "| fp32.fma " in (tmp_path / selfcheck.TABLE_FILE).read_text()
 
 
+WGMMA_FLOPS = 2 * 64 * 256 * 16  # one m64n256k16 wgmma: 524288 FLOPs
+
+
+@pytest.mark.parametrize("ops, verdict, rc", [(10 * WGMMA_FLOPS, "ok", 0), (10 * WGMMA_FLOPS - 1, "MISMATCH", 1),
+                                              (None, "MISSING", 1)])
+def test_wgmma_is_judged_by_the_tensor_ops_counters_and_its_instruction_count_is_information(tmp_path, ops,
+                                                                                               verdict, rc):
+    """10 wgmma m64n256k16 declared; the instruction counter reads 40 (one per warp of the warpgroup: 4x the
+    declared work by the mma.sync rule), which is shown, never a mismatch; the FLOP counters decide."""
+    e = entry(0, "wgmma.fp16", "cuda-c", kernel="tensor_wgmma", pipe="tensor", flops={"fp16": 10 * WGMMA_FLOPS},
+              params={"shape": "m64n256k16", "instruction": "wgmma"})
+    counters = {HMMA: 40, PIPE: 40, **({TENSOR_OPS: ops} if ops is not None else {})}
+    (tmp_path / selfcheck.WORK_FILE).write_text(json.dumps({"dry_run": False, "l2_bytes": L2, "entries": [e]}))
+    write_raw_csv(tmp_path / selfcheck.NCU_FILE, [marker(0), ("void tensor_wgmma<Fp16, 16, 1>()", counters)])
+    if ops is None:  # this ncu offered no tensor ops counter: the column is absent, not 0
+        text = (tmp_path / selfcheck.NCU_FILE).read_text().replace(f'"{TENSOR_OPS}"', '"gpu__time_duration.max"')
+        (tmp_path / selfcheck.NCU_FILE).write_text(text)
+    assert selfcheck.main(["--from-files", str(tmp_path)]) == rc
+    v = verdicts(tmp_path)
+    assert v[("wgmma.fp16", "cuda-c", "flops_fp16")] == "info"
+    assert v[("wgmma.fp16", "cuda-c", "flops_fp16 (tensor ops counters)")] == verdict
+
+
 def test_query_parse_trusts_only_a_complete_listing():
     from analysis.profile import base_name, parse_query
 
@@ -303,3 +326,80 @@ def test_device_check_dry_run_keeps_to_its_budget(tmp_path):
     log = (tmp_path / "logs" / "env.log").read_text()
     assert all(f"{key}: not known here (" in log for key, v in versions.items() if v is None and key in
                ("driver (NVML)", "CUDA driver API", "cuBLAS", "ncu", "nsys"))
+
+
+# ---------------------------------------------------------------------------------------- device_run.sh
+FILES_BACK = 8  # what the device machine returns from $OUT: at most 8 files, at most 2 folders deep
+
+
+def device_run(out: Path, scratch: Path, budget_s: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHON": sys.executable, "DEVICE_CHECK_BUDGET_S": str(budget_s),
+           "DEVICE_RUN_SCRATCH": str(scratch), "DEVICE_RUN_PACK_S": "1"}
+    return subprocess.Popen(["bash", str(SCRIPTS / "device_run.sh"), "--dry-run", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def returned(out: Path) -> dict[str, Path]:
+    files = {str(p.relative_to(out)): p for p in out.rglob("*") if p.is_file()}
+    assert len(files) <= FILES_BACK and all(name.count("/") <= 2 for name in files), sorted(files)
+    return files
+
+
+def archive(path: Path) -> dict[str, str]:
+    import tarfile
+
+    with tarfile.open(path) as tar:
+        return {m.name.removeprefix("./"): tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+
+
+def steps_of(summary: str) -> dict[str, str]:
+    return {row[0]: row[1] for row in (line.split("\t") for line in summary.splitlines() if not line.startswith("#"))}
+
+
+def test_device_run_packs_every_log_into_the_few_files_that_come_back(tmp_path):
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    (scratch / "decode.ncu-rep").write_bytes(b"large binary report")  # left out of the archive
+    proc = device_run(out, scratch, budget_s=15)
+    log, _ = proc.communicate(timeout=120)
+    files = returned(out)
+    assert {"summary.txt", "BENCHMARKS.fragment.md", "results.tgz"} <= set(files), log  # no roofs in 15 s
+    packed = archive(out / "results.tgz")
+    steps = steps_of(packed["summary.txt"])
+    ran = [name for name, status in steps.items() if not status.startswith("skipped")]
+    assert ran and all(f"logs/{name}.log" in packed for name in ran)
+    assert "decode.ncu-rep" not in packed and "device-check.log" in packed
+    assert (out / "summary.txt").read_text() == (scratch / "summary.txt").read_text() == packed["summary.txt"]
+
+
+def test_device_run_killed_half_way_returns_what_had_finished(tmp_path):
+    """SIGTERM while the simulated measure runs: what the packer had already brought back holds a ceiling, and
+    after the kill the roofs file, the summary and the archive hold what had finished."""
+    import signal
+
+    from ceilings.roofs import load_roofs
+
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    proc = device_run(out, scratch, budget_s=600)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "roofs.json").exists() and load_roofs(out / "roofs.json")["ceilings"]:
+                break  # packed while the run goes on
+            time.sleep(0.2)
+        assert proc.poll() is None and (out / "roofs.json").exists(), "no roofs packed while measure ran"
+        proc.send_signal(signal.SIGTERM)
+        log, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    returned(out)
+    roofs = load_roofs(out / "roofs.json")
+    assert roofs["complete"] is False and roofs["meta"]["stopped"] == "SIGTERM" and roofs["ceilings"], log
+    steps = steps_of((out / "summary.txt").read_text())
+    assert steps["env"] == "ok" and steps["measure-simulate"] == "stopped by SIGTERM (exit 130)"
+    after = list(steps)[list(steps).index("measure-simulate") + 1:]
+    assert after and all(steps[name] == "skipped: stopped by SIGTERM" for name in after)
+    packed = archive(out / "results.tgz")
+    assert "interrupted (SIGTERM)" in packed["logs/measure-simulate.log"] and "logs/env.log" in packed
+    assert proc.returncode == 1

@@ -214,6 +214,11 @@ class FakeCupy(types.ModuleType):
     def get_default_memory_pool(self):
         return types.SimpleNamespace(free_all_blocks=lambda: None)
 
+    def __getattr__(self, name):
+        """numpy's array functions and types (arange, zeros, uint32, ...) for the rest: CuPy's run the same
+        arithmetic on the device."""
+        return getattr(np, name)
+
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
@@ -245,6 +250,28 @@ def test_every_launch_matches_the_kernel_signature_and_stream(fake_cupy, bench, 
     name = bench.source(plan).name_expression
     assert [n for n, *_ in fake_cupy.launches] == [name] * len(fake_cupy.launches)
     assert len(fake_cupy.launches) >= 2
+
+
+def test_dram_inputs_are_written_on_the_device_and_checked_there(fake_cupy):
+    """The CUDA C dram.copy input is made by the device (no host copy: asarray is never called) and equals the
+    hash of the index, computed here with Python integers; the check passes on the right output and names a
+    single wrong element."""
+    fake_cupy.asarray = None  # a host-to-device copy would fail
+    bench = next(b for b in stream.BENCHMARKS if b.name == "dram.copy" and b.backend == "cuda-c")
+    plan = bench.plans(SMALL, True)[0]
+    prepared = bench.prepare(plan, Runtime(simulate=False, cupy_stream=fake_cupy.runtime_stream))
+    prepared.poison()
+    prepared.launch()
+    src, dst = fake_cupy.launches[-1][3][:2]
+    n = plan.params["elements"]
+    want = [((i % 65521) * 2654435761 % 2**32) >> 28 for i in range(0, n, 9973)]
+    assert src[::9973].tolist() == want and n > 65521
+    dst[...] = src  # what the kernel does
+    assert prepared.check() is None
+    dst[n - 7] += 1
+    assert prepared.check() == (f"dram.copy output: 1 of {n} values differ (first at index {n - 7}: got "
+                                f"{src[n - 7] + 1}, expected {src[n - 7]})")
+    prepared.release()
 
 
 # ------------------------------------------------------------------------ the fake catches what it should

@@ -127,6 +127,41 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
     assert doc["complete"] is False and len(doc["ceilings"]) == 1 and doc["simulated"] is True
 
 
+def test_sigterm_half_way_leaves_a_valid_file_with_what_had_finished(tmp_path):
+    """`timeout` at a step's limit sends SIGTERM: the roofs file saved after each benchmark stays, and the run
+    ends by saving what it had, complete: false, stopped by SIGTERM."""
+    import signal
+    import time
+
+    listed = run("--list", "--simulate").stdout
+    planned = sum(1 for line in listed.splitlines() if line.startswith("| ") and "numba" in line)
+    target = tmp_path / "roofs.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ceilings.measure", "--simulate", "--quick", "--no-plots",
+                             "--out", str(target)], env=clean_env(), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        seen = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if target.exists():
+                seen = load_roofs(target)  # never half a file: every save is one rename
+                if len(seen["ceilings"]) >= 2:
+                    break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be stopped half-way"
+        assert seen["complete"] is False and seen["meta"]["finished"] is None
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted (SIGTERM)" in err
+    doc = load_roofs(target)
+    names = [c["name"] for c in doc["ceilings"]]
+    assert doc["complete"] is False and doc["meta"]["stopped"] == "SIGTERM" and doc["meta"]["finished"]
+    assert {c["name"] for c in seen["ceilings"]} <= set(names) and len(names) < planned
+    assert load_record(target).complete is False
+
+
 def test_list_with_simulate_shows_only_what_the_simulator_runs():
     out = run("--list", "--simulate")
     assert out.returncode == 0, out.stderr
@@ -184,7 +219,7 @@ def test_a_task_of_mpirun_records_its_rank_and_names_its_file(tmp_path):
         ("openmpi", 1, 1, 2, 2)
     assert (launch.job_id, launch.node, launch.gpu_index) == ("4242", "gpu017", None)  # the simulator has no GPU
     assert (launch.mode, launch.gpus_at_once) == ("concurrent", 2)  # both tasks of the node ran at once
-    assert (rec.schema_version, rec.schema_minor, rec.simulated) == (1, 2, True)  # written at the current minor
+    assert (rec.schema_version, rec.schema_minor, rec.simulated) == (1, 3, True)  # written at the current minor
 
 
 @pytest.mark.sim

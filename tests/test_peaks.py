@@ -229,10 +229,32 @@ def test_annotate_uses_the_kernel_clock_over_nvml_and_notes_their_disagreement()
     assert out["peaks"]["of_clock_derived"] == pytest.approx(50e12 / (132 * 256 * 1.60e9))
     assert out["peaks"]["clock_source"] == "kernel"
     assert ("SM clocks disagree: the clock kernel measured 1.600 GHz, NVML read 1.755 GHz (median); the peak at "
-            "the run clock uses the kernel's") in out["notes"]
+            "the run clock uses the kernel's (NVML: 0 samples, under 5)") in out["notes"]
     # 1.60 / 1.98 = 0.808: 19 % below max boost
     assert "SM clock during the run (kernel-measured median 1.60 GHz) was 19% below max boost (1.98 GHz)" \
         in out["notes"]
+
+
+def test_annotate_prefers_nvml_with_enough_samples_when_the_clocks_disagree():
+    # kernel 1.98 GHz right after the chunks, NVML 1.755 GHz over 12 samples during them: 1.98 / 1.755 = 1.128
+    c = _ceiling("fp32", 50e12, clocks={"sm_hz_kernel_median": 1.98e9, "sm_hz_median": 1.755e9, "samples": 12})
+    out = annotate(c, H100_DEVICE)
+    assert out["peaks"]["clock_derived_run"] == pytest.approx(132 * 256 * 1.755e9)
+    assert out["peaks"]["clock_source"] == "nvml"
+    assert any(n.startswith("SM clocks disagree: the clock kernel measured 1.980 GHz, NVML read 1.755 GHz "
+                            "(median); the peak at the run clock uses NVML's (12 samples") for n in out["notes"])
+    assert record_clocks(c["clocks"]).sm_hz == 1.755e9
+    # 4 samples are too few: the kernel's clock stands
+    few = annotate(_ceiling("fp32", 50e12, clocks={"sm_hz_kernel_median": 1.98e9, "sm_hz_median": 1.755e9,
+                                                   "samples": 4}), H100_DEVICE)
+    assert few["peaks"]["clock_source"] == "kernel"
+
+
+def record_clocks(clocks: dict):
+    from ceilings.roofs import Clocks
+
+    return Clocks(sm_hz_median=clocks.get("sm_hz_median"), sm_hz_kernel_median=clocks.get("sm_hz_kernel_median"),
+                  nvml_samples=clocks.get("samples"))
 
 
 def test_annotate_kernel_clock_without_nvml_is_the_run_clock_and_close_clocks_are_not_noted():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -196,3 +197,36 @@ def test_runs_and_checks_on_gpu(name, gpu_limits, gpu_runtime):
     if not plans:
         pytest.skip(f"{name} has no plan on CC {gpu_limits.compute_capability}")
     run_checked(bench, plans[0], gpu_runtime)
+
+
+def test_rounded_operands_are_exact_in_each_format():
+    """Hand values: e4m3 near 0.3 holds 0.28125 (1.125 x 2^-2) and 0.3125 (1.25 x 2^-2), 0.3125 is nearer;
+    bf16 keeps 7 mantissa bits, so 1 + 2^-7 + 2^-9 truncates to 1 + 2^-7; tf32 keeps 10."""
+    by = {op.precision: op for op in tensor.OPS}
+    assert tensor.rounded(by["fp8"], np.array([0.3]))[0] == 0.3125
+    assert tensor.rounded(by["bf16"], np.array([1 + 2**-7 + 2**-9]))[0] == 1 + 2**-7
+    assert tensor.rounded(by["tf32"], np.array([1 + 2**-10 + 2**-12]))[0] == 1 + 2**-10
+    for op in tensor.OPS:
+        a, b = tensor.random_matrices(op, (16, op.k), (op.k, 8))
+        tensor.encode(op, a), tensor.encode(op, b)  # raises unless exact
+        assert np.isfinite(a).all() and len(np.unique(a)) > 50  # the check operands: 5 integers
+
+
+def test_timed_launches_use_random_operands_and_the_check_the_exact_ones(monkeypatch):
+    from kernels.base import Runtime
+    from tests.test_launches import SMALL, FakeArray, FakeCupy
+
+    fake = FakeCupy()
+    FakeArray.fake = fake
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    bench = next(b for b in tensor.BENCHMARKS if b.name == "tensor.bf16")
+    op = next(o for o in tensor.OPS if o.precision == "bf16")
+    plan = bench.plans(SMALL, True)[0]
+    prepared = bench.prepare(plan, Runtime(simulate=False, cupy_stream=fake.runtime_stream))
+    prepared.launch()
+    prepared.check()
+    timed, checked = (np.asarray(args[0]) for _, _, _, args in fake.launches[-2:])
+    exact = tensor.fragments(op)
+    assert np.array_equal(checked, exact) and not np.array_equal(timed, exact)
+    mantissas = (timed & 0x7F).ravel()  # the low element's 7 bf16 mantissa bits of each register
+    assert len(np.unique(mantissas)) > 32  # the integers -2..2 set none of them

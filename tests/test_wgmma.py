@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels import wgmma
+from kernels import tensor, wgmma
 from kernels.base import REFERENCE_LIMITS, CudaSource, DeviceLimits
 from tests.gpu import run_checked
 from tests.sass_tools import cuobjdump, loop_counts
@@ -253,3 +253,12 @@ def test_accumulators_follow_the_trip_count_on_gpu(gpu_limits, gpu_runtime):
             got = out.get().reshape(plan.grid, 128, 128)
             assert wgmma.mismatch(got, wgmma.expected_accumulators(op, trips * wgmma.UNROLL), "x") is None
             assert wgmma.mismatch(got, wgmma.expected_accumulators(op, 2 * wgmma.UNROLL), "x") is not None
+
+
+def test_the_timed_image_holds_random_operands_the_check_image_the_integers():
+    for op in wgmma.OPS:
+        exact = wgmma.operand_image(op)
+        timed = wgmma.operand_image(op, *tensor.random_matrices(op.element, (wgmma.M, op.k), (op.k, wgmma.N)))
+        assert exact.size == timed.size == wgmma.IMAGE_BYTES and not np.array_equal(exact, timed)
+        # the integers -2..2 encode to a handful of byte values; full mantissas to most of the 256
+        assert len(np.unique(exact)) < 16 < 100 < len(np.unique(timed))
