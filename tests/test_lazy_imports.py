@@ -29,3 +29,17 @@ def test_reader_contract_imports_no_reader():
             "('analysis.readers', 'analysis.readers.contract')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_renderer_draws_the_figure_data_and_imports_no_computation():
+    """analysis.plot draws analysis.figure's data: it imports analysis.figure, not analysis.roofline (which
+    imports analysis.plot when asked for a picture), and analysis.figure imports no renderer."""
+    import ast
+
+    def imported(module):
+        tree = ast.parse((ROOT / "analysis" / f"{module}.py").read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+            {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert "analysis.figure" in imported("plot") and "analysis.roofline" not in imported("plot")
+    assert not {m for m in imported("figure") if m and m.split(".")[0] == "matplotlib" or m == "analysis.plot"}

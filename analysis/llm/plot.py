@@ -10,9 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from analysis.figure import AXIS_MARGIN, WARNING_COLOR
 from analysis.llm.models import Model
 from analysis.llm.place import Result
-from analysis.plot import AXIS_MARGIN, FONT_SIZE, WARNING_COLOR, plot_roofs
+from analysis.plot import FONT_SIZE, plot_roofs
 
 CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac"}
 PHASE_MARKERS = {"prefill": "o", "decode": "^"}

@@ -1,0 +1,341 @@
+"""The roofline picture as data, computed once for every renderer: analysis.plot draws it with matplotlib (PNG,
+SVG, PDF), analysis.html in a browser. Both draw the same points, roofs, ridges, label texts, colours, legend
+and honesty notes, so a picture and a report of one run cannot disagree.
+
+Pure computation: no matplotlib, no HTML. `roofline(...)` builds a `Roofline`; `roofs_only(...)` the roofs
+without a profile (analysis.llm).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.roofline import (
+    ALGORITHMIC,
+    COUNTED,
+    FOREIGN_PROFILE,
+    LEVELS,
+    NO_FLOPS,
+    PRECISIONS,
+    Roofs,
+    percent,
+    profile_line,
+    si,
+)
+
+PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
+                    NO_FLOPS: "#888888",
+                    # a tensor type's own flat (Roofs.flat("tensor.bf16")), drawn by plot_roofs
+                    "tensor.fp64": "#5e3c99", "tensor.tf32": "#e08214", "tensor.fp16": "#d95f02",
+                    "tensor.bf16": "#b35806", "tensor.fp8": "#e7298a", "tensor.int8": "#66a61e"}
+LEVEL_COLORS = {"dram": "#222222", "l2": "#6a6a6a", "l1": "#a0a0a0"}
+LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^"}
+NEUTRAL_COLOR = "#555555"  # legend keys that stand for a kind of mark, not for a precision
+WARNING_COLOR = "#b2182b"
+APPLICATION_COLOR = "#ffd92f"
+# marker area (points^2) = MARKER_AREA_MIN + share of total time x MARKER_AREA_SPAN
+MARKER_AREA_MIN = 16.0
+MARKER_AREA_SPAN = 1400.0
+APPLICATION_AREA = 260.0  # points^2: the application's star
+# the axes extend this factor beyond the outermost ridge/kernel/sweep point
+AXIS_MARGIN = 4.0
+DATASHEET_DASH = (5, 3)  # a datasheet roof's dashes: on, off (points)
+ROWS = {"kernel": "kernel", "op": "operator", "module": "module", "annotation": "range"}  # what --by made rows of
+# what a profile may say of a kernel beyond its numbers (analysis.readers.contract META_COLUMNS)
+CONTEXT_COLUMNS = ("op", "module", "nvtx")
+NO_FLOPS_NAME = "no FLOPs"
+ALGORITHMIC_NOTE = "hollow: algorithmic bytes (AI an upper bound)"
+
+
+@dataclass(frozen=True)
+class Line:
+    """A roof: a bandwidth slope or a compute flat, from (x0, y0) to (x1, y1) in FLOP/B and FLOP/s."""
+
+    gid: str  # "roof:dram", "roof:fp32", "datasheet:fp32"
+    key: str  # Roof.key
+    x: tuple[float, float]
+    y: tuple[float, float]
+    color: str
+    width: float
+    datasheet: bool  # drawn dashed (DATASHEET_DASH)
+    slope: bool  # a bandwidth roof
+    value: float  # B/s or FLOP/s
+    label: str  # "DRAM 3.35 TB/s", "fp32 60 TFLOP/s (fma.fp32)"
+
+
+@dataclass(frozen=True)
+class Ridge:
+    """Where a flat meets the slope of the drawn level."""
+
+    key: str
+    x: float
+    y: float
+    color: str
+    label: str  # "fp32 ridge 18 FLOP/B"
+
+
+@dataclass(frozen=True)
+class Marks:
+    """One group of kernel markers: one precision, one level, counted or algorithmic bytes (hollow, since the
+    intensity is then an upper bound, not a count)."""
+
+    gid: str  # "kernels:fp32", "kernels:fp32:l2", "kernels:fp32:algorithmic"
+    precision: str
+    level: str
+    hollow: bool
+    color: str
+    shape: str  # a LEVEL_MARKERS value
+    rows: tuple  # the kernels' index labels in Roofline.table
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    area: tuple[float, ...]  # points^2
+
+
+@dataclass(frozen=True)
+class Label:
+    """A text placed next to a point by the renderer (kernels, the application)."""
+
+    x: float
+    y: float
+    text: str
+    radius: float  # points: the marker's, so the text starts beyond it
+
+
+@dataclass(frozen=True)
+class LegendEntry:
+    """One key of the legend. kind: "marker", "patch" (a colour swatch), "hollow", "text" (no key), "star",
+    "ridge", "datasheet", "sweep". filter: the precision its key stands for (a browser hides its kernels)."""
+
+    label: str
+    kind: str
+    color: str = NEUTRAL_COLOR
+    shape: str = "o"
+    filter: str | None = None
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Everything a renderer draws: the axes, roofs, ridges, kernel markers, labels, legend and the notes that
+    keep the picture honest (roofs not measured here, a profile from another GPU, algorithmic bytes)."""
+
+    title: tuple[str, ...]  # the heading, then the roofs' provenance, then the profile's GPU
+    warning: bool  # the title is a warning (roofs not measured, or a profile from another GPU)
+    notes: tuple[str, ...]  # the honesty notes, one line each
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+    xlabel: str
+    level: str  # "dram", "l2", "l1" or "all"
+    roofs: tuple[Line, ...]
+    ridges: tuple[Ridge, ...]
+    marks: tuple[Marks, ...]
+    joins: tuple[tuple[object, str, tuple], ...]  # level "all": (row, colour, ((x, y), ...)) per kernel
+    sweeps: tuple[tuple[str, tuple], ...]  # (name, points)
+    application: Label | None
+    labels: tuple[Label, ...]  # the `top` kernels by time, largest first
+    not_drawn: str | None  # the kernels that cannot sit on log axes, counted
+    legend: tuple[LegendEntry, ...]
+    legend_title: str = "kernels (dominant precision)"
+    ylabel: str = "Performance (FLOP/s)"
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)  # roofline_table, + CONTEXT_COLUMNS where known
+
+
+def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datasheet: Roofs | None = None,
+             top: int = 10, sweep: bool = False, kernels: pd.DataFrame | None = None) -> Roofline:
+    """The roofline of `table` (analysis.roofline.roofline_table) against `roofs`: level "all" draws each kernel's
+    L1, L2 and DRAM points (of the levels the roofs have), joined; `datasheet`: roofs drawn dashed; `top`: the
+    kernels labelled; `kernels`: the kernel table the rows came from, for what it says of each row's
+    framework op, module and NVTX range (CONTEXT_COLUMNS). Kernels without FLOPs are counted in a note."""
+    primary = "dram" if level == "all" else level
+    # a kernel's point at a level without a roof is judged against nothing: not drawn
+    levels = [lv for lv in LEVELS if roofs.bandwidth(lv)] if level == "all" else [primary]
+    drawn = _drawable(table, levels)
+    sweeps = tuple((s.name, s.points) for s in roofs.sweeps if s.points) if sweep else ()
+    x_range, y_range = _limits(roofs, drawn, levels, primary, sweeps)
+    lines = _roofs(roofs, primary, x_range, prefix="roof", datasheet=False)
+    if datasheet is not None:
+        lines += _roofs(datasheet, "dram", x_range, prefix="datasheet", datasheet=True)
+    marks = _marks(drawn, level, levels)
+    point = table.attrs.get("application")
+    application = (Label(point["ai"], point["flop_per_s"], "application", math.sqrt(APPLICATION_AREA) / 2)
+                   if level != "all" and point is not None and point["ai"] > 0 and math.isfinite(point["ai"]) else None)
+    label_level = "dram" if level == "all" else primary
+    labels = tuple(Label(k[f"ai_{label_level}"], k["flop_per_s"], f"{k['short_name']} ({_share(k['share'])})",
+                         math.sqrt(_area(pd.Series([k["share"]]))[0]) / 2)
+                   for _, k in drawn.nlargest(top, "time_s").iterrows()) if top > 0 else ()
+    profiled = profile_line(table.attrs.get("gpus", []), roofs)
+    foreign = profiled.startswith(FOREIGN_PROFILE)
+    algorithmic = any(m.hollow for m in marks)
+    notes = [f"roofs: {roofs.provenance}"] if not roofs.measured else []
+    notes += [profiled] if foreign else []
+    notes += [f"datasheet roofs (dashed): {datasheet.device}, for comparison only"] if datasheet is not None else []
+    notes += [ALGORITHMIC_NOTE] if algorithmic else []
+    context = [c for c in CONTEXT_COLUMNS if kernels is not None and c in kernels]
+    full = table.join(kernels[context]) if context else table
+    return Roofline(
+        title=(f"{roofs.device}: {ROWS[table.attrs.get('by', 'kernel')]}s against the roofs",
+               f"roofs: {roofs.provenance}", profiled),
+        warning=not roofs.measured or foreign, notes=tuple(notes), x_range=x_range, y_range=y_range,
+        xlabel=f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})",
+        level=level, roofs=lines, ridges=_ridges(roofs, primary), marks=marks, joins=_joins(drawn, level, levels),
+        sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn),
+        legend=_legend(marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
+                       application=point if application else None),
+        table=full)
+
+
+def roofs_only(roofs: Roofs, x_range: tuple[float, float]) -> tuple[tuple[Line, ...], tuple[Ridge, ...]]:
+    """The roofs without a profile over x_range (FLOP/byte against DRAM): the DRAM slope and every flat of
+    `roofs.flats` (any Roofs.flat key) with its ridge point."""
+    return _roofs(roofs, "dram", x_range, prefix="roof", datasheet=False), _ridges(roofs, "dram")
+
+
+def _roofs(roofs: Roofs, primary: str, x_range: tuple[float, float], *, prefix: str,
+           datasheet: bool) -> tuple[Line, ...]:
+    """Bandwidth slopes (up to the highest flat) and compute flats (from the primary slope on)."""
+    x_lo, x_hi = x_range
+    top = max((r.value for r in roofs.flats), default=None)
+    lines = []
+    for bw in roofs.bandwidths:
+        x_end = top / bw.value if top else x_hi
+        width = 1.1 if datasheet else 2.2 if bw.key == primary else 1.2
+        lines.append(Line(f"{prefix}:{bw.key}", bw.key, (x_lo, x_end), (bw.value * x_lo, bw.value * x_end),
+                          LEVEL_COLORS[bw.key], width, datasheet, True, bw.value,
+                          f"{bw.key.upper()} {si(bw.value, 'B/s')}"))
+    slope = roofs.bandwidth(primary)
+    for flat in roofs.flats:
+        lines.append(Line(f"{prefix}:{flat.key}", flat.key, (flat.value / slope.value, x_hi), (flat.value, flat.value),
+                          PRECISION_COLORS[flat.key], 1.1 if datasheet else 2.0, datasheet, False, flat.value,
+                          f"{flat.key} {si(flat.value, 'FLOP/s')} ({flat.ceiling})"))
+    return tuple(lines)
+
+
+def _ridges(roofs: Roofs, primary: str) -> tuple[Ridge, ...]:
+    out = []
+    for flat in roofs.flats:
+        x = roofs.ridge(flat.key, primary)
+        out.append(Ridge(flat.key, x, flat.value, PRECISION_COLORS[flat.key], f"{flat.key} ridge {x:.3g} FLOP/B"))
+    return tuple(out)
+
+
+def _drawable(table: pd.DataFrame, levels: Sequence[str]) -> pd.DataFrame:
+    """Kernels that have a positive FLOP rate and a positive, finite AI at some drawn level."""
+    ok = table["flop_per_s"].gt(0)
+    has_ai = pd.Series(False, index=table.index)
+    for lv in levels:
+        ai = table[f"ai_{lv}"]
+        has_ai |= ai.gt(0) & np.isfinite(ai.astype(float))
+    return table[ok & has_ai]
+
+
+def _limits(roofs: Roofs, drawn: pd.DataFrame, levels, primary: str, sweeps):
+    xs = [roofs.ridge(r.key, primary) for r in roofs.flats]
+    ys = [r.value for r in roofs.flats]
+    for lv in levels:
+        ai = drawn[f"ai_{lv}"].astype(float)
+        xs += list(ai[np.isfinite(ai) & (ai > 0)])
+    ys += list(drawn["flop_per_s"])
+    for _, points in sweeps:
+        xs += [x for x, _ in points if x > 0]
+        ys += [y for _, y in points if y > 0]
+    xs = [x for x in xs if x and math.isfinite(x) and x > 0] or [1.0]
+    x_lo = 10 ** math.floor(math.log10(min(xs) / AXIS_MARGIN))
+    x_hi = 10 ** math.ceil(math.log10(max(xs) * AXIS_MARGIN))
+    slope = roofs.bandwidth(primary).value
+    # without flats, kernels or sweeps the slope across the x range sets the y range
+    ys = [y for y in ys if y and math.isfinite(y) and y > 0] or [slope * x_hi]
+    y_hi = 10 ** math.ceil(math.log10(max(ys) * 2))
+    # the slope must enter the plot; kernels far below every roof still show
+    y_lo = 10 ** math.floor(math.log10(min(min(ys), slope * x_lo) / 2))
+    return (x_lo, x_hi), (y_lo, y_hi)
+
+
+def _area(share: pd.Series) -> np.ndarray:
+    return MARKER_AREA_MIN + share.fillna(0).to_numpy(dtype=float) * MARKER_AREA_SPAN
+
+
+def _marks(drawn: pd.DataFrame, level: str, levels: Sequence[str]) -> tuple[Marks, ...]:
+    """One group per (precision, counted or algorithmic bytes, level) that has at least one marker, in drawing
+    order."""
+    out = []
+    algorithmic = drawn.get("bytes_kind", pd.Series(COUNTED, index=drawn.index)) == ALGORITHMIC
+    for prec in (*PRECISIONS, NO_FLOPS):
+        for estimated in (False, True):
+            group = drawn[(drawn["precision"] == prec) & (algorithmic == estimated)]
+            for lv in levels:
+                ai = group[f"ai_{lv}"].astype(float)
+                sel = np.isfinite(ai) & (ai > 0)
+                if not sel.any():
+                    continue
+                gid = (f"kernels:{prec}" + (f":{lv}" if level == "all" else "")
+                       + (f":{ALGORITHMIC}" if estimated else ""))
+                out.append(Marks(gid, prec, lv, estimated, PRECISION_COLORS[prec],
+                                 LEVEL_MARKERS[lv] if level == "all" else "o", tuple(group.index[sel]),
+                                 tuple(ai[sel]), tuple(group["flop_per_s"][sel].astype(float)),
+                                 tuple(_area(group["share"][sel]))))
+    return tuple(out)
+
+
+def _joins(drawn: pd.DataFrame, level: str, levels: Sequence[str]) -> tuple:
+    """Level "all": each kernel's points at its levels, by intensity, to be joined by a line."""
+    if level != "all":
+        return ()
+    return tuple((row, PRECISION_COLORS.get(k["precision"], PRECISION_COLORS[NO_FLOPS]),
+                  tuple(sorted((k[f"ai_{lv}"], k["flop_per_s"]) for lv in levels
+                               if math.isfinite(k[f"ai_{lv}"]) and k[f"ai_{lv}"] > 0)))
+                 for row, k in drawn.iterrows())
+
+
+def _share(share: float) -> str:
+    """A share of time for a label: two digits below 10 % ("0.4%"), whole percents above."""
+    pct = share * 100
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
+
+
+def _not_drawn(table: pd.DataFrame, drawn: pd.DataFrame) -> str | None:
+    missing = table.drop(drawn.index)
+    if missing.empty:
+        return None
+    total = table["time_s"].sum(min_count=1)
+    no_flops = missing[missing["precision"] == NO_FLOPS]
+    other = len(missing) - len(no_flops)
+    parts = []
+    rows = ROWS[table.attrs.get("by", "kernel")]
+    if len(no_flops):
+        parts.append(f"{len(no_flops)} {rows}(s) without FLOPs (AI 0, memory-bound; "
+                     f"{percent(no_flops['time_s'].sum(min_count=1), total)} of time)")
+    if other:
+        unplaced = missing.drop(no_flops.index)
+        parts.append(f"{other} {rows}(s) whose FLOPs, bytes or time are unknown "
+                     f"({percent(unplaced['time_s'].sum(min_count=1), total)} of time)")
+    return "Not on the plot: " + "; ".join(parts) + ". See the table."
+
+
+def _legend(marks: Sequence[Marks], level: str, *, ridges: bool, datasheet: Roofs | None, sweeps: bool,
+            application: Mapping | None) -> tuple[LegendEntry, ...]:
+    """One entry per kind of marker or line drawn, none for what is not drawn."""
+    precisions = [p for p in (*PRECISIONS, NO_FLOPS) if any(m.precision == p for m in marks)]
+    names = [(p, p if p != NO_FLOPS else NO_FLOPS_NAME) for p in precisions]
+    if level == "all":  # the shape says the level, so a precision is a colour (of its markers and joins)
+        out = [LegendEntry(name, "patch", PRECISION_COLORS[p], filter=p) for p, name in names]
+        out += [LegendEntry(f"{lv.upper()} intensity", "marker", shape=LEVEL_MARKERS[lv]) for lv in LEVELS
+                if any(m.level == lv and not m.hollow for m in marks)]
+    else:
+        out = [LegendEntry(name, "marker", PRECISION_COLORS[p], filter=p) for p, name in names]
+    if any(m.hollow for m in marks):
+        out.append(LegendEntry(ALGORITHMIC_NOTE, "hollow"))
+    if marks:
+        out.append(LegendEntry("marker area ∝ share of time", "text"))
+    if application:
+        out.append(LegendEntry(f"application: FLOPs / {application['time_kind'].split(' (')[0]}", "star", "black"))
+    if ridges:
+        out.append(LegendEntry("roof ridge point", "ridge", shape="D"))
+    if datasheet is not None:
+        out.append(LegendEntry(f"datasheet: {datasheet.device}", "datasheet"))
+    if sweeps:
+        out.append(LegendEntry("measured intensity sweep", "sweep"))
+    return tuple(out)
