@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ceilings.atomic import write_text
+from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe
 
 from .readers import ncu_csv
@@ -651,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="nsys cuda_gpu_kern_sum/gpukernsum output (CSV or text) for kernel times")
     parser.add_argument("--csv", metavar="OUT", help="write the table as CSV ('-': standard output)")
     parser.add_argument("--json", metavar="OUT", help="write the table as JSON records ('-': standard output)")
+    parser.add_argument("--force", action="store_true", help="overwrite existing --csv / --json files")
     parser.add_argument("--per-launch", action="store_true", help="one row per launch instead of per kernel")
     parser.add_argument("--per-process", action="store_true",
                         help="one row per process and kernel (ranks under one ncu --target-processes all)")
@@ -659,14 +660,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
+    out = Outputs(inputs=[*args.files, *args.nsys], force=args.force)
+    out.want("--csv", args.csv)
+    out.want("--json", args.json)
     table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch, per_process=args.per_process,
                          **profile_filters(args))
     for w in table.attrs.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
-        write_text(args.csv, table.to_csv(index=False))
+        out.text(args.csv, table.to_csv(index=False))
     if args.json:
-        write_text(args.json, table.to_json(orient="records", indent=1) + "\n")
+        out.text(args.json, table.to_json(orient="records", indent=1) + "\n")
+    out.commit()
     if not (args.csv or args.json):
         print(f"GPU: {describe_gpus(table.attrs.get('gpus', []))}")
         print(format_table(table, args.top))

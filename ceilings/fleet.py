@@ -238,6 +238,15 @@ def collect(inputs: Sequence[str], *, skip: Path | None = None) -> list[Path]:
     return paths
 
 
+def _is_measurement(path: Path) -> bool:
+    """Whether `path` holds a roofs file (then it is no old --json of ours to replace)."""
+    try:
+        load_record(path)
+    except CeilingsError:
+        return False
+    return True
+
+
 def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
     """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice."""
     gpus, seen = [], {}
@@ -566,23 +575,27 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
-    if args.json:
-        atomic.check_target(args.json, force=args.force)
-    if args.output:
-        atomic.check_figure_path(args.output, force=args.force)
+    out = atomic.Outputs(inputs=[args.reference], force=args.force)
+    out.want("--json", args.json)
+    out.want("-o", args.output, picture=True)
     skip = Path(args.json).resolve() if args.json else None
-    gpus = load_gpus(collect(args.inputs, skip=skip))
+    paths = collect(args.inputs, skip=skip)
+    out.add_inputs(paths)
+    if skip is not None and skip.is_file() and _is_measurement(skip):
+        raise CeilingsError(f"--json {args.json}: a roofs file in the folder this run reads; writing it would "
+                            "destroy it; give another name")
+    gpus = load_gpus(paths)
     reference = reference_of(args.reference, gpus[0].roofs.simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
-    sys.stdout.write(markdown(fleet))
+    report = markdown(fleet)
     if args.json:
         import json
 
-        atomic.write_text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n", force=args.force)
-        print(f"{PROG}: wrote {args.json}", file=sys.stderr)
+        out.text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n")
     if args.output:
-        atomic.save_figure(draw(fleet), args.output, force=args.force, dpi=120)
-        print(f"{PROG}: wrote {args.output}", file=sys.stderr)
+        out.figure(args.output, draw(fleet), dpi=120)
+    sys.stdout.write(report)
+    out.commit(log=lambda path: print(f"{PROG}: wrote {path}", file=sys.stderr))
     return 0 if fleet.passed else 1
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
-from .atomic import check_folder, check_target
+from .atomic import Outputs, check_folder, check_target
 from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
 
 # the run went through and wrote its roofs file, but some ceiling is invalid: a result to look at, not a
@@ -437,7 +437,7 @@ def sweep_record(bench, measured, device: dict, planned: int) -> dict:
 def emit(doc: dict, out: Path, args) -> None:
     """Write the roofs file (atomically) to `out` (--out, else the default name made unique), the sweep
     figures beside it (not with --out -), and the table."""
-    from .roofs import dumps, save_roofs
+    from .roofs import dumps
 
     table = ceilings_table(doc)
     banner = ("SIMULATED: Numba's CUDA simulator ran these kernels; every number below is meaningless "
@@ -449,14 +449,15 @@ def emit(doc: dict, out: Path, args) -> None:
         print(summary, file=sys.stderr)
         return
     path = out if args.out else _free_name(out, args)
-    save_roofs(doc, path, force=args.force)
-    print(summary)
-    log(f"wrote {path}")
+    files = Outputs(force=args.force)
+    files.want("--out", path)
+    files.text(path, dumps(doc))
     if doc["sweeps"] and not args.no_plots:
-        from .sweeps import save_sweep_figures
+        from .sweeps import stage_sweep_figures
 
-        for figure in save_sweep_figures(doc, path, force=args.force):
-            log(f"wrote {figure}")
+        stage_sweep_figures(files, doc, path)
+    print(summary)
+    files.commit(log=lambda written: log(f"wrote {written}"))
 
 
 def _free_name(path: Path, args) -> Path:

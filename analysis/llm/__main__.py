@@ -40,7 +40,7 @@ from analysis.llm.work import (
     step_ops,
 )
 from analysis.roofline import check_outputs, device_warning, read_kernels, si, unknown_device_warning
-from ceilings.atomic import STDOUT, check_figure_path
+from ceilings.atomic import STDOUT, Outputs
 from ceilings.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.llm"
@@ -186,9 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.model or not args.roofs:
         raise CeilingsError("give --model NAME|config.json and at least one --roofs ROOFS.json|NAME "
                             "(--list-models lists the shipped models)")
-    check_outputs({"--json": args.json, "--sweep-plot": args.sweep_plot}, picture=args.output, force=args.force)
-    if args.sweep_plot:
-        check_figure_path(args.sweep_plot, "--sweep-plot")
+    out = check_outputs({"--json": args.json}, pictures={"-o": args.output, "--sweep-plot": args.sweep_plot},
+                        force=args.force, inputs=[args.model, *args.roofs, *(args.calibrate or []), args.calibrate_on])
     if args.sweep_max < 1:
         raise CeilingsError(f"--sweep-max {args.sweep_max}: must be 1 or more")
     model, warnings = load_model(args.model)
@@ -205,11 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings += _warnings(model, results)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    _write(args, model, setup, results, calibration, sweep, warnings)
+    _write(out, args, model, setup, results, calibration, sweep, warnings)
     return 0
 
 
-def _write(args, model, setup, results, calibration, sweep, warnings) -> None:
+def _write(out, args, model, setup, results, calibration, sweep, warnings) -> None:
     from ceilings.atomic import save_figure, write_text
 
     if args.json:
