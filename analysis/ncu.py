@@ -15,13 +15,10 @@ See docs/ncu-ingestion.md for the formulas and their caveats.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import re
-import stat
 import sys
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ceilings.atomic import Outputs
-from ceilings.errors import CeilingsError, cli_entry, describe
+from ceilings.errors import CeilingsError, cli_entry
+from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
 
 from .readers import ncu_csv
 from .readers.contract import COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
@@ -40,7 +38,7 @@ from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, T
 
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
-GZIP_MAGIC = b"\x1f\x8b"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
 # lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
 PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
@@ -68,30 +66,21 @@ def read_source(path: str | os.PathLike) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
     dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise CeilingsError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise CeilingsError(f"{p}: is a folder; pass the profiler output files (commands take a folder of "
-                            f"torch.profiler traces)") from None
-    except OSError as exc:
-        raise CeilingsError(f"{p}: cannot read ({exc.strerror})") from None
-    # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
-    # not a file whose bytes were changed below (decompressed; a BOM: the header must start the line)
-    file = p if stat.S_ISREG(p.stat().st_mode) else None
+    data = read_bytes(p, "profiler output file (a folder is taken only as one of torch.profiler traces)")
+    # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
+    # changed below (decompressed; a BOM: the header must start the line)
+    file = p
     if data.startswith(GZIP_MAGIC):  # torch.profiler's .json.gz, or any profile gzipped: by content
-        try:
-            data, file = gzip.decompress(data), None
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CeilingsError(f"{p}: a gzip file that does not decompress ({describe(exc)}); truncated "
-                                f"download?") from None
+        data, file = gunzip(data, p), None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     source = Source(data, str(p), file)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:
         return source
+    if data.startswith(UTF16_BOMS) or data[1:BINARY_PROBE_BYTES:2].count(0) > len(data[:BINARY_PROBE_BYTES]) // 4:
+        raise CeilingsError(f"{p}: UTF-16 text (PowerShell's `>` or Out-File saves so); save it as UTF-8: "
+                            f"`Get-Content IN | Set-Content -Encoding utf8 OUT`, or iconv -f UTF-16 -t UTF-8")
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
@@ -120,7 +109,7 @@ def _is_roofs_file(data: bytes) -> bool:
         return False
     try:
         doc = json.loads(data)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nesting beyond the parser
         return False
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from . import atomic
 from .errors import CeilingsError
+from .inputs import GZIP_MAGIC, loads_json, read_bytes
 
 SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # The minor version written: 1 added `launch`, 2 the SM clock measured by a kernel (`clocks.sm_hz_kernel_*`)
@@ -446,16 +447,18 @@ def _ceiling(c: dict) -> Ceiling:
 def _read(path: Path, *, samples: bool = True) -> Any:
     """The JSON document of `path`; without `samples`, every ceiling's raw launch times are left out: they are
     most of a file, and parsing them most of the time that loading a fleet's thousands of files takes."""
+    if not path.exists():
+        raise CeilingsError(f"{path}: no such roofs file; make one with `python -m ceilings.measure`")
+    data = read_bytes(path, "roofs file")
+    if data.startswith(GZIP_MAGIC) or b"\0" in data[:4096]:
+        raise CeilingsError(f"{path}: a {'gzip' if data.startswith(GZIP_MAGIC) else 'binary'} file, not a roofs "
+                            f"file (JSON text from `python -m ceilings.measure`); decompress it or give the right "
+                            f"file")
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CeilingsError(f"{path}: no such roofs file; make one with `python -m ceilings.measure`") from None
-    except OSError as exc:
-        raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
-    try:
-        return json.loads(data if samples else _without_samples(data))
+        return loads_json(data if samples else _without_samples(data), path)
     except UnicodeDecodeError as exc:
-        raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
+        raise CeilingsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}), so not a roofs file; "
+                            f"save it as UTF-8") from None
     except json.JSONDecodeError as exc:
         raise CeilingsError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a roofs file from "
                             f"`python -m ceilings.measure`?") from None

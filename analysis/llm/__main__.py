@@ -208,25 +208,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _write(out, args, model, setup, results, calibration, sweep, warnings) -> None:
-    from ceilings.atomic import save_figure, write_text
-
+def _write(out: Outputs, args, model, setup, results, calibration, sweep, warnings) -> None:
     if args.json:
         doc = to_json(model, setup, results, calibration, sweep, warnings)
-        write_text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n", force=args.force)
-        if args.json != STDOUT:
-            print(f"wrote {args.json}", file=sys.stderr)
+        out.text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     if args.output:
         from analysis.llm.plot import ops_figure
 
-        save_figure(ops_figure(model, results), args.output, force=args.force, dpi=150, bbox_inches="tight")
-        print(f"wrote {args.output}", file=sys.stderr)
+        out.figure(args.output, ops_figure(model, results), dpi=150, bbox_inches="tight")
     if args.sweep_plot:
         from analysis.llm.plot import sweep_figure
 
-        save_figure(sweep_figure(model, sweep, results), args.sweep_plot, force=args.force, dpi=150,
-                    bbox_inches="tight")
-        print(f"wrote {args.sweep_plot}", file=sys.stderr)
+        out.figure(args.sweep_plot, sweep_figure(model, sweep, results), dpi=150, bbox_inches="tight")
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if args.json != STDOUT:
         print(render_text(model, setup, results, calibration, sweep), end="")
 

@@ -22,16 +22,16 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 
 import pandas as pd
 
 from ceilings.errors import CeilingsError
+from ceilings.inputs import loads_json
 
-from .contract import COUNTERS, Format, Source
 from ..metrics import canonical_metric
+from .contract import COUNTERS, Format, Source
 
 US = 1e-6  # trace times are microseconds
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -58,7 +58,7 @@ def _find(source: Source):
 
 def _load(source: Source) -> dict:
     try:
-        doc = json.loads(source.data)
+        doc = loads_json(source.data, source.path)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise CeilingsError(f"{source.path}: a torch.profiler trace that is not valid JSON ({exc}); truncated "
                             f"file?") from None
@@ -109,7 +109,8 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
 
 
 def _read(source: Source, _found) -> pd.DataFrame:
-    from ..torch_flops import OPS as FLOP_OPS, op_work
+    from ..torch_flops import OPS as FLOP_OPS
+    from ..torch_flops import op_work
 
     doc = _load(source)
     device = _device(doc, source.path)
