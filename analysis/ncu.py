@@ -43,6 +43,7 @@ BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not t
 # lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
 PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
 TOP_KERNELS = 20  # rows of the printed table
+MAX_COUNTER = 2.0**64  # profiler counters are 64-bit: a value past this was not measured
 PRINT_NAME_WIDTH = 60
 
 
@@ -124,8 +125,9 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
             df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
-    _launch_facts_from_metrics(df)
     rest = [c for c in df.columns if c not in META_COLUMNS]
+    _check_values(df, rest, path)
+    _launch_facts_from_metrics(df)
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
                             f"nothing{_first_error(data)}")
@@ -133,6 +135,47 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     df["launches"] = df["launches"].astype("int64")
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
+
+
+def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
+    """The one check of every reader's numbers: each is missing (NaN, where the profiler wrote n/a) or finite,
+    not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
+    and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
+    launches = pd.to_numeric(df["launches"], errors="coerce")
+    bad = ~(launches.between(1, MAX_COUNTER) & (launches % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {df['launches'].iloc[i]!r} launches; a count is a "
+                            f"whole number from 1 up; edited or corrupt file?")
+    with np.errstate(invalid="ignore"):
+        values = df[list(metrics)].to_numpy(dtype="float64")
+        bad = ~np.isnan(values) & ~((values >= 0) & (values < MAX_COUNTER))
+    if bad.any():
+        i, j = map(int, np.argwhere(bad)[0])
+        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {metrics[j]} = {values[i, j]!r}, which no "
+                            f"profiler writes (a value is 0 or more, finite and below 2^64); edited or corrupt "
+                            f"file? Fix or drop that kernel")
+
+
+def _kernel_at(df: pd.DataFrame, i: int) -> str:
+    name = str(df["kernel"].iloc[i])[:80]
+    launch_id = df["id"].iloc[i] if "id" in df.columns else None
+    return name if launch_id is None or pd.isna(launch_id) else f"{name} (ID {launch_id})"
+
+
+def _refuse_repeats(paths: Sequence[str | os.PathLike]) -> None:
+    """The same file given twice would count every kernel twice."""
+    seen: dict = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue  # read_profile says why
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise CeilingsError(f"{p} and {seen[key]} are the same file: its kernels would be counted twice; give "
+                                f"it once")
+        seen[key] = p
 
 
 def _launch_facts_from_metrics(df: pd.DataFrame) -> None:
@@ -310,6 +353,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     nsys = [nsys] if isinstance(nsys, (str, os.PathLike)) else list(nsys or [])
     if not paths:
         raise CeilingsError("no input files given")
+    _refuse_repeats([*paths, *nsys])
     pattern = _compile(kernel_regex)
     frames = [read_profile(p) for p in paths]
     nsys_frames = [read_profile(p) for p in nsys]
