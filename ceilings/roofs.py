@@ -37,6 +37,9 @@ MODES = (SINGLE, SEQUENTIAL, CONCURRENT)
 # against the max clock (a power-capped clock then reads as a shortfall of the kernel).
 CLOCK_SOURCES = ("kernel", "nvml", "max")
 
+# every number of a roofs file (clocks, bytes, watts, counts, rates) is 0 or more and below 2^64: no 64-bit
+# counter or register reads more, and a larger int would overflow float arithmetic downstream
+MAX_NUMBER = 2**64
 _NONE = type(None)
 _NUMBER = (int, float, _NONE)
 _INT = (int, _NONE)
@@ -292,12 +295,20 @@ def _check_fields(obj: Any, spec: dict, where: str) -> None:
                 raise CeilingsError(f"{where}.{field}: missing")
             continue
         if type(value) in types:  # what JSON gives: exactly one of the types (a fleet loads thousands of files)
+            if type(value) in (int, float) and not 0 <= value < MAX_NUMBER:  # NaN fails the comparison too
+                raise CeilingsError(f"{where}.{field}: {_shown(value)} is not a measurement (a number here is 0 "
+                                    f"or more, finite and below 2^64; null when unknown)")
             continue
         # bool is an int in Python; an int field must not accept true/false
         if isinstance(value, bool) and bool not in types:
             raise CeilingsError(f"{where}.{field}: expected {_type_names(types)}, found a boolean")
         if not isinstance(value, types):
             raise CeilingsError(f"{where}.{field}: expected {_type_names(types)}, found {type(value).__name__}")
+
+
+def _shown(value: float | int) -> str:
+    text = repr(value)
+    return text if len(text) <= 30 else f"a {len(text)}-digit number"
 
 
 def _type_names(types: tuple) -> str:
@@ -351,9 +362,9 @@ def validate(doc: Any) -> dict:
     elif minor >= 1:
         raise CeilingsError(f"roofs.launch: missing; a schema 1.{minor} file records how its run was launched")
     for i, ceiling in enumerate(doc["ceilings"]):
-        where = f"roofs.ceilings[{i}]"
+        name = ceiling.get("name") if isinstance(ceiling, dict) else None
+        where = f"roofs.ceilings[{i}]" + (f" ({name})" if isinstance(name, str) else "")
         _check_fields(ceiling, _CEILING, where)
-        where = f"{where} ({ceiling['name']})"
         if ceiling["kind"] not in KINDS:
             raise CeilingsError(f"{where}.kind: {ceiling['kind']!r} is not one of {', '.join(KINDS)}")
         if ceiling["unit"] != UNITS[ceiling["kind"]]:
