@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ceilings.atomic import Outputs
-from ceilings.errors import CeilingsError, cli_entry
+from ceilings.errors import CeilingsError, cli_entry, describe
 from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
 
 from .readers import ncu_csv
@@ -60,7 +60,13 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     if found is None:
         _not_a_profile(source)
     fmt, where = found
-    return _finish(fmt.read(source, where), Path(source.path), source.data, fmt)
+    try:
+        df = fmt.read(source, where)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:  # a CSV cut inside a quoted cell, bytes that are
+        # not UTF-8 in a cell: one line, not a traceback
+        raise CeilingsError(f"{source.path}: {fmt.name} that does not parse ({describe(exc)}); truncated or "
+                            f"edited file? Export it again") from None
+    return _finish(df, Path(source.path), source.data, fmt)
 
 
 def read_source(path: str | os.PathLike) -> Source:

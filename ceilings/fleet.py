@@ -579,11 +579,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.want("--json", args.json)
     out.want("-o", args.output, picture=True)
     skip = Path(args.json).resolve() if args.json else None
+    if skip is not None and skip.is_file() and _is_measurement(skip):
+        raise CeilingsError(f"--json {args.json}: a roofs file; writing it would destroy it; give another name")
     paths = collect(args.inputs, skip=skip)
     out.add_inputs(paths)
-    if skip is not None and skip.is_file() and _is_measurement(skip):
-        raise CeilingsError(f"--json {args.json}: a roofs file in the folder this run reads; writing it would "
-                            "destroy it; give another name")
     gpus = load_gpus(paths)
     reference = reference_of(args.reference, gpus[0].roofs.simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
