@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -147,7 +148,7 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
     """The one check of every reader's numbers: each is missing (NaN, where the profiler wrote n/a) or finite,
     not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
     and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
-    launches = pd.to_numeric(df["launches"], errors="coerce")
+    launches = df["launches"].map(_number).astype("float64")
     bad = ~(launches.between(1, MAX_COUNTER) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
@@ -161,6 +162,16 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
         raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {metrics[j]} = {values[i, j]!r}, which no "
                             f"profiler writes (a value is 0 or more, finite and below 2^64); edited or corrupt "
                             f"file? Fix or drop that kernel")
+
+
+def _number(value) -> float:
+    """`value` as a float; inf for what is no number a float can hold (a 400-digit count), NaN for text."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _kernel_at(df: pd.DataFrame, i: int) -> str:
