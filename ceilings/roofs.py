@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ CLOCK_SOURCES = ("kernel", "nvml", "max")
 # every number of a roofs file (clocks, bytes, watts, counts, rates) is 0 or more and below 2^64: no 64-bit
 # counter or register reads more, and a larger int would overflow float arithmetic downstream
 MAX_NUMBER = 2**64
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NONE = type(None)
 _NUMBER = (int, float, _NONE)
 _INT = (int, _NONE)
@@ -295,6 +297,9 @@ def _check_fields(obj: Any, spec: dict, where: str) -> None:
                 raise CeilingsError(f"{where}.{field}: missing")
             continue
         if type(value) in types:  # what JSON gives: exactly one of the types (a fleet loads thousands of files)
+            if type(value) is str and _CONTROL.search(value):  # a host name with a newline breaks every table
+                raise CeilingsError(f"{where}.{field}: {value[:60]!r} has control characters (a newline, say); no "
+                                    f"name or version has them")
             if type(value) in (int, float) and not 0 <= value < MAX_NUMBER:  # NaN fails the comparison too
                 raise CeilingsError(f"{where}.{field}: {_shown(value)} is not a measurement (a number here is 0 "
                                     f"or more, finite and below 2^64; null when unknown)")

@@ -215,6 +215,15 @@ def test_impossible_roofs_numbers_are_refused(field, value, tmp_path, capsys):
     assert not (tmp_path / "c.png").exists()
 
 
+def test_a_host_name_with_a_newline_is_refused(tmp_path, capsys):
+    doc = json.loads(ROOFS.read_text())
+    doc["meta"]["host"] = "node1\n| fake | row |"
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(doc))
+    rc, out, err = _call(fleet.main, [f], capsys)
+    assert rc == 2 and "meta.host" in err and "control characters" in err and out == "", err
+
+
 def test_a_node_named_dotdot_stays_in_the_out_folder():
     from ceilings.ranks import expand
 
