@@ -255,10 +255,15 @@ def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
         if roofs.source:
             raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
         uuid = roofs.device.uuid
-        if uuid is not None and uuid in seen:
-            raise CeilingsError(f"{path}: GPU {uuid} is also in {seen[uuid]}; give one file per GPU (the newest)")
-        if uuid is not None:
-            seen[uuid] = path
+        # without a UUID, a copy of a file is the same run: same host, start time and GPU
+        same = uuid if uuid is not None else (
+            None if roofs.meta.started is None else
+            (roofs.meta.host, roofs.meta.started, roofs.device.pci_bus_id, roofs.device.index))
+        if same is not None and same in seen:
+            gpu = f"GPU {uuid}" if uuid is not None else f"the run of {roofs.meta.started} on {roofs.meta.host}"
+            raise CeilingsError(f"{path}: {gpu} is also in {seen[same]}; give one file per GPU (the newest)")
+        if same is not None:
+            seen[same] = path
         gpus.append(Gpu(str(path), roofs))
     kinds = {g.roofs.simulated for g in gpus}
     if len(kinds) > 1:

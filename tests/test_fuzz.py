@@ -224,6 +224,15 @@ def test_a_host_name_with_a_newline_is_refused(tmp_path, capsys):
     assert rc == 2 and "meta.host" in err and "control characters" in err and out == "", err
 
 
+def test_a_copy_without_uuid_is_not_another_gpu(tmp_path, capsys):
+    doc = json.loads(ROOFS.read_text())
+    doc["device"]["uuid"] = None
+    for name in ("a.json", "copy.json"):
+        (tmp_path / name).write_text(json.dumps(doc))
+    rc, _, err = _call(fleet.main, [tmp_path], capsys)
+    assert rc == 2 and "copy.json" in err and "a.json" in err, err
+
+
 def test_a_node_named_dotdot_stays_in_the_out_folder():
     from ceilings.ranks import expand
 
