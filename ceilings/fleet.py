@@ -15,7 +15,7 @@ import argparse
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -285,6 +285,11 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
     by_config: dict[Config, list[Gpu]] = {}
     for gpu in gpus:
         by_config.setdefault(config_of(gpu.roofs), []).append(gpu)
+    for config in [c for c in by_config if c.mode is None]:  # a schema-1.0 file does not record the mode: it
+        # joins the one group that matches it in everything else, rather than stand apart as an outlier
+        peers = [c for c in by_config if c.mode is not None and replace(c, mode=None) == config]
+        if len(peers) == 1:
+            by_config[peers[0]] += by_config.pop(config)
     if reference is not None:
         _check_reference_fits(reference, by_config)
     configs = sorted(by_config, key=lambda c: -len(by_config[c]))  # stable: first seen first among equals

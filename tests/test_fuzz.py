@@ -233,6 +233,23 @@ def test_a_copy_without_uuid_is_not_another_gpu(tmp_path, capsys):
     assert rc == 2 and "copy.json" in err and "a.json" in err, err
 
 
+def test_a_schema_1_0_file_among_1_1_files_is_no_configuration_outlier(tmp_path, capsys):
+    old = json.loads(ROOFS.read_text())  # schema 1.0: no launch record
+    launch = {"launcher": None, "job_id": None, "node": None, "rank": None, "local_rank": None, "world_size": None,
+              "local_size": None, "cuda_visible_devices": None, "gpu_index": None, "mode": "single",
+              "gpus_at_once": 1}
+    doc = {**old, "schema_minor": 1, "launch": launch}
+    for i in range(3):
+        doc["device"]["uuid"] = f"GPU-{i}"
+        (tmp_path / f"new{i}.json").write_text(json.dumps(doc))
+    old["device"]["uuid"] = "GPU-old"
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    rc, out, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "fleet.out"], capsys)
+    report = json.loads((tmp_path / "fleet.out").read_text())
+    assert rc in (0, 1) and len(report["groups"]) == 1, out + err
+    assert "configuration" not in json.dumps(report["outliers"]), report["outliers"]
+
+
 def test_a_node_named_dotdot_stays_in_the_out_folder():
     from ceilings.ranks import expand
 
