@@ -67,6 +67,11 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
         # not UTF-8 in a cell: one line, not a traceback
         raise CeilingsError(f"{source.path}: {fmt.name} that does not parse ({describe(exc)}); truncated or "
                             f"edited file? Export it again") from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:  # a field of the wrong type (text in an
+        # integer column, an object where a number belongs): every reader's, refused here in one line
+        raise CeilingsError(f"{source.path}: {fmt.name} with a field of the wrong type or range "
+                            f"({type(exc).__name__}: {describe(exc)}); edited or corrupt file? Export it again"
+                            ) from None
     return _finish(df, Path(source.path), source.data, fmt)
 
 

@@ -250,6 +250,34 @@ def test_a_schema_1_0_file_among_1_1_files_is_no_configuration_outlier(tmp_path,
     assert "configuration" not in json.dumps(report["outliers"]), report["outliers"]
 
 
+def _trace(**kernel) -> dict:
+    event = {"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": 5, "pid": 0, "tid": 7,
+             "args": {"device": 0, "correlation": 1}, **kernel}
+    return {"deviceProperties": [{"id": 0, "name": "NVIDIA H100", "computeMajor": 9, "computeMinor": 0}],
+            "traceEvents": [{k: v for k, v in event.items() if v is not None}]}
+
+
+@pytest.mark.parametrize("field, value", [("ts", "abc"), ("dur", {"x": 1}), ("args", [1]), ("tid", [None]),
+                                          ("dur", "1e400"), ("ts", -1e308)])
+def test_wrong_typed_torch_trace_fields(field, value, tmp_path, capsys):
+    f = tmp_path / "t.pt.trace.json"
+    f.write_text(json.dumps(_trace(**{field: value})))
+    out = tmp_path / "t.out"
+    rc, _, err = _call(ncu.main, [f, "--json", out], capsys)
+    _assert_contract(rc, err)
+    if rc == 0:
+        _possible(json.loads(out.read_text()))
+
+
+def test_a_torch_kernel_without_dur_has_no_time_not_zero(tmp_path, capsys):
+    f = tmp_path / "t.pt.trace.json"
+    f.write_text(json.dumps(_trace(dur=None)))
+    out = tmp_path / "t.out"
+    rc, _, err = _call(ncu.main, [f, "--json", out], capsys)
+    # its one kernel has no time at all (it was 0 s): nothing measured, said so
+    assert rc == 2 and "missing" in err and not out.exists(), err
+
+
 def test_a_node_named_dotdot_stays_in_the_out_folder():
     from ceilings.ranks import expand
 

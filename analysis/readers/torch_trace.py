@@ -22,6 +22,7 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 
@@ -157,7 +158,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "grid": _dim3(args.get("grid")), "block": _dim3(args.get("block")),
                "device": None if args.get("device") is None else str(args["device"]), **device,
                "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
-               "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", 0)) * US,
+               "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", math.nan)) * US,
                "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
         ruled = [op for op in ops if _work(op, op_work) is not None]
         if ruled:  # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
