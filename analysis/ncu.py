@@ -15,13 +15,11 @@ See docs/ncu-ingestion.md for the formulas and their caveats.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
+import math
 import os
 import re
-import stat
 import sys
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ceilings.atomic import write_text
+from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe
+from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
 
 from .readers import ncu_csv
 from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
@@ -40,11 +39,12 @@ from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, T
 
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
-GZIP_MAGIC = b"\x1f\x8b"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
 # lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
 PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
 TOP_KERNELS = 20  # rows of the printed table
+MAX_COUNTER = 2.0**64  # profiler counters are 64-bit: a value past this was not measured
 PRINT_NAME_WIDTH = 60
 
 
@@ -63,37 +63,39 @@ def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFra
     if found is None:
         _not_a_profile(source)
     fmt, where = found
-    return _finish(fmt.read(source, where), Path(source.path), source.data, fmt)
+    try:
+        df = fmt.read(source, where)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:  # a CSV cut inside a quoted cell, bytes that are
+        # not UTF-8 in a cell: one line, not a traceback
+        raise CeilingsError(f"{source.path}: {fmt.name} that does not parse ({describe(exc)}); truncated or "
+                            f"edited file? Export it again") from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:  # a field of the wrong type (text in an
+        # integer column, an object where a number belongs): every reader's, refused here in one line
+        raise CeilingsError(f"{source.path}: {fmt.name} with a field of the wrong type or range "
+                            f"({type(exc).__name__}: {describe(exc)}); edited or corrupt file? Export it again"
+                            ) from None
+    return _finish(df, Path(source.path), source.data, fmt)
 
 
 def read_source(path: str | os.PathLike) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
     dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise CeilingsError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise CeilingsError(f"{p}: is a folder; pass the profiler output files (commands take a folder of "
-                            f"torch.profiler traces)") from None
-    except OSError as exc:
-        raise CeilingsError(f"{p}: cannot read ({exc.strerror})") from None
-    # read_csv may read a regular file again by path (faster than from memory); not a pipe (drained), and
-    # not a file whose bytes were changed below (decompressed; a BOM: the header must start the line)
-    file = p if stat.S_ISREG(p.stat().st_mode) else None
+    data = read_bytes(p, "profiler output file (a folder is taken only as one of torch.profiler traces)")
+    # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
+    # changed below (decompressed; a BOM: the header must start the line)
+    file = p
     if data.startswith(GZIP_MAGIC):  # torch.profiler's .json.gz, or any profile gzipped: by content
-        try:
-            data, file = gzip.decompress(data), None
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CeilingsError(f"{p}: a gzip file that does not decompress ({describe(exc)}); truncated "
-                                f"download?") from None
+        data, file = gunzip(data, p), None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
     source = Source(data, str(p), file)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:
         return source
+    if data.startswith(UTF16_BOMS) or data[1:BINARY_PROBE_BYTES:2].count(0) > len(data[:BINARY_PROBE_BYTES]) // 4:
+        raise CeilingsError(f"{p}: UTF-16 text (PowerShell's `>` or Out-File saves so); save it as UTF-8: "
+                            f"`Get-Content IN | Set-Content -Encoding utf8 OUT`, or iconv -f UTF-16 -t UTF-8")
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
@@ -122,7 +124,7 @@ def _is_roofs_file(data: bytes) -> bool:
         return False
     try:
         doc = json.loads(data)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nesting beyond the parser
         return False
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 
@@ -140,8 +142,9 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
         df[col] = df[col].fillna(False).astype(bool)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
-    _launch_facts_from_metrics(df)
     rest = [c for c in df.columns if c not in META_COLUMNS]
+    _check_values(df, rest, path)
+    _launch_facts_from_metrics(df)
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
                             f"nothing{_first_error(data)}")
@@ -149,6 +152,57 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     df["launches"] = df["launches"].astype("int64")
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
+
+
+def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
+    """The one check of every reader's numbers: each is missing (NaN, where the profiler wrote n/a) or finite,
+    not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
+    and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
+    launches = df["launches"].map(_number).astype("float64")
+    bad = ~(launches.between(1, MAX_COUNTER) & (launches % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {df['launches'].iloc[i]!r} launches; a count is a "
+                            f"whole number from 1 up; edited or corrupt file?")
+    with np.errstate(invalid="ignore"):
+        values = df[list(metrics)].to_numpy(dtype="float64")
+        bad = ~np.isnan(values) & ~((values >= 0) & (values < MAX_COUNTER))
+    if bad.any():
+        i, j = map(int, np.argwhere(bad)[0])
+        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {metrics[j]} = {values[i, j]!r}, which no "
+                            f"profiler writes (a value is 0 or more, finite and below 2^64); edited or corrupt "
+                            f"file? Fix or drop that kernel")
+
+
+def _number(value) -> float:
+    """`value` as a float; inf for what is no number a float can hold (a 400-digit count), NaN for text."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _kernel_at(df: pd.DataFrame, i: int) -> str:
+    name = str(df["kernel"].iloc[i])[:80]
+    launch_id = df["id"].iloc[i] if "id" in df.columns else None
+    return name if launch_id is None or pd.isna(launch_id) else f"{name} (ID {launch_id})"
+
+
+def _refuse_repeats(paths: Sequence[str | os.PathLike]) -> None:
+    """The same file given twice would count every kernel twice."""
+    seen: dict = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue  # read_profile says why
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise CeilingsError(f"{p} and {seen[key]} are the same file: its kernels would be counted twice; give "
+                                f"it once")
+        seen[key] = p
 
 
 def _launch_facts_from_metrics(df: pd.DataFrame) -> None:
@@ -330,6 +384,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     nsys = [nsys] if isinstance(nsys, (str, os.PathLike)) else list(nsys or [])
     if not paths:
         raise CeilingsError("no input files given")
+    _refuse_repeats([*paths, *nsys])
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
     frames = [_before_trace(read_profile(p, flops), str(p), include_early, warnings) for p in paths]
@@ -714,6 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="nsys cuda_gpu_kern_sum/gpukernsum output (CSV or text) for kernel times")
     parser.add_argument("--csv", metavar="OUT", help="write the table as CSV ('-': standard output)")
     parser.add_argument("--json", metavar="OUT", help="write the table as JSON records ('-': standard output)")
+    parser.add_argument("--force", action="store_true", help="overwrite existing --csv / --json files")
     parser.add_argument("--per-launch", action="store_true", help="one row per launch instead of per kernel")
     parser.add_argument("--per-process", action="store_true",
                         help="one row per process and kernel (ranks under one ncu --target-processes all)")
@@ -722,14 +778,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
+    out = Outputs(inputs=[*args.files, *args.nsys], force=args.force)
+    out.want("--csv", args.csv)
+    out.want("--json", args.json)
     table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch, per_process=args.per_process,
                          **profile_filters(args))
     for w in table.attrs.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
-        write_text(args.csv, table.to_csv(index=False))
+        out.text(args.csv, table.to_csv(index=False))
     if args.json:
-        write_text(args.json, table.to_json(orient="records", indent=1) + "\n")
+        out.text(args.json, table.to_json(orient="records", indent=1) + "\n")
+    out.commit()
     if not (args.csv or args.json):
         print(f"GPU: {describe_gpus(table.attrs.get('gpus', []))}")
         print(format_table(table, args.top))

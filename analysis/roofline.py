@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ceilings.atomic import STDOUT, check_figure_path, check_target
+from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry
 from ceilings.roofs import RoofsRecord
 
@@ -267,21 +267,22 @@ def kernels_of(args: argparse.Namespace) -> pd.DataFrame:
     return read_kernels(args.profiles, args.nsys, **profile_filters(args))
 
 
-def check_outputs(texts: Mapping[str, str | None], *, picture: str | None = None, force: bool) -> None:
-    """Before any work: each output can be written, names its own file, and without `force` is not there yet.
-    texts: option -> path of a text output ('-': standard output, always allowed); picture: the -o path."""
-    outputs = [("-o", picture, True)] if picture else []
-    outputs += [(option, path, False) for option, path in texts.items() if path and path != STDOUT]
-    seen: dict[Path, str] = {}
-    for option, path, is_picture in outputs:
-        target = check_figure_path(path, option) if is_picture else check_target(path)
-        if not force and target.exists():
-            raise CeilingsError(f"{option} {path}: the file exists; pass --force to overwrite it or give another "
-                                f"name")
-        key = target.resolve()
-        if key in seen:  # the second write would overwrite the first
-            raise CeilingsError(f"{seen[key]} and {option} {path} are the same file; give each its own file")
-        seen[key] = f"{option} {path}"
+def check_outputs(texts: Mapping[str, str | None], *, pictures: Mapping[str, str | None] | None = None, force: bool,
+                  inputs: Sequence[str | None] = ()) -> Outputs:
+    """Before any work: the one writer of the run (ceilings.atomic.Outputs), every output checked: writable,
+    its own file, not an input, and without `force` not there yet. texts / pictures: option -> path ('-':
+    standard output, for texts only); inputs: the paths the run reads."""
+    out = Outputs(inputs=inputs, force=force)
+    for option, path in (pictures or {}).items():
+        out.want(option, path, picture=True)
+    for option, path in texts.items():
+        out.want(option, path)
+    return out
+
+
+def profile_inputs(args: argparse.Namespace) -> list[str | None]:
+    """The files add_profile_arguments' options name: what no output may replace."""
+    return [*args.profiles, args.nsys]
 
 
 def gpu_label(gpu: Mapping) -> str:
@@ -870,7 +871,8 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    check_outputs({"--report": args.report, "--csv": args.csv}, picture=args.output, force=args.force)
+    out = check_outputs({"--report": args.report, "--csv": args.csv}, pictures={"-o": args.output}, force=args.force,
+                        inputs=[*profile_inputs(args), args.roofs])
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
     roofs = target_roofs(args.roofs, option="--roofs")
@@ -905,29 +907,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    _write_outputs(args, roofs, table, warnings, datasheet)
-    return 0
-
-
-def _write_outputs(args, roofs: Roofs, table: pd.DataFrame, warnings: list[str], datasheet: Roofs | None):
-    from ceilings.atomic import save_figure, write_text
-
     if args.csv:
-        write_text(args.csv, table.to_csv(index=False), force=args.force)
-        print(f"wrote {args.csv}", file=sys.stderr)
+        out.text(args.csv, table.to_csv(index=False))
     if args.report:
-        write_text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
-                                              datasheet=datasheet), force=args.force)
-        print(f"wrote {args.report}", file=sys.stderr)
+        out.text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
+                                            datasheet=datasheet))
     if args.output:
         from analysis.plot import roofline_figure
 
-        fig = roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
-                              sweep=args.sweep)
-        save_figure(fig, args.output, force=args.force, dpi=150, bbox_inches="tight")
-        print(f"wrote {args.output}", file=sys.stderr)
+        out.figure(args.output, roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
+                                                sweep=args.sweep), dpi=150, bbox_inches="tight")
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if not (args.csv or args.report or args.output):
         print(render_kernels(roofs, table))
+    return 0
 
 
 if __name__ == "__main__":

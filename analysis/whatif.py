@@ -22,6 +22,7 @@ from analysis.roofline import (
     Roofs,
     add_profile_arguments,
     check_outputs,
+    profile_inputs,
     device_warning,
     kernels_of,
     profile_line,
@@ -132,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    check_outputs({"--csv": args.csv}, force=args.force)
+    out = check_outputs({"--csv": args.csv}, force=args.force, inputs=[*profile_inputs(args), args.roofs, *args.on])
     home = target_roofs(args.roofs, option="--roofs") if args.roofs else None
     targets = [target_roofs(spec, like=home) for spec in args.on]
     kernels = kernels_of(args)
@@ -150,10 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
-        from ceilings.atomic import write_text
-
-        write_text(args.csv, table.to_csv(index=False), force=args.force)
-        print(f"wrote {args.csv}", file=sys.stderr)
+        out.text(args.csv, table.to_csv(index=False))
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     # with the table on standard output the totals go to stderr, so that the output stays one CSV
     print(render_totals(whatif_totals(table), ([home] if home else []) + targets),
           file=sys.stderr if args.csv == STDOUT else sys.stdout)

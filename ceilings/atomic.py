@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import sys
@@ -22,7 +23,7 @@ def check_target(path: str | os.PathLike, *, force: bool = True) -> Path:
     target = Path(path)
     if target.is_dir():
         raise CeilingsError(f"cannot write {target}: it is a folder; give a file name")
-    if not force and target.exists():
+    if not force and target.is_file():  # a device or pipe (/dev/null, /dev/stdout) is written, never replaced
         raise CeilingsError(f"{target} exists; pass --force to overwrite it or choose another --out")
     check_folder(target.parent if str(target.parent) else Path("."), target)
     return target
@@ -57,7 +58,10 @@ def atomic_path(path: str | os.PathLike, *, force: bool = True) -> Iterator[Path
     if target.is_symlink():
         target = target.resolve()
     if target.exists() and not target.is_file():
-        yield target
+        try:
+            yield target
+        except OSError as exc:  # /dev/full: the disk-full error, as one line
+            raise CeilingsError(f"cannot write {target}: {exc.strerror or exc}") from None
         return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -127,3 +131,104 @@ def save_figure(fig, path: str | os.PathLike, *, force: bool = True, **savefig_k
     with atomic_path(target, force=force) as tmp:
         fig.savefig(tmp, format=fmt, **savefig_kwargs)
     return target
+
+
+class Outputs:
+    """Every output of one command run, through one door.
+
+    `want` each output before the work (a path that is an input, symlinks and hard links followed, an
+    existing file without --force, two outputs on one file, an unwritable folder: one-line errors before
+    anything is computed); `text` / `figure` stage an output in memory (a figure is rendered now, so that a
+    plot that fails leaves nothing written); `commit` writes them all, each atomically, once every output of
+    the run has been computed. A text output "-" is standard output, printed at commit in staging order.
+
+        out = Outputs(inputs=[*args.profiles, args.roofs], force=args.force)
+        out.want("--csv", args.csv); out.want("-o", args.output, picture=True)
+        ... compute ...
+        out.text(args.csv, table.to_csv(index=False)); out.figure(args.output, fig, dpi=150)
+        out.commit()
+    """
+
+    def __init__(self, *, inputs=(), force: bool = False):
+        self.force = force
+        self._inputs = [Path(p) for p in inputs if p is not None and str(p) != STDOUT]
+        self._wanted: dict[Path, str] = {}  # resolved target -> "option path", to name clashes
+        self._staged: list[tuple[str, str | bytes]] = []
+
+    def add_inputs(self, paths) -> None:
+        """More files the run reads (found in folders, say), protected like those given at construction."""
+        self._inputs += [Path(p) for p in paths]
+
+    def want(self, option: str, path, *, picture: bool = False) -> None:
+        """Check output `path` of `option` (None: not asked for) before any work."""
+        if path is None or str(path) == STDOUT:
+            return
+        target = check_figure_path(path, option) if picture else check_target(path)
+        if not self.force and target.is_file():
+            raise CeilingsError(f"{option} {path}: the file exists; pass --force to overwrite it or give another "
+                                f"name")
+        key = _key(target)
+        if key in self._wanted:
+            raise CeilingsError(f"{self._wanted[key]} and {option} {path} are the same file; give each its own "
+                                f"file")
+        self._wanted[key] = f"{option} {path}"
+        self._refuse_input(option, target)
+
+    def _refuse_input(self, option: str, target: Path) -> None:
+        if not target.exists():
+            return
+        for item in self._inputs:
+            if not item.exists():
+                continue  # a datasheet name, say
+            same = (_inside(target, item) if item.is_dir() else os.path.samefile(target, item))
+            if same:
+                raise CeilingsError(f"{option} {target}: that is an input of this run ({item}); writing it would "
+                                    f"destroy it; give another name")
+
+    def text(self, path, text: str) -> None:
+        """Stage `text` for `path` ("-": standard output); None: not asked for, nothing staged."""
+        if path is not None:
+            self._staged.append((str(path), text))
+
+    def figure(self, path, fig, **savefig_kwargs) -> None:
+        """Render matplotlib `fig` for `path` now (in memory), to be written at commit."""
+        if path is None:
+            return
+        target = check_figure_path(path)
+        buf = io.BytesIO()
+        try:
+            fig.savefig(buf, format=target.suffix.lstrip(".").lower(), **savefig_kwargs)
+        except (OverflowError, ValueError, RuntimeError) as exc:  # matplotlib on values beyond its range
+            raise CeilingsError(f"cannot draw {path}: {type(exc).__name__}: {str(exc)[:200]}; nothing was written"
+                                ) from None
+        self._staged.append((str(path), buf.getvalue()))
+
+    def commit(self, log=None) -> list[str]:
+        """Write every staged output (each re-checked against the inputs); `log(path)` after each file."""
+        for path, _ in self._staged:  # inputs found while working (files in folders) are known now
+            if path != STDOUT:
+                self._refuse_input(self._wanted.get(_key(Path(path)), "output").split(" ")[0], Path(path))
+        written = []
+        for path, content in self._staged:
+            if path == STDOUT:
+                sys.stdout.write(content if isinstance(content, str) else content.decode())
+                sys.stdout.flush()
+                continue
+            with atomic_path(path, force=self.force) as tmp:
+                if isinstance(content, str):
+                    tmp.write_text(content, encoding="utf-8")
+                else:
+                    tmp.write_bytes(content)
+            written.append(path)
+            if log is not None:
+                log(path)
+        self._staged = []
+        return written
+
+
+def _key(path: Path) -> Path:
+    return path.resolve()
+
+
+def _inside(target: Path, folder: Path) -> bool:
+    return folder.resolve() in target.resolve().parents

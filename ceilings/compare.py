@@ -134,15 +134,16 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("-o", "--output", default="compare.png",
                    help="chart file: .png, .svg or .pdf (default: compare.png)")
     p.add_argument("--csv", metavar="OUT", help="also write the table (base units) as CSV")
+    p.add_argument("--force", action="store_true", help="overwrite existing -o / --csv files")
     return p.parse_args(argv)
 
 
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
-    atomic.check_figure_path(args.output)
-    if args.csv:
-        atomic.check_target(args.csv)
+    out = atomic.Outputs(inputs=args.roofs, force=args.force)
+    out.want("-o", args.output, picture=True)
+    out.want("--csv", args.csv)
     from .roofs import load_record
 
     runs: dict[str, RoofsRecord] = {}
@@ -156,16 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
     print(format_table(table))
     if args.csv:
-        atomic.write_text(args.csv, table.to_csv())
-        print(f"wrote {args.csv}", file=sys.stderr)
+        out.text(args.csv, table.to_csv())
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 7), layout="constrained")
     for ax, (unit, title) in zip(fig.subplots(1, 2), PANELS):
         plot_compare(ax, table, unit)
         ax.set_title(title)
-    atomic.save_figure(fig, args.output, dpi=120, bbox_inches="tight")  # the legends sit under the axes
-    print(f"wrote {args.output}", file=sys.stderr)
+    out.figure(args.output, fig, dpi=120, bbox_inches="tight")  # the legends sit under the axes
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     return 0
 
 

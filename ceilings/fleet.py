@@ -15,7 +15,7 @@ import argparse
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +238,15 @@ def collect(inputs: Sequence[str], *, skip: Path | None = None) -> list[Path]:
     return paths
 
 
+def _is_measurement(path: Path) -> bool:
+    """Whether `path` holds a roofs file (then it is no old --json of ours to replace)."""
+    try:
+        load_record(path)
+    except CeilingsError:
+        return False
+    return True
+
+
 def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
     """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice."""
     gpus, seen = [], {}
@@ -246,10 +255,15 @@ def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
         if roofs.source:
             raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
         uuid = roofs.device.uuid
-        if uuid is not None and uuid in seen:
-            raise CeilingsError(f"{path}: GPU {uuid} is also in {seen[uuid]}; give one file per GPU (the newest)")
-        if uuid is not None:
-            seen[uuid] = path
+        # without a UUID, a copy of a file is the same run: same host, start time and GPU
+        same = uuid if uuid is not None else (
+            None if roofs.meta.started is None else
+            (roofs.meta.host, roofs.meta.started, roofs.device.pci_bus_id, roofs.device.index))
+        if same is not None and same in seen:
+            gpu = f"GPU {uuid}" if uuid is not None else f"the run of {roofs.meta.started} on {roofs.meta.host}"
+            raise CeilingsError(f"{path}: {gpu} is also in {seen[same]}; give one file per GPU (the newest)")
+        if same is not None:
+            seen[same] = path
         gpus.append(Gpu(str(path), roofs))
     kinds = {g.roofs.simulated for g in gpus}
     if len(kinds) > 1:
@@ -271,6 +285,11 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
     by_config: dict[Config, list[Gpu]] = {}
     for gpu in gpus:
         by_config.setdefault(config_of(gpu.roofs), []).append(gpu)
+    for config in [c for c in by_config if c.mode is None]:  # a schema-1.0 file does not record the mode: it
+        # joins the one group that matches it in everything else, rather than stand apart as an outlier
+        peers = [c for c in by_config if c.mode is not None and replace(c, mode=None) == config]
+        if len(peers) == 1:
+            by_config[peers[0]] += by_config.pop(config)
     if reference is not None:
         _check_reference_fits(reference, by_config)
     configs = sorted(by_config, key=lambda c: -len(by_config[c]))  # stable: first seen first among equals
@@ -566,23 +585,26 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
-    if args.json:
-        atomic.check_target(args.json, force=args.force)
-    if args.output:
-        atomic.check_figure_path(args.output, force=args.force)
+    out = atomic.Outputs(inputs=[args.reference], force=args.force)
+    out.want("--json", args.json)
+    out.want("-o", args.output, picture=True)
     skip = Path(args.json).resolve() if args.json else None
-    gpus = load_gpus(collect(args.inputs, skip=skip))
+    if skip is not None and skip.is_file() and _is_measurement(skip):
+        raise CeilingsError(f"--json {args.json}: a roofs file; writing it would destroy it; give another name")
+    paths = collect(args.inputs, skip=skip)
+    out.add_inputs(paths)
+    gpus = load_gpus(paths)
     reference = reference_of(args.reference, gpus[0].roofs.simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
-    sys.stdout.write(markdown(fleet))
+    report = markdown(fleet)
     if args.json:
         import json
 
-        atomic.write_text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n", force=args.force)
-        print(f"{PROG}: wrote {args.json}", file=sys.stderr)
+        out.text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n")
     if args.output:
-        atomic.save_figure(draw(fleet), args.output, force=args.force, dpi=120)
-        print(f"{PROG}: wrote {args.output}", file=sys.stderr)
+        out.figure(args.output, draw(fleet), dpi=120)
+    sys.stdout.write(report)
+    out.commit(log=lambda path: print(f"{PROG}: wrote {path}", file=sys.stderr))
     return 0 if fleet.passed else 1
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
-from .atomic import check_folder, check_target
+from .atomic import Outputs, check_folder, check_target
 from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
 from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
@@ -507,15 +507,18 @@ def emit(doc: dict, checkpoint: Checkpoint, args) -> None:
         sys.stdout.write(dumps(doc))
         print(summary, file=sys.stderr)
         return
+    # the roofs file was saved after every benchmark: this is its last save, complete; the figures are the
+    # run's other outputs, each refused without --force where it exists
     checkpoint.save(doc)
     path = checkpoint.path
+    files = Outputs(force=args.force)
+    if doc["sweeps"] and not args.no_plots:
+        from .sweeps import stage_sweep_figures
+
+        stage_sweep_figures(files, doc, path)
     print(summary)
     log(f"wrote {path}")
-    if doc["sweeps"] and not args.no_plots:
-        from .sweeps import save_sweep_figures
-
-        for figure in save_sweep_figures(doc, path, force=args.force):
-            log(f"wrote {figure}")
+    files.commit(log=lambda written: log(f"wrote {written}"))
 
 
 def _free_name(path: Path, args) -> Path:

@@ -132,8 +132,10 @@ def check_unique(template: str, *, several_tasks: bool, several_gpus: bool) -> N
 
 
 def file_safe(text: str) -> str:
-    """`text` fit for a file name: never a folder, a space or a shell character."""
-    return _SAFE.sub("-", text)
+    """`text` fit for a file name: never a folder (no '/', never empty, '.' or '..': a node named '..' would
+    write outside the --out folder), a space or a shell character."""
+    safe = _SAFE.sub("-", text)
+    return safe if safe.strip(".") else (safe.replace(".", "-") or "-")
 
 
 def expand(template: str, values: Mapping[str, str | int | None]) -> str:

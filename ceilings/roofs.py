@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from . import atomic
 from .errors import CeilingsError
+from .inputs import GZIP_MAGIC, loads_json, read_bytes
 
 SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # The minor version written: 1 added `launch`, 2 the SM clock measured by a kernel (`clocks.sm_hz_kernel_*`)
@@ -37,6 +39,10 @@ MODES = (SINGLE, SEQUENTIAL, CONCURRENT)
 # against the max clock (a power-capped clock then reads as a shortfall of the kernel).
 CLOCK_SOURCES = ("kernel", "nvml", "max")
 
+# every number of a roofs file (clocks, bytes, watts, counts, rates) is 0 or more and below 2^64: no 64-bit
+# counter or register reads more, and a larger int would overflow float arithmetic downstream
+MAX_NUMBER = 2**64
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NONE = type(None)
 _NUMBER = (int, float, _NONE)
 _INT = (int, _NONE)
@@ -315,12 +321,23 @@ def _check_fields(obj: Any, spec: dict, where: str) -> None:
                 raise CeilingsError(f"{where}.{field}: missing")
             continue
         if type(value) in types:  # what JSON gives: exactly one of the types (a fleet loads thousands of files)
+            if type(value) is str and _CONTROL.search(value):  # a host name with a newline breaks every table
+                raise CeilingsError(f"{where}.{field}: {value[:60]!r} has control characters (a newline, say); no "
+                                    f"name or version has them")
+            if type(value) in (int, float) and not 0 <= value < MAX_NUMBER:  # NaN fails the comparison too
+                raise CeilingsError(f"{where}.{field}: {_shown(value)} is not a measurement (a number here is 0 "
+                                    f"or more, finite and below 2^64; null when unknown)")
             continue
         # bool is an int in Python; an int field must not accept true/false
         if isinstance(value, bool) and bool not in types:
             raise CeilingsError(f"{where}.{field}: expected {_type_names(types)}, found a boolean")
         if not isinstance(value, types):
             raise CeilingsError(f"{where}.{field}: expected {_type_names(types)}, found {type(value).__name__}")
+
+
+def _shown(value: float | int) -> str:
+    text = repr(value)
+    return text if len(text) <= 30 else f"a {len(text)}-digit number"
 
 
 def _type_names(types: tuple) -> str:
@@ -374,9 +391,9 @@ def validate(doc: Any) -> dict:
     elif minor >= 1:
         raise CeilingsError(f"roofs.launch: missing; a schema 1.{minor} file records how its run was launched")
     for i, ceiling in enumerate(doc["ceilings"]):
-        where = f"roofs.ceilings[{i}]"
+        name = ceiling.get("name") if isinstance(ceiling, dict) else None
+        where = f"roofs.ceilings[{i}]" + (f" ({name})" if isinstance(name, str) else "")
         _check_fields(ceiling, _CEILING, where)
-        where = f"{where} ({ceiling['name']})"
         if ceiling["kind"] not in KINDS:
             raise CeilingsError(f"{where}.kind: {ceiling['kind']!r} is not one of {', '.join(KINDS)}")
         if ceiling["unit"] != UNITS[ceiling["kind"]]:
@@ -471,16 +488,18 @@ def _ceiling(c: dict) -> Ceiling:
 def _read(path: Path, *, samples: bool = True) -> Any:
     """The JSON document of `path`; without `samples`, every ceiling's raw launch times are left out: they are
     most of a file, and parsing them most of the time that loading a fleet's thousands of files takes."""
+    if not path.exists():
+        raise CeilingsError(f"{path}: no such roofs file; make one with `python -m ceilings.measure`")
+    data = read_bytes(path, "roofs file")
+    if data.startswith(GZIP_MAGIC) or b"\0" in data[:4096]:
+        raise CeilingsError(f"{path}: a {'gzip' if data.startswith(GZIP_MAGIC) else 'binary'} file, not a roofs "
+                            f"file (JSON text from `python -m ceilings.measure`); decompress it or give the right "
+                            f"file")
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CeilingsError(f"{path}: no such roofs file; make one with `python -m ceilings.measure`") from None
-    except OSError as exc:
-        raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
-    try:
-        return json.loads(data if samples else _without_samples(data))
+        return loads_json(data if samples else _without_samples(data), path)
     except UnicodeDecodeError as exc:
-        raise CeilingsError(f"{path}: cannot read it as a roofs file ({exc})") from None
+        raise CeilingsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}), so not a roofs file; "
+                            f"save it as UTF-8") from None
     except json.JSONDecodeError as exc:
         raise CeilingsError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a roofs file from "
                             f"`python -m ceilings.measure`?") from None

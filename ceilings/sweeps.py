@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import save_figure
+from .atomic import Outputs
 from .peaks import dram_peak
 from .roofs import best_ceiling
 
@@ -269,10 +269,16 @@ def sweep_figure_paths(roofs_path: str | Path) -> dict[str, Path]:
 def save_sweep_figures(doc: dict, roofs_path: str | Path, *, force: bool = True) -> list[Path]:
     """Write `sweep_figure_paths(roofs_path)` (one panel per sweep) for the sweeps in a validated roofs
     document, each only when it has sweeps; force=False refuses to overwrite. Returns the files written."""
+    out = Outputs(force=force)
+    stage_sweep_figures(out, doc, roofs_path)
+    return [Path(p) for p in out.commit()]
+
+
+def stage_sweep_figures(out: Outputs, doc: dict, roofs_path: str | Path) -> None:
+    """Render the figures of save_sweep_figures into `out` (ceilings.atomic.Outputs), written at its commit."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
     device, title = doc["device"], figure_title(doc)
-    written = []
     for unit, path in sweep_figure_paths(roofs_path).items():
         sweeps = [s for s in doc["sweeps"] if s["y"]["unit"] == unit]
         if not sweeps:
@@ -286,5 +292,5 @@ def save_sweep_figures(doc: dict, roofs_path: str | Path, *, force: bool = True)
                 plot_compute_sweep(ax, sweep, _best_value(doc, kind="bandwidth", level="dram"),
                                    _best_value(doc, kind="compute", precision=precision, pipe="cuda-core"))
         fig.suptitle(title)
-        written.append(save_figure(fig, path, force=force, dpi=120))
-    return written
+        out.want("figure", path, picture=True)
+        out.figure(path, fig, dpi=120)

@@ -511,18 +511,12 @@ def test_details_csv_read_the_same_whatever_surrounds_it(tmp_path, name, make):
     assert _same_kernels(read_profile(f), plain)
 
 
-def test_details_csv_through_a_pipe(tmp_path):
-    """A pipe is drained by the first read: read_csv must not open it again."""
-    import threading
-
+def test_a_pipe_is_refused_not_waited_on(tmp_path):
+    """A FIFO nobody writes would block the read forever (issue 26): only regular files are read."""
     fifo = tmp_path / "pipe.csv"
     os.mkfifo(fifo)
-    data = (DATA / "details_12col.csv").read_bytes()
-    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
-    writer.start()
-    got = read_profile(fifo)
-    writer.join(timeout=10)
-    assert _same_kernels(got, read_profile(DATA / "details_12col.csv"))
+    with pytest.raises(CeilingsError, match=r"pipe.csv: a pipe \(FIFO\), not a regular file"):
+        read_profile(fifo)
 
 
 def test_raw_csv_with_a_trailing_comma_on_every_line(tmp_path):

@@ -52,7 +52,7 @@ def test_round_trip(tmp_path):
     (lambda d: d["ceilings"][1].update(unit="B/s"), "ceilings[1] (fp32.fma).unit"),
     (lambda d: d["ceilings"][0].update(level="l3"), "ceilings[0] (dram.copy).level"),
     (lambda d: d["ceilings"][0].update(value=-1.0), "ceilings[0] (dram.copy).value"),
-    (lambda d: d["ceilings"][0].pop("valid"), "ceilings[0].valid: missing"),
+    (lambda d: d["ceilings"][0].pop("valid"), "ceilings[0] (dram.copy).valid: missing"),
     (lambda d: d["sweeps"][0]["points"].append([1, "x"]), "sweeps[0].points[2]"),
     (lambda d: d.update(schema_version=99), "newer than this ceilings understands"),
 ])

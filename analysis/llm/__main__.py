@@ -47,7 +47,7 @@ from analysis.llm.work import (
     step_ops,
 )
 from analysis.roofline import check_outputs, device_warning, read_kernels, si, unknown_device_warning
-from ceilings.atomic import STDOUT, check_figure_path
+from ceilings.atomic import STDOUT, Outputs
 from ceilings.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.llm"
@@ -260,9 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.model or not args.roofs:
         raise CeilingsError("give --model NAME|config.json and at least one --roofs ROOFS.json|NAME "
                             "(--list-models lists the shipped models)")
-    check_outputs({"--json": args.json, "--sweep-plot": args.sweep_plot}, picture=args.output, force=args.force)
-    if args.sweep_plot:
-        check_figure_path(args.sweep_plot, "--sweep-plot")
+    profiles = [path for group in args.calibrate or [] for path in group]
+    out = check_outputs({"--json": args.json}, pictures={"-o": args.output, "--sweep-plot": args.sweep_plot},
+                        force=args.force, inputs=[args.model, *args.roofs, *profiles, args.calibrate_on])
     if args.sweep_max < 1:
         raise CeilingsError(f"--sweep-max {args.sweep_max}: must be 1 or more")
     model, warnings = load_model(args.model)
@@ -285,29 +285,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings += _warnings(model, results, args.memory_fraction)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    _write(args, model, setup, results, calibration, sweep, stepped, warnings)
+    _write(out, args, model, setup, results, calibration, sweep, stepped, warnings)
     return 0
 
 
-def _write(args, model, setup, results, calibration, sweep, stepped, warnings) -> None:
-    from ceilings.atomic import save_figure, write_text
-
+def _write(out: Outputs, args, model, setup, results, calibration, sweep, stepped, warnings) -> None:
     if args.json:
         doc = to_json(model, setup, results, calibration, sweep, warnings, stepped)
-        write_text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n", force=args.force)
-        if args.json != STDOUT:
-            print(f"wrote {args.json}", file=sys.stderr)
+        out.text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     if args.output:
         from analysis.llm.plot import ops_figure
 
-        save_figure(ops_figure(model, results), args.output, force=args.force, dpi=150, bbox_inches="tight")
-        print(f"wrote {args.output}", file=sys.stderr)
+        out.figure(args.output, ops_figure(model, results), dpi=150, bbox_inches="tight")
     if args.sweep_plot:
         from analysis.llm.plot import sweep_figure
 
-        save_figure(sweep_figure(model, sweep, results), args.sweep_plot, force=args.force, dpi=150,
-                    bbox_inches="tight")
-        print(f"wrote {args.sweep_plot}", file=sys.stderr)
+        out.figure(args.sweep_plot, sweep_figure(model, sweep, results), dpi=150, bbox_inches="tight")
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if args.json != STDOUT:
         print(render_text(model, setup, results, calibration, sweep, stepped), end="")
 

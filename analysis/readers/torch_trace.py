@@ -25,16 +25,17 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections import defaultdict
 
 import pandas as pd
 
 from ceilings.errors import CeilingsError
+from ceilings.inputs import loads_json
 
-from .contract import COUNTERS, Format, Source
 from ..metrics import canonical_metric
+from .contract import COUNTERS, Format, Source
 
 US = 1e-6  # trace times are microseconds
 # the event categories of torch 1.8-1.10 traces, as today's (Kineto's ActivityType names were renamed; the
@@ -75,7 +76,7 @@ def _find(source: Source):
 
 def _load(source: Source) -> dict:
     try:
-        doc = json.loads(source.data)
+        doc = loads_json(source.data, source.path)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise CeilingsError(f"{source.path}: a torch.profiler trace that is not valid JSON ({exc}); truncated "
                             f"file?") from None
@@ -150,7 +151,8 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
 
-    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, OPS as FLOP_OPS, op_work
+    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, op_work
+    from ..torch_flops import OPS as FLOP_OPS
 
     # how causal attention is counted: kernel_table's `flops` (read_profile puts it in the memo)
     convention = source.memo.get("flops", "executed")
@@ -207,7 +209,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "grid": _dim3(args.get("grid")), "block": _dim3(args.get("block")),
                "device": None if args.get("device") is None else str(args["device"]), **device,
                "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
-               "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", 0)) * US,
+               "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", math.nan)) * US,
                "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
         ruled = [op for op in ops if _work(op, op_work) is not None]
         if ruled:  # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
