@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,12 @@ from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 # the run went through and wrote its roofs file, but some ceiling is invalid: a result to look at, not a
 # failure (1 stays what an uncaught exception gives: a crash)
 EXIT_SOME_INVALID = 3
+# a failed GPU: what an uncaught exception gives, and what a --concurrent worker killed or hung counts as
+EXIT_FAILED = 1
+# --concurrent: a worker still running this long after its start is taken for hung (a default run of every
+# ceiling takes minutes); SIGTERM first, so that it saves what it measured, then SIGKILL after the grace
+WORKER_TIMEOUT_S = 3600
+WORKER_GRACE_S = 60
 
 PROG = "python -m ceilings.measure"
 # Planning budget for the simulator: it allocates host memory, and kernels go tiny anyway.
@@ -62,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrent", action="store_true",
                    help="with --device all: measure the GPUs at once, one process each, to see shared power and "
                         "PCIe (default: one after another, each alone); the file says which")
+    p.add_argument("--worker-timeout", type=float, default=WORKER_TIMEOUT_S, metavar="S",
+                   help=f"with --concurrent: a GPU's process still running after S seconds is taken for hung, "
+                        f"stopped (SIGTERM: it saves what it measured; SIGKILL {WORKER_GRACE_S} s later) and the "
+                        f"run fails naming that GPU (default {WORKER_TIMEOUT_S})")
     p.add_argument("--only", metavar="PATTERN",
                    help="comma-separated globs on ceiling name, group, backend or kernel, e.g. 'dram.*,fp32.fma'")
     p.add_argument("--quick", action="store_true", help="short time budgets and smaller sweeps")
@@ -139,13 +150,13 @@ def _main(argv: Sequence[str] | None) -> int:
 
 # exit codes from the worst outcome to the best: a GPU that failed (no file) outweighs one whose ceilings
 # are partly invalid (a file that says why), whatever the numbers
-SEVERITY = (EXIT_INTERRUPTED, 1, EXIT_USER_ERROR, EXIT_SOME_INVALID, 0)
+SEVERITY = (EXIT_INTERRUPTED, EXIT_FAILED, EXIT_USER_ERROR, EXIT_SOME_INVALID, 0)
 
 
 def worst(codes) -> int:
     """The run's exit code from its GPUs' codes: the most severe; a process killed by a signal (negative,
-    no file) counts as failed."""
-    known = [EXIT_USER_ERROR if c < 0 else c for c in codes]
+    no file) counts as failed, not as bad input."""
+    known = [EXIT_FAILED if c < 0 else c for c in codes]
     return next((c for c in SEVERITY if c in known), max(known, default=0))
 
 
@@ -162,6 +173,9 @@ def check_request(args, task: Task) -> None:
     if args.simulate and args.device not in (None, "0"):
         raise CeilingsError(f"--device {args.device} with --simulate: the simulator is one fake device; "
                             "drop --device")
+    if not args.worker_timeout > 0:  # also NaN
+        raise CeilingsError(f"--worker-timeout {args.worker_timeout}: give the seconds a GPU's process may run, "
+                            f"above 0 (default {WORKER_TIMEOUT_S})")
     if args.concurrent and args.device != "all":
         raise CeilingsError("--concurrent measures the GPUs of --device all at once; add --device all")
     if args.device == "all" and (task.local_size or 1) > 1:
@@ -274,20 +288,39 @@ def measure_concurrently(indices: list[int], args, argv, task: Task) -> int:
                                name=f"ceilings GPU {index}") for index in indices]
     for worker in workers:
         worker.start()
+    deadline = time.monotonic() + args.worker_timeout
     try:
         for worker in workers:
-            worker.join()
+            worker.join(max(0.0, deadline - time.monotonic()))
     except KeyboardInterrupt as exc:  # wait while the workers save what they measured
         if isinstance(exc, Terminated):  # Ctrl-C reaches the whole process group, SIGTERM only this process
             for worker in workers:
                 worker.terminate()
         for worker in workers:
             worker.join()
-    codes = [worker.exitcode for worker in workers]
-    for index, code in zip(indices, codes):
-        if code < 0:  # killed by a signal: no file for that GPU, so the run is no pass
-            log(f"GPU {index}: its process was killed (signal {-code}); it wrote no roofs file")
+    hung = _stop_hung(workers)
+    codes = [EXIT_FAILED if worker in hung else worker.exitcode for worker in workers]
+    for index, worker in zip(indices, workers):
+        if worker in hung:
+            log(f"GPU {index}: its process had not finished after {args.worker_timeout:g} s (--worker-timeout): "
+                f"taken for hung and stopped; its roofs file, if any, holds what it measured before "
+                f"(\"complete\": false)")
+        elif worker.exitcode < 0:  # killed by a signal: no file for that GPU, so the run is no pass
+            log(f"GPU {index}: its process was killed (signal {-worker.exitcode}); it wrote no roofs file")
     return worst(codes)
+
+
+def _stop_hung(workers) -> list:
+    """The workers still running: SIGTERM (a worker saves what it measured), SIGKILL after the grace."""
+    hung = [worker for worker in workers if worker.is_alive()]
+    for worker in hung:
+        worker.terminate()
+    for worker in hung:
+        worker.join(WORKER_GRACE_S)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+    return hung
 
 
 def _measure_worker(index: int, args, argv, task: Task, at_once: int) -> None:

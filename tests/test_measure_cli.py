@@ -250,6 +250,16 @@ def test_concurrent_workers_are_spawned_processes_that_each_write_their_file(tmp
     assert (launch.mode, launch.gpus_at_once) == ("concurrent", 1)
 
 
+def test_a_hung_concurrent_worker_is_stopped_and_named(tmp_path, capsys):
+    """A worker still running at --worker-timeout is stopped and fails the run (1, not 2: no bad input)
+    with a line naming its GPU; a spawned worker takes longer than 0.05 s just to start."""
+    args = measure.build_parser().parse_args(["--simulate", "--quick", "--only", "dram.copy", "--no-plots",
+                                              "--worker-timeout", "0.05", "--out", str(tmp_path / "roofs.json")])
+    assert measure.measure_concurrently([0], args, [], measure.detect({})) == 1
+    err = capsys.readouterr().err
+    assert "GPU 0: its process had not finished after 0.05 s (--worker-timeout)" in err
+
+
 @pytest.mark.gpu
 def test_concurrent_all_devices_writes_one_file_per_gpu_saying_so(tmp_path):
     import cupy
@@ -268,5 +278,5 @@ def test_the_run_exit_code_is_its_most_severe_gpu():
     """GPU 0 failed (2, no file), GPU 1 ran with an invalid ceiling (3): the run failed, whatever 3 > 2."""
     assert measure.worst([2, 3]) == 2
     assert measure.worst([3, 0]) == 3 and measure.worst([0, 0]) == 0 and measure.worst([]) == 0
-    assert measure.worst([-9, 3]) == 2  # killed by a signal: no file
+    assert measure.worst([-9, 3]) == 1  # killed by a signal: no file, a failure (not bad input)
     assert measure.worst([3, 130, 1]) == 130 and measure.worst([1, 2]) == 1
