@@ -590,7 +590,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.want("-o", args.output, picture=True)
     skip = Path(args.json).resolve() if args.json else None
     if skip is not None and skip.is_file() and _is_measurement(skip):
-        raise CeilingsError(f"--json {args.json}: a roofs file; writing it would destroy it; give another name")
+        raise CeilingsError(f"--json {args.json}: a roofs file, an input of this run; writing it would destroy it; "
+                            f"give another name")
     paths = collect(args.inputs, skip=skip)
     out.add_inputs(paths)
     gpus = load_gpus(paths)

@@ -129,12 +129,12 @@ def test_mutated_roofs_files_through_every_command(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("main, argv, option", [
-    (ncu.main, ["{p}", "--csv", "{p}"], "--csv"),
+    (ncu.main, ["{p}", "--csv", "{p}", "--force"], "--csv"),
     (ncu.main, ["{p}", "--json", "{link}", "--force"], "--json"),
     (roofline.main, ["{p}", "--roofs", "{roofs}", "--csv", "{p}", "--force"], "--csv"),
     (roofline.main, ["{p}", "--roofs", "{roofs}", "--report", "{roofs}", "--force"], "--report"),
     (whatif.main, ["{p}", "--on", "{roofs}", "--csv", "{link}", "--force"], "--csv"),
-    (compare.main, ["{roofs}", "--csv", "{roofs}", "-o", "{dir}/c.png"], "--csv"),
+    (compare.main, ["{roofs}", "--csv", "{roofs}", "-o", "{dir}/c.png", "--force"], "--csv"),
     (fleet.main, ["{dir}", "--json", "{roofs}", "--force"], "--json"),
 ])
 def test_no_output_replaces_an_input(main, argv, option, tmp_path, capsys):
@@ -146,20 +146,29 @@ def test_no_output_replaces_an_input(main, argv, option, tmp_path, capsys):
     names = {"p": p, "roofs": roofs, "link": tmp_path / "link.csv", "dir": tmp_path}
     before = _digest([p, roofs])
     rc, _, err = _call(main, [a.format(**names) for a in argv], capsys)
-    assert rc == 2 and option in err, err
+    # with --force every one of them is refused for being an input, not for existing
+    assert rc == 2 and option in err and "input" in err, err
     assert _digest([p, roofs]) == before
 
 
-def test_an_existing_output_needs_force_and_a_failed_run_writes_nothing(tmp_path, capsys):
+def test_an_existing_output_needs_force_and_a_failed_run_writes_nothing(tmp_path, capsys, monkeypatch):
     kernels = DATA / "roofline" / "kernels.csv"
     kept = tmp_path / "t.csv"
     kept.write_text("mine\n")
     rc, _, err = _call(ncu.main, [kernels, "--csv", kept], capsys)
     assert rc == 2 and "--force" in err and kept.read_text() == "mine\n"
-    # the picture cannot be drawn in a format matplotlib lacks: the CSV asked for with it is not written either
+    # the picture fails to draw (matplotlib on values beyond its range): the CSV asked for with it is not
+    # written either
+    from matplotlib.figure import Figure
+
+    def fails(*args, **kwargs):
+        raise OverflowError("cannot convert float infinity to integer")
+
+    monkeypatch.setattr(Figure, "savefig", fails)
     rc, _, err = _call(roofline.main, [kernels, "--roofs", ROOFS, "--csv", tmp_path / "k.csv", "-o",
-                                       tmp_path / "x.gif"], capsys)
-    assert rc == 2 and not (tmp_path / "k.csv").exists()
+                                       tmp_path / "k.png"], capsys)
+    assert rc == 2 and "cannot draw" in err and "nothing was written" in err, err
+    assert not (tmp_path / "k.csv").exists() and not (tmp_path / "k.png").exists()
 
 
 @pytest.mark.parametrize("make", ["fifo", "device", "folder", "deep-json", "bomb", "utf16", "twice", "gzip-roofs"])

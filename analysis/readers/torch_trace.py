@@ -117,7 +117,7 @@ def _device(doc: dict, path: str) -> dict:
         raise CeilingsError(f"{path}: a trace from an AMD GPU ({name}): the roofs of this project are measured on "
                             f"NVIDIA GPUs; for AMD use rocprof-compute's roofline")
     major, minor = first.get("computeMajor"), first.get("computeMinor")
-    facts = {metric: float(first[key]) for key, metric in DEVICE_FACTS.items() if _number(first.get(key))}
+    facts = {metric: float(first[key]) for key, metric in DEVICE_FACTS.items() if _is_number(first.get(key))}
     return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None, **facts}
 
 
@@ -189,10 +189,10 @@ def _read(source: Source, _found) -> pd.DataFrame:
     chains = _enclosing(around, queries)
     # correlation ids grow with every CUDA call: a kernel without a launch in the trace whose id is older
     # than the trace's first runtime call was launched before the profiler's CPU side began recording
-    first_call = min((c for c in launches if _number(c)), default=None)
+    first_call = min((c for c in launches if _is_number(c)), default=None)
     placed = {q[-1] for q in queries}
     early = {i for i, k in enumerate(kernels) if i not in placed and first_call is not None
-             and _number(corr := (k.get("args") or {}).get("correlation")) and corr < first_call}
+             and _is_number(corr := (k.get("args") or {}).get("correlation")) and corr < first_call}
     shapes = any("Input Dims" in (e.get("args") or {}) for e in by_cat.get("cpu_op", []))
 
     rows, unlinked = [], 0
@@ -247,7 +247,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     return df
 
 
-def _number(value) -> bool:
+def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
