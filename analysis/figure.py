@@ -47,7 +47,6 @@ AXIS_MARGIN = 4.0
 DATASHEET_DASH = (5, 3)  # a datasheet roof's dashes: on, off (points)
 ROWS = {"kernel": "kernel", "op": "operator", "module": "module", "annotation": "range"}  # what --by made rows of
 # what a profile may say of a kernel beyond its numbers (analysis.readers.contract META_COLUMNS)
-CONTEXT_COLUMNS = ("op", "module", "nvtx")
 NO_FLOPS_NAME = "no FLOPs"
 ALGORITHMIC_NOTE = "hollow: algorithmic bytes (AI an upper bound)"
 
@@ -125,7 +124,6 @@ class Roofline:
 
     title: tuple[str, ...]  # the heading, then the roofs' provenance, then the profile's GPU
     warning: bool  # the title is a warning (roofs not measured, or a profile from another GPU)
-    notes: tuple[str, ...]  # the honesty notes, one line each
     x_range: tuple[float, float]
     y_range: tuple[float, float]
     xlabel: str
@@ -141,15 +139,14 @@ class Roofline:
     legend: tuple[LegendEntry, ...]
     legend_title: str = "kernels (dominant precision)"
     ylabel: str = "Performance (FLOP/s)"
-    table: pd.DataFrame = field(default_factory=pd.DataFrame)  # roofline_table, + CONTEXT_COLUMNS where known
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)  # roofline_table: the rows the markers stand for
 
 
 def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datasheet: Roofs | None = None,
-             top: int = 10, sweep: bool = False, kernels: pd.DataFrame | None = None) -> Roofline:
+             top: int = 10, sweep: bool = False) -> Roofline:
     """The roofline of `table` (analysis.roofline.roofline_table) against `roofs`: level "all" draws each kernel's
     L1, L2 and DRAM points (of the levels the roofs have), joined; `datasheet`: roofs drawn dashed; `top`: the
-    kernels labelled; `kernels`: the kernel table the rows came from, for what it says of each row's
-    framework op, module and NVTX range (CONTEXT_COLUMNS). Kernels without FLOPs are counted in a note."""
+    kernels labelled. Kernels without FLOPs are counted in a note."""
     primary = "dram" if level == "all" else level
     # a kernel's point at a level without a roof is judged against nothing: not drawn
     levels = [lv for lv in LEVELS if roofs.bandwidth(lv)] if level == "all" else [primary]
@@ -169,23 +166,16 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
                    for _, k in drawn.nlargest(top, "time_s").iterrows()) if top > 0 else ()
     profiled = profile_line(table.attrs.get("gpus", []), roofs)
     foreign = profiled.startswith(FOREIGN_PROFILE)
-    algorithmic = any(m.hollow for m in marks)
-    notes = [f"roofs: {roofs.provenance}"] if not roofs.measured else []
-    notes += [profiled] if foreign else []
-    notes += [f"datasheet roofs (dashed): {datasheet.device}, for comparison only"] if datasheet is not None else []
-    notes += [ALGORITHMIC_NOTE] if algorithmic else []
-    context = [c for c in CONTEXT_COLUMNS if kernels is not None and c in kernels]
-    full = table.join(kernels[context]) if context else table
     return Roofline(
         title=(f"{roofs.device}: {ROWS[table.attrs.get('by', 'kernel')]}s against the roofs",
                f"roofs: {roofs.provenance}", profiled),
-        warning=not roofs.measured or foreign, notes=tuple(notes), x_range=x_range, y_range=y_range,
+        warning=not roofs.measured or foreign, x_range=x_range, y_range=y_range,
         xlabel=f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})",
         level=level, roofs=lines, ridges=_ridges(roofs, primary), marks=marks, joins=_joins(drawn, level, levels),
         sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn),
         legend=_legend(marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
                        application=point if application else None),
-        table=full)
+        table=table)
 
 
 def roofs_only(roofs: Roofs, x_range: tuple[float, float]) -> tuple[tuple[Line, ...], tuple[Ridge, ...]]:
