@@ -1,0 +1,191 @@
+"""The HTML report (analysis.html), read as a file and opened in a real headless Chromium (tests/cdp.py).
+
+Fixtures: tests/data/roofline (see test_roofline.py): roofs dram 1e12 B/s, fp64 5e12, fp32 1e13, tensor 1e14
+FLOP/s; seven kernels, five with FLOPs and DRAM bytes (gemm AI 50 at 5e12 FLOP/s, elementwise 0.625, hgemm
+200, dgemm 10, stencil 20), copy_kernel without FLOPs and mystery_kernel without counters (both off the plot).
+The stencil kernel is renamed to a hostile name: markup that would run a script if it ever became HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import roofline
+from tests.cdp import Browser, find_chromium
+
+DATA = Path(__file__).parent / "data" / "roofline"
+GEMM = "void gemm_kernel<float, 128>(float const*, float*, int)"
+HOSTILE = "</script><script>window.pwned=1</script><img src=x onerror=window.pwned=2>stencil<3>&amp;"
+POINTS = 5
+ROWS = 7
+NO_CHROMIUM = ("headless Chromium not found (install Debian's chromium, e.g. `apt-get install chromium "
+               "chromium-driver`, as .ci/run does, or point $CHROMIUM at one)")
+
+
+def profile(tmp: Path) -> Path:
+    text = (DATA / "kernels.csv").read_text().replace('"void stencil<3>(float const*, float*)"', HOSTILE)
+    path = tmp / "kernels.csv"
+    path.write_text(text)
+    return path
+
+
+def report(tmp: Path, *extra: str) -> Path:
+    out = tmp / "report.html"
+    assert roofline.main(["--roofs", str(DATA / "roofs.json"), str(profile(tmp)), "--html", str(out), *extra]) == 0
+    return out
+
+
+def data_of(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1))
+
+
+def test_report_is_one_offline_file_and_its_data_cannot_break_out(tmp_path):
+    html = report(tmp_path).read_text()
+    # the hostile name ends no script and opens no tag: two scripts only, and no <img anywhere
+    assert html.count("</script>") == 2 and html.count("<script") == 2 and "<img" not in html
+    assert "://" not in html and "Content-Security-Policy" in html and "default-src 'none'" in html
+    doc = data_of(html)
+    (sec,) = [s for s in doc["sections"] if s["kind"] == "roofline"]
+    assert HOSTILE in [r["name"] for r in sec["rows"]]  # the whole name, unchanged
+    assert len(sec["rows"]) == ROWS and len(sec["table"]["rows"]) == ROWS
+    points = {sec["rows"][p[0]]["name"]: p for m in sec["marks"] for p in m["points"]}
+    assert len(points) == POINTS and "copy_kernel" not in points and "mystery_kernel" not in points
+    assert points[GEMM][1:3] == [pytest.approx(50), pytest.approx(5e12)]  # 5e9 FLOP / 1e8 B, 5e9 FLOP / 1 ms
+    facts = dict(sec["rows"][points[GEMM][0]]["facts"])
+    assert (facts["launches"], facts["time"], facts["% of roof"], facts["bound"]) == ("2", "1 ms", "50.0%",
+                                                                                      "compute")
+    assert [r["label"] for r in sec["roofs"] if not r["slope"]] == [
+        "fp64 5 TFLOP/s (fp64.fma)", "fp32 10 TFLOP/s (fp32.fma)", "fp16 20 TFLOP/s (fp16x2.fma)",
+        "tensor 100 TFLOP/s (cublas.fp16)"]
+    assert any("Not on the plot: 1 kernel(s) without FLOPs" in n for n in sec["notes"])
+
+
+def test_an_existing_report_needs_force(tmp_path, capsys):
+    out = report(tmp_path)
+    before = out.read_bytes()
+    args = ["--roofs", str(DATA / "roofs.json"), str(tmp_path / "kernels.csv"), "--html", str(out)]
+    assert roofline.main(args) == 2
+    assert "--force" in capsys.readouterr().err and out.read_bytes() == before
+    assert roofline.main([*args[:3], "--html", str(tmp_path / "kernels.csv"), "--force"]) == 2  # an input
+    assert roofline.main([*args, "--force", "--level", "l2"]) == 0 and out.read_bytes() != before
+
+
+# --- in a browser -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if find_chromium() is None:
+        pytest.skip(NO_CHROMIUM)
+    with Browser(tmp_path_factory.mktemp("chromium") / "profile") as b:
+        for domain in ("Runtime.enable", "Log.enable", "Network.enable", "Page.enable"):
+            b.send(domain)
+        yield b
+
+
+@pytest.fixture
+def opened(browser, tmp_path):
+    """The fixture's report, freshly loaded; browser.events holds this load's events only."""
+    path = report(tmp_path)
+    browser.events.clear()
+    browser.send("Page.navigate", url=path.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.evaluate("document.body.dataset.ready") == "1"
+    return browser
+
+
+def center(b: Browser, selector: str) -> tuple[float, float]:
+    r = b.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                   f" return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
+    return r[0], r[1]
+
+
+def row_of(b: Browser, name: str) -> int:
+    return b.evaluate(f"JSON.parse(document.getElementById('report-data').textContent).sections[0].rows"
+                      f".findIndex(r => r.name === {json.dumps(name)})")
+
+
+def problems(b: Browser) -> list[str]:
+    """Console errors, exceptions, dialogs, and every request for anything but a file: or data: URL."""
+    out = []
+    for e in b.events:
+        m, p = e["method"], e["params"]
+        if m == "Runtime.exceptionThrown" or m == "Page.javascriptDialogOpening":
+            out.append(f"{m}: {p}")
+        elif m == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert", "warning"):
+            out.append(f"console {p['type']}: {p['args']}")
+        elif m == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+            out.append(f"log: {p['entry']}")
+        elif m == "Network.requestWillBeSent" and not p["request"]["url"].startswith(("file:", "data:")):
+            out.append(f"request: {p['request']['url']}")
+    return out
+
+
+def test_renders_offline_without_errors_and_saves_a_screenshot(opened, tmp_path):
+    b = opened
+    assert b.evaluate("document.querySelectorAll('svg .point').length") == POINTS
+    assert b.evaluate("document.querySelectorAll('tbody tr').length") == ROWS
+    assert b.evaluate("window.pwned === undefined && !document.querySelector('img')")
+    urls = [e["params"]["request"]["url"] for e in b.events if e["method"] == "Network.requestWillBeSent"]
+    assert urls and all(u.startswith("file:") for u in urls)
+    assert problems(b) == []
+    shot = b.screenshot(tmp_path / "report.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_a_point_sits_at_its_intensity_and_hovering_it_names_its_kernel(opened):
+    b = opened
+    row = row_of(b, GEMM)
+    x, y = center(b, f'svg .point[data-row="{row}"]')
+    # the x axis is logarithmic: AI 50 lies log10(5) of the way from the "10" tick to the "100" tick
+    ticks = b.evaluate("Object.fromEntries([...document.querySelectorAll('.axes text')].map(t => "
+                       "[t.textContent, t.getBoundingClientRect().x + t.getBoundingClientRect().width / 2]))")
+    assert x == pytest.approx(ticks["10"] + math.log10(5) * (ticks["100"] - ticks["10"]), abs=1.5)
+    assert b.evaluate("document.querySelector('.tip').hidden")
+    b.mouse("mouseMoved", x, y)
+    assert not b.evaluate("document.querySelector('.tip').hidden")
+    assert b.evaluate("document.querySelector('.tip-name').textContent") == GEMM
+    tip = b.evaluate("document.querySelector('.tip dl').textContent")
+    assert "launches2" in tip and "% of roof50.0%" in tip and "boundcompute" in tip
+    hostile = row_of(b, HOSTILE)
+    b.mouse("mouseMoved", *center(b, f'svg .point[data-row="{hostile}"]'))
+    assert b.evaluate("document.querySelector('.tip-name').textContent") == HOSTILE
+    assert problems(b) == []
+
+
+def test_a_table_row_marks_its_point_and_a_point_its_row(opened):
+    b = opened
+    row = row_of(b, GEMM)
+    b.click(*center(b, f'tbody tr[data-row="{row}"] td'))
+    assert b.evaluate(f"document.querySelector('svg .point[data-row=\"{row}\"]').classList.contains('selected')")
+    assert b.evaluate("document.querySelectorAll('svg .point.selected').length") == 1
+    ring = center(b, "svg .ring")
+    assert ring == pytest.approx(center(b, f'svg .point[data-row="{row}"]'), abs=1)
+    other = row_of(b, "hgemm_tensor")
+    b.click(*center(b, f'svg .point[data-row="{other}"]'))
+    assert b.evaluate("[...document.querySelectorAll('tbody tr.sel')].map(r => +r.dataset.row)") == [other]
+    assert problems(b) == []
+
+
+def test_legend_filters_search_sorts_and_wheel_zooms(opened):
+    b = opened
+    tensor = row_of(b, "hgemm_tensor")
+    b.click(*center(b, "button.legend-item"))  # the first precision drawn: fp64 (dgemm)
+    assert b.evaluate("document.querySelectorAll('svg .point').length") == POINTS - 1
+    assert b.evaluate(f"!!document.querySelector('svg .point[data-row=\"{tensor}\"]')")
+    b.evaluate("(() => { const s = document.querySelector('input[type=search]'); s.value = 'GEMM';"
+               " s.dispatchEvent(new Event('input')); })()")
+    names = b.evaluate("[...document.querySelectorAll('tbody tr td:first-child')].map(t => t.textContent)")
+    assert sorted(names) == sorted([GEMM, "hgemm_tensor", "void dgemm<double>(double const*, double*, int)"])
+    b.click(*center(b, "th:nth-child(3)"))  # time, numeric: largest first
+    times = b.evaluate("[...document.querySelectorAll('tbody tr td:nth-child(3)')].map(t => t.textContent)")
+    assert times == ["4 ms", "1 ms", "500 µs"]
+    before = center(b, f'svg .point[data-row="{tensor}"]')
+    b.mouse("mouseWheel", 500, 400, deltaX=0, deltaY=-300)
+    assert center(b, f'svg .point[data-row="{tensor}"]') != pytest.approx(before, abs=1)
+    assert problems(b) == []
