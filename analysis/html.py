@@ -23,7 +23,7 @@ from importlib import resources
 
 import pandas as pd
 
-from analysis.figure import NO_FLOPS_NAME, Roofline
+from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
 from analysis.roofline import KERNEL_HEADER, NO_FLOPS, Roofs, kernel_rows, si
 
 # no resource of any kind may be fetched: inline scripts and styles only, pictures only as data: URLs
@@ -123,7 +123,7 @@ def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tu
     col = {h: i for i, h in enumerate(KERNEL_HEADER)}
     context = [c for c in CONTEXT_COLUMNS if kernels is not None and c in kernels
                and kernels[c].reindex(table.index).notna().any()]
-    columns = [("kernel", False), ("launches", True), ("time", True), ("share", True), ("precision", False),
+    columns = [(ROWS[table.attrs.get("by", "kernel")], False), ("launches", True), ("time", True), ("share", True), ("precision", False),
                ("bound", False), ("AI (FLOP/B)", True), ("achieved", True), ("roof", True), ("% of roof", True),
                ("FLOPs", True), ("bytes", True), ("at roof", True), ("saved", True),
                *((CONTEXT_COLUMNS[c], False) for c in context)]

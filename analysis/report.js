@@ -112,6 +112,7 @@
   }
 
   const W = 900, H = 560, M = { left: 78, right: 16, top: 12, bottom: 46 };
+  const HIT_R = 6; // px: the smallest radius a point answers the pointer within
 
   // a log-log chart: roofs, ridges, points (with a row of the table each), labels; wheel zooms, drag pans,
   // double-click resets; returns {draw()} and calls hooks.pick(row) when a point is clicked
@@ -189,6 +190,16 @@
         g.appendChild(svg("polyline", { points: pts.map(([x, y]) => `${X(x)},${Y(y)}`).join(" "), stroke: color, class: "join" }));
       }
       const sel = hooks.selected();
+      // under every marker, a hit area of at least HIT_R around each: a small or hollow marker is still easy to
+      // point at, and a marker itself always wins over a neighbour's hit area
+      const hits = svg("g", { class: "hits" });
+      g.appendChild(hits);
+      for (const m of s.marks) {
+        if (hooks.hiddenGroup(m)) continue;
+        for (const p of m.points) {
+          hits.appendChild(svg("circle", { cx: X(p[1]), cy: Y(p[2]), r: Math.max(HIT_R, Math.sqrt(p[3]) / 2), "data-row": p[0], class: "hit" }));
+        }
+      }
       for (const m of s.marks) {
         if (hooks.hiddenGroup(m)) continue;
         const mg = svg("g", { "data-gid": m.gid });
