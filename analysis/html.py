@@ -18,18 +18,23 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 
 import pandas as pd
 
 from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
-from analysis.roofline import KERNEL_HEADER, NO_FLOPS, Roofs, kernel_rows, si
+from analysis.roofline import KERNEL_HEADER, NO_FLOPS, Roofs, kernel_rows, profile_line, seconds, si
 
 # no resource of any kind may be fetched: inline scripts and styles only, pictures only as data: URLs
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 # what a profile may say of a kernel beyond its numbers (analysis.readers.contract META_COLUMNS), shown when known
 CONTEXT_COLUMNS = {"op": "op", "module": "module", "nvtx": "NVTX range"}
+
+# matplotlib's "tab:" colours (the default cycle) as CSS: series of bars and dots, in this order
+TAB10 = {"blue": "#1f77b4", "orange": "#ff7f0e", "green": "#2ca02c", "red": "#d62728", "purple": "#9467bd",
+         "brown": "#8c564b", "pink": "#e377c2", "gray": "#7f7f7f", "olive": "#bcbd22", "cyan": "#17becf"}
+SERIES_COLORS = tuple(TAB10.values())
 
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -64,10 +69,34 @@ def table_spec(columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence[tupl
             "rows": [[[text, _key(key)] for text, key in row] for row in rows]}
 
 
+def frame_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str, Callable | None]]) -> dict:
+    """A table of `frame`'s rows: per (column, label, fmt), the cell fmt(value) sorted by the value (fmt None:
+    a text column); a missing value is an empty cell, sorted last."""
+    rows = [[((fmt(v) if fmt else str(v)) if _known_value(v) else "", v if _known_value(v) else None)
+             for v, (_, _, fmt) in zip(values, columns)]
+            for values in frame[[c for c, _, _ in columns]].itertuples(index=False)]
+    return table_spec([(label, fmt is not None) for _, label, fmt in columns], rows)
+
+
 def table_section(sid: str, heading: str, table: dict, *, subtitle: Sequence[str] = (), notes: Sequence[str] = (),
                   warning: bool = False) -> dict:
     return {"kind": "table", "id": sid, "heading": heading, "subtitle": list(subtitle), "notes": list(notes),
             "warning": warning, "table": table}
+
+
+def strip_section(sid: str, heading: str, rows: Sequence[Mapping], series: Sequence[tuple[str, str]], *,
+                  xlabel: str, log: bool = False, unit: str = "", threshold: float | None = None,
+                  baseline: float | None = None,
+                  subtitle: Sequence[str] = (), notes: Sequence[str] = (), table: dict | None = None,
+                  warning: bool = False, dodge: bool = False) -> dict:
+    """Dots on one axis, a row per category: rows of {"label", "points": [(value, series index, name,
+    facts [(label, text)], outlier label or None)]}; series (name, CSS colour); a dashed line at `threshold`,
+    a grey one at `baseline`;
+    `dodge`: each series drawn a little apart in its row (equal values of two series both show)."""
+    return {"kind": "strip", "id": sid, "heading": heading, "subtitle": list(subtitle), "notes": list(notes),
+            "warning": warning, "xlabel": xlabel, "log": log, "unit": unit, "threshold": threshold,
+            "baseline": baseline, "dodge": dodge, "series": [{"name": n, "color": c} for n, c in series],
+            "rows": list(rows), "table": table}
 
 
 def notes_section(sid: str, heading: str, items: Sequence[str]) -> dict:
@@ -116,6 +145,128 @@ def roofline_page(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | None =
                                notes_section("warnings", "Warnings", warnings)])
 
 
+def whatif_page(table: pd.DataFrame, totals: pd.DataFrame, gpus: Sequence[Roofs], *,
+                warnings: Sequence[str] = ()) -> str:
+    """analysis.whatif --html: the totals per GPU (analysis.whatif.whatif_totals), every kernel on every GPU
+    (whatif_table), where each GPU's roofs and the profile come from, and the warnings."""
+    speedup = (lambda v: f"{v:.2f}x")
+    left_out = totals.attrs.get("left_out", 0)
+    provenance = [f"{g.label}: {g.provenance}" for g in gpus] + [profile_line(totals.attrs.get("gpus", []))]
+    return page("What if: these kernels on other GPUs", [
+        table_section("totals", "Totals per GPU (the kernels judged on every GPU)", frame_table(totals, [
+            ("gpu", "GPU", None), ("kernels", "kernels", _count), ("time_s", "measured", seconds),
+            ("time_at_roof_s", "at roof", seconds), ("time_at_efficiency_s", "at current efficiency", seconds),
+            ("speedup", "speedup", speedup)]),
+            subtitle=provenance, warning=any(not g.measured for g in gpus),
+            notes=[f"{left_out} kernel(s) left out of the totals: not judged on every GPU (see the warnings)"]
+            if left_out else []),
+        table_section("kernels", "Every kernel on every GPU", frame_table(table, [
+            ("kernel", "kernel", None), ("gpu", "GPU", None), ("precision", "precision", None),
+            ("bound", "bound", None), ("time_s", "measured", seconds), ("pct_of_roof", "% of roof at home",
+                                                                        lambda v: f"{v:.1f}%"),
+            ("time_at_roof_s", "at roof", seconds), ("time_at_efficiency_s", "at current efficiency", seconds),
+            ("speedup", "speedup", speedup)]),
+            notes=["A projection with the same FLOPs and bytes, not a prediction: caches, occupancy and the "
+                   "kernels libraries choose differ between GPUs."]),
+        notes_section("warnings", "Warnings", warnings)])
+
+
+def compare_page(table: pd.DataFrame) -> str:
+    """ceilings.compare --html: per panel (bandwidth, compute) a row per ceiling, a dot per roofs file and
+    datasheet (ceilings.compare.compare_table), on a log axis; then the whole table."""
+    from ceilings.compare import DISPLAY, PANELS, SIMULATED_MARK, value_columns
+
+    columns = value_columns(table)
+    series = [(c, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, c in enumerate(columns)]
+    first = columns[0]
+    sections = []
+    for unit, title in PANELS:
+        rows = []
+        for name, r in table[table["unit"] == unit].iterrows():
+            points = [(r[c], i, f"{name}: {c}", [("value", si(r[c], unit))] + (
+                [("ratio to the first", f"{r[c] / r[first]:.2f}x")] if c != first and _finite_number(r[first])
+                and r[first] else []), None) for i, c in enumerate(columns) if _finite_number(r[c]) and r[c] > 0]
+            if points:
+                rows.append({"label": name, "points": points})
+        if rows:
+            sections.append(strip_section(f"compare-{unit}", title, rows, series, xlabel=unit, log=True, unit=unit,
+                                          dodge=True))
+    fmt = {c: (lambda v: f"{v:.2f}x") if c.endswith(" / first") else None for c in table.columns[2:]}
+    cells = []
+    for name, r in table.iterrows():
+        scale, shown = DISPLAY[r["unit"]]
+        cells.append([(name, name), (shown, shown)] + [
+            ((fmt[c](r[c]) if fmt[c] else f"{r[c] / scale:.4g}") if _finite_number(r[c]) else "",
+             r[c] if _finite_number(r[c]) else None) for c in table.columns[2:]])
+    sections.append(table_section("table", "Every ceiling", table_spec(
+        [("ceiling", False), ("unit", False), *((c, True) for c in table.columns[2:])], cells),
+        notes=["best valid value per ceiling name per file; datasheet columns by each ceiling's peak key"]))
+    simulated = any(c.endswith(SIMULATED_MARK) for c in columns)
+    title = ("SIMULATED columns (Numba's CUDA simulator: meaningless numbers): " if simulated else "") + \
+        "Ceilings side by side"
+    return page(title, sections)
+
+
+def fleet_page(fleet) -> str:
+    """ceilings.fleet --html: per judged ceiling and group, every GPU's ratio to its baseline as a dot (those
+    under --min-ratio red, the lowest named host:GPU), then the outliers with their likely cause, the groups'
+    notes."""
+    from ceilings.fleet import (
+        FAIL_COLOR,
+        LABELLED_OUTLIERS,
+        PASS_COLOR,
+        judged_ceilings,
+    )
+    from ceilings.report import format_rate
+
+    colour = lambda name: TAB10.get(name.removeprefix("tab:"), name)
+    causes = {(o.gpu.path, o.ceiling): o for o in fleet.outliers}
+    rows = []
+    for name in judged_ceilings(fleet):
+        for group in fleet.groups:
+            ratios = sorted(((fleet.ratios[g.path][name], g) for g in group.gpus if name in fleet.ratios[g.path]),
+                            key=lambda p: p[0])
+            if not ratios:
+                continue
+            low = [g.path for r, g in ratios if r < fleet.min_ratio][:LABELLED_OUTLIERS]
+            points = []
+            for ratio, g in ratios:
+                o = causes.get((g.path, name))
+                facts = [("ceiling", name), ("ratio", f"{ratio:.3f}"), ("group", group.id), ("file", g.path)]
+                if o is not None:
+                    facts += [("value", format_rate(o.value, o.unit) if o.unit else "-"), ("reason", o.reason),
+                              ("likely cause", o.cause or "-")]
+                points.append((ratio, int(ratio < fleet.min_ratio), g.label, facts,
+                               g.label if g.path in low else None))
+            below = sum(r < fleet.min_ratio for r, _ in ratios)
+            rows.append({"label": f"{name} · {group.id} ({len(ratios)} GPUs"
+                                  + (f", {below} under" if below else "") + ")", "points": points})
+    n = sum(len(g.gpus) for g in fleet.groups)
+    failing = len({o.gpu.path for o in fleet.outliers})
+    against = fleet.reference or "its group's median"
+    title = (("SIMULATED (Numba simulator: numbers are meaningless): " if fleet.simulated else "")
+             + f"{n} GPUs in {len(fleet.groups)} group(s), {failing} falling short")
+    outliers = table_spec(
+        [("host:GPU", False), ("UUID", False), ("PCI bus", False), ("group", False), ("ceiling", False),
+         ("value", True), ("ratio", True), ("reason", False), ("likely cause", False), ("file", False)],
+        [[(o.gpu.label, o.gpu.label), *((_text(v), _text(v)) for v in (o.gpu.roofs.device.uuid,
+                                                                        o.gpu.roofs.device.pci_bus_id)),
+          (o.group, o.group), (o.ceiling or "", o.ceiling or ""),
+          (format_rate(o.value, o.unit) if o.unit and o.value is not None else "", o.value),
+          (f"{o.ratio:.3f}" if o.ratio is not None else "", o.ratio), (o.reason, o.reason),
+          (o.cause or "", o.cause or ""), (o.gpu.path, o.gpu.path)] for o in fleet.outliers])
+    sections = [strip_section("fleet", f"Every GPU against {against}; red: under {fleet.min_ratio:g}", rows,
+                              [("passes", colour(PASS_COLOR)), (f"under {fleet.min_ratio:g}", colour(FAIL_COLOR))],
+                              xlabel=f"ratio to {'the reference' if fleet.reference else 'group median'}",
+                              threshold=fleet.min_ratio, baseline=1.0, warning=fleet.simulated,
+                              notes=[] if rows else ["no GPU could be judged: too few GPUs of each configuration; "
+                                                     "give --reference"]),
+                table_section("outliers", "Outliers" if fleet.outliers else "Outliers: none, every GPU passes",
+                              outliers),
+                notes_section("notes", "Notes", fleet.notes)]
+    return page(title, sections)
+
+
 def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tuple[dict, list]:
     """The table of every row and each row's tooltip facts (label, text), in the formatting of the Markdown
     report (analysis.roofline.kernel_rows), the whole kernel name first."""
@@ -123,9 +274,9 @@ def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tu
     col = {h: i for i, h in enumerate(KERNEL_HEADER)}
     context = [c for c in CONTEXT_COLUMNS if kernels is not None and c in kernels
                and kernels[c].reindex(table.index).notna().any()]
-    columns = [(ROWS[table.attrs.get("by", "kernel")], False), ("launches", True), ("time", True), ("share", True), ("precision", False),
-               ("bound", False), ("AI (FLOP/B)", True), ("achieved", True), ("roof", True), ("% of roof", True),
-               ("FLOPs", True), ("bytes", True), ("at roof", True), ("saved", True),
+    columns = [(ROWS[table.attrs.get("by", "kernel")], False), ("launches", True), ("time", True), ("share", True),
+               ("precision", False), ("bound", False), ("AI (FLOP/B)", True), ("achieved", True), ("roof", True),
+               ("% of roof", True), ("FLOPs", True), ("bytes", True), ("at roof", True), ("saved", True),
                *((CONTEXT_COLUMNS[c], False) for c in context)]
     rows, facts = [], []
     for c, (label, k) in zip(cells, table.iterrows()):
@@ -150,6 +301,10 @@ def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tu
         named = [(h, text) for (h, _), (text, _) in zip(columns, row)][1:]
         facts.append([(h, text or "unknown") for h, text in named])
     return table_spec(columns, rows), facts
+
+
+def _known_value(value) -> bool:
+    return isinstance(value, str) or _finite_number(value)
 
 
 def _count(value) -> str:

@@ -41,6 +41,15 @@
     return out.filter(([, major]) => major).length >= 2 ? out.filter(([, major]) => major) : out;
   }
 
+  // about five round values across [lo, hi] (steps of 1, 2 or 5 times a power of ten)
+  function linearTicks(lo, hi) {
+    const raw = (hi - lo) / 5, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * p).find((st) => st >= raw);
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
+    return out;
+  }
+
   // a sortable, searchable table; onPick(row) when a row is clicked; returns {mark(row)}
   function table(parent, spec, onPick) {
     const box = el("div", { class: "table" });
@@ -111,6 +120,28 @@
     };
   }
 
+  // the tooltip: a name (whole, in monospace) over label/value pairs, kept inside the window
+  function newTip() {
+    const tip = el("div", { class: "tip", role: "tooltip" });
+    tip.hidden = true;
+    document.body.appendChild(tip);
+    return tip;
+  }
+  function tipAt(tip, name, facts, ev) {
+    tip.replaceChildren();
+    tip.appendChild(el("div", { class: "tip-name" }, name));
+    const dl = el("dl");
+    for (const [k, v] of facts) dl.append(el("dt", {}, k), el("dd", {}, v));
+    tip.appendChild(dl);
+    tip.hidden = false;
+    const pad = 14, w = tip.offsetWidth, h = tip.offsetHeight;
+    let x = ev.pageX + pad, y = ev.pageY + pad;
+    if (x + w > window.scrollX + window.innerWidth) x = Math.max(window.scrollX, ev.pageX - pad - w);
+    if (y + h > window.scrollY + window.innerHeight) y = Math.max(window.scrollY, ev.pageY - pad - h);
+    tip.style.left = `${x}px`;
+    tip.style.top = `${y}px`;
+  }
+
   const W = 900, H = 560, M = { left: 78, right: 16, top: 12, bottom: 46 };
   const HIT_R = 6; // px: the smallest radius a point answers the pointer within
 
@@ -121,9 +152,7 @@
     const plot = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img" });
     wrap.appendChild(plot);
     parent.appendChild(wrap);
-    const tip = el("div", { class: "tip", role: "tooltip" });
-    tip.hidden = true;
-    document.body.appendChild(tip);
+    const tip = newTip();
     let view = { x: s.x_range.slice(), y: s.y_range.slice() };
     const lx = (v) => Math.log10(v);
     const X = (v) => M.left + (lx(v) - lx(view.x[0])) / (lx(view.x[1]) - lx(view.x[0])) * (W - M.left - M.right);
@@ -227,21 +256,7 @@
       }
     }
 
-    function showTip(row, ev) {
-      tip.replaceChildren();
-      const r = s.rows[row];
-      tip.appendChild(el("div", { class: "tip-name" }, r.name));
-      const dl = el("dl");
-      for (const [k, v] of r.facts) dl.append(el("dt", {}, k), el("dd", {}, v));
-      tip.appendChild(dl);
-      tip.hidden = false;
-      const pad = 14, w = tip.offsetWidth, h = tip.offsetHeight;
-      let x = ev.pageX + pad, y = ev.pageY + pad;
-      if (x + w > window.scrollX + window.innerWidth) x = Math.max(window.scrollX, ev.pageX - pad - w);
-      if (y + h > window.scrollY + window.innerHeight) y = Math.max(window.scrollY, ev.pageY - pad - h);
-      tip.style.left = `${x}px`;
-      tip.style.top = `${y}px`;
-    }
+    const showTip = (row, ev) => tipAt(tip, s.rows[row].name, s.rows[row].facts, ev);
     const pointOf = (ev) => ev.target.closest && ev.target.closest("[data-row]");
     plot.addEventListener("mousemove", (ev) => {
       const p = pointOf(ev);
@@ -360,8 +375,76 @@
     if (s.table) tbl = table(sec, s.table, (row) => select(row, false));
   }
 
+  // one row per category (a ceiling), a dot per value (a run, a GPU) on a shared axis, linear or log; dots
+  // with a name (outliers) are drawn in their colour and labelled; a dashed line marks a threshold
+  function strip(parent, s) {
+    const sec = el("section", { class: "strip", id: s.id });
+    parent.appendChild(sec);
+    if (s.heading) sec.appendChild(el("h2", { class: s.warning ? "warning" : "" }, s.heading));
+    lines(sec, s.subtitle, s.warning ? "warning" : "sub");
+    const body = el("div", { class: "plot-row" });
+    sec.appendChild(body);
+    const RH = 24, L = 250, R = 200, T = 8, B = 40, SW = 960;
+    const h = T + B + RH * s.rows.length;
+    const plot = svg("svg", { viewBox: `0 0 ${SW} ${h}`, width: SW, height: h, role: "img" });
+    body.appendChild(plot);
+    const values = s.rows.flatMap((r) => r.points.map((p) => p[0])).concat([s.threshold, s.baseline].filter((v) => v !== null && v !== undefined));
+    const f = s.log ? Math.log10 : (v) => v;
+    let lo = Math.min(...values.map(f)), hi = Math.max(...values.map(f));
+    if (lo === hi) { lo -= 0.5; hi += 0.5; }
+    const pad = (hi - lo) * 0.05;
+    lo -= pad; hi += pad;
+    const X = (v) => L + (f(v) - lo) / (hi - lo) * (SW - L - R);
+    const axes = svg("g", { class: "axes" });
+    const tv = s.log ? ticks(Math.pow(10, lo), Math.pow(10, hi)).map(([v]) => v) : linearTicks(lo, hi);
+    for (const v of tv) {
+      axes.appendChild(svg("line", { x1: X(v), x2: X(v), y1: T, y2: h - B, class: "grid" }));
+      axes.appendChild(svg("text", { x: X(v), y: h - B + 16, "text-anchor": "middle" }, s.log ? si(v, s.unit || "") : `${+v.toPrecision(3)}`));
+    }
+    axes.appendChild(svg("text", { x: (L + SW - R) / 2, y: h - 6, "text-anchor": "middle", class: "axis-label" }, s.xlabel));
+    plot.appendChild(axes);
+    if (s.baseline !== null && s.baseline !== undefined) {
+      plot.appendChild(svg("line", { x1: X(s.baseline), x2: X(s.baseline), y1: T, y2: h - B, class: "baseline" }));
+    }
+    if (s.threshold !== null && s.threshold !== undefined) {
+      plot.appendChild(svg("line", { x1: X(s.threshold), x2: X(s.threshold), y1: T, y2: h - B, class: "threshold" }));
+    }
+    const tip = newTip();
+    s.rows.forEach((r, i) => {
+      const y = T + RH * i + RH / 2;
+      plot.appendChild(svg("text", { x: L - 8, y: y + 4, "text-anchor": "end", class: "strip-label" }, r.label));
+      plot.appendChild(svg("line", { x1: L, x2: SW - R, y1: y, y2: y, class: "grid minor" }));
+      const named = [];
+      r.points.forEach(([v, series, name, facts, label], j) => {
+        // dodge: each series a little apart, so that equal values of two series both show
+        const dy = s.dodge ? (series - (s.series.length - 1) / 2) * Math.min(5, (RH - 8) / s.series.length) : 0;
+        const c = svg("circle", { cx: X(v), cy: y + dy, r: label ? 5.5 : 4.5, fill: s.series[series].color, class: "dot" + (label ? " named" : ""), "data-dot": `${i}:${j}` });
+        c.addEventListener("mousemove", (ev) => tipAt(tip, name, facts, ev));
+        c.addEventListener("mouseleave", () => { tip.hidden = true; });
+        plot.appendChild(c);
+        if (label) named.push([X(v), label]);
+      });
+      if (named.length) {
+        const x = Math.max(...named.map(([x]) => x)) + 9;
+        plot.appendChild(svg("text", { x, y: y + 4, class: "outlier-label" }, named.map(([, t]) => t).join(", ")));
+      }
+    });
+    if (s.series.length > 1 || s.series[0].name) {
+      const legend = el("div", { class: "legend" });
+      for (const e of s.series) {
+        const item = el("div", { class: "legend-item" });
+        item.append(legendKey({ kind: "marker", shape: "o", color: e.color }), el("span", {}, e.name));
+        legend.appendChild(item);
+      }
+      body.appendChild(legend);
+    }
+    lines(sec, s.notes, "note");
+    if (s.table) table(sec, s.table, null);
+  }
+
   const renderers = {
     roofline,
+    strip,
     table(parent, s) {
       const sec = el("section", { class: "plain", id: s.id });
       parent.appendChild(sec);

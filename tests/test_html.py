@@ -88,15 +88,19 @@ def browser(tmp_path_factory):
         yield b
 
 
-@pytest.fixture
-def opened(browser, tmp_path):
-    """The fixture's report, freshly loaded; browser.events holds this load's events only."""
-    path = report(tmp_path)
+def load(browser: Browser, path: Path) -> Browser:
+    """`path` freshly loaded; browser.events holds this load's events only."""
     browser.events.clear()
     browser.send("Page.navigate", url=path.as_uri())
     browser.wait_event("Page.loadEventFired")
     assert browser.evaluate("document.body.dataset.ready") == "1"
     return browser
+
+
+@pytest.fixture
+def opened(browser, tmp_path):
+    """The fixture's roofline report, freshly loaded."""
+    return load(browser, report(tmp_path))
 
 
 def center(b: Browser, selector: str) -> tuple[float, float]:
@@ -193,4 +197,72 @@ def test_legend_filters_search_sorts_and_wheel_zooms(opened):
     before = center(b, f'svg .point[data-row="{tensor}"]')
     b.mouse("mouseWheel", 500, 400, deltaX=0, deltaY=-300)
     assert center(b, f'svg .point[data-row="{tensor}"]') != pytest.approx(before, abs=1)
+    assert problems(b) == []
+
+
+# --- the other commands' reports: one skeleton, other sections -------------------------------------------
+
+def fleet_report(tmp: Path) -> Path:
+    from ceilings import fleet
+    from tests.test_fleet import docs_with_faults, write
+
+    folder = tmp / "fleet"
+    folder.mkdir()
+    write(folder, docs_with_faults())
+    out = tmp / "fleet.html"
+    assert fleet.main([str(folder), "--html", str(out)]) == 1  # GPUs fall short
+    return out
+
+
+def test_fleet_report_names_the_outliers_and_shows_every_gpu(tmp_path):
+    # tests/test_fleet.py: node1 GPUs 0-4 dram.read 3.00 3.10 2.90 3.05 2.00 TB/s, median 3.00: GPU 4 at 0.667
+    doc = data_of(fleet_report(tmp_path).read_text())
+    (strip,) = [s for s in doc["sections"] if s["kind"] == "strip"]
+    row = next(r for r in strip["rows"] if r["label"].startswith("dram.read · G1"))
+    assert sorted(p[0] for p in row["points"]) == pytest.approx(sorted([1.0, 3.1 / 3, 2.9 / 3, 3.05 / 3, 2 / 3]))
+    assert [(p[2], p[1]) for p in row["points"] if p[4]] == [("node1:4", 1)]  # named, in the failing series
+    assert strip["threshold"] == 0.9
+    (outliers,) = [s for s in doc["sections"] if s["id"] == "outliers"]
+    assert len(outliers["table"]["rows"]) == 5  # the five outliers of test_groups_medians_ratios_and_every_outlier
+
+
+def test_fleet_report_in_the_browser(browser, tmp_path):
+    b = load(browser, fleet_report(tmp_path))
+    assert b.evaluate("[...document.querySelectorAll('.outlier-label')].map(t => t.textContent)") == [
+        "node1:4", "node1:3", "node2:0"]
+    named = b.evaluate("[...document.querySelectorAll('circle.dot.named')].map(c => c.dataset.dot)")
+    b.mouse("mouseMoved", *center(b, f'circle.dot[data-dot="{named[0]}"]'))
+    tips = b.evaluate("[...document.querySelectorAll('.tip')].filter(t => !t.hidden).map(t => t.textContent)")
+    assert len(tips) == 1 and tips[0].startswith("node1:4") and "ratio0.667" in tips[0]
+    assert problems(b) == []
+
+
+def test_whatif_and_compare_reports(browser, tmp_path, capsys):
+    from analysis import whatif
+    from ceilings import compare
+
+    w = tmp_path / "whatif.html"
+    assert whatif.main([str(DATA / "kernels.csv"), "--roofs", str(DATA / "roofs.json"), "--on", "H100 SXM",
+                        "--html", str(w)]) == 0
+    doc = data_of(w.read_text())
+    totals = doc["sections"][0]["table"]["rows"]
+    # at home (profiled) the six judged kernels: 1 + 0.2 + 0.5 + 4 + 0.5 + 1 ms = 7.2 ms, at current efficiency too
+    assert [c[0] for c in totals[0]][2::2] == ["7.2 ms", "7.2 ms"] and totals[0][5][0] == "1.00x"
+    b = load(browser, w)
+    assert b.evaluate("document.querySelectorAll('#kernels tbody tr').length") == 2 * ROWS
+    b.evaluate("(() => { const s = document.querySelector('#kernels input[type=search]'); s.value = 'mystery';"
+               " s.dispatchEvent(new Event('input')); })()")
+    assert b.evaluate("document.querySelectorAll('#kernels tbody tr').length") == 2  # home and H100
+    assert problems(b) == []
+
+    c = tmp_path / "compare.html"
+    assert compare.main([str(DATA / "roofs.json"), "--datasheet", "H100 SXM", "-o", str(tmp_path / "c.png"),
+                         "--html", str(c)]) == 0
+    doc = data_of(c.read_text())
+    bandwidth = doc["sections"][0]
+    dram = next(r for r in bandwidth["rows"] if r["label"] == "dram.read")
+    assert [p[0] for p in dram["points"]] == [1e12, 3.35e12]  # the fixture's dram.read, the H100 SXM datasheet
+    b = load(browser, c)
+    assert b.evaluate("document.querySelectorAll('circle.dot').length") == sum(
+        len(r["points"]) for s in doc["sections"] if s["kind"] == "strip" for r in s["rows"])
     assert problems(b) == []
