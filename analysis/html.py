@@ -35,6 +35,7 @@ CONTEXT_COLUMNS = {"op": "op", "module": "module", "nvtx": "NVTX range"}
 TAB10 = {"blue": "#1f77b4", "orange": "#ff7f0e", "green": "#2ca02c", "red": "#d62728", "purple": "#9467bd",
          "brown": "#8c564b", "pink": "#e377c2", "gray": "#7f7f7f", "olive": "#bcbd22", "cyan": "#17becf"}
 SERIES_COLORS = tuple(TAB10.values())
+SWEEP_MARGIN = 1.5  # the batch sweep's axis reaches this factor beyond its smallest and largest batch
 
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -103,6 +104,39 @@ def notes_section(sid: str, heading: str, items: Sequence[str]) -> dict:
     return {"kind": "notes", "id": sid, "heading": heading, "items": list(items)}
 
 
+def chart_section(sid: str, heading: str, *, x_range, y_range, xlabel: str, ylabel: str, y_unit: str,
+                  lines: Sequence[Mapping] = (), ridges: Sequence[Mapping] = (), marks: Sequence[Mapping] = (),
+                  joins: Sequence = (), rows: Sequence[Mapping] = (), legend: Sequence[Mapping] = (),
+                  legend_title: str = "", table: dict | None = None, subtitle: Sequence[str] = (),
+                  notes: Sequence[str] = (), labels: Sequence[Mapping] = (), sweeps: Sequence[Mapping] = (),
+                  application: Mapping | None = None, warning: bool = False) -> dict:
+    """A log-log chart (the roofline's, and any other): lines {gid, x, y, color, width, datasheet, dash, slope,
+    label}; ridges {key, x, y, color, label}; marks {gid, filter, hollow, color, shape, points [[row, x, y,
+    area]]}; joins [row, color, [[x, y]...]]; rows {name, filter, facts [(label, text)]}, a table row each, in
+    table order; legend {label, kind, color, shape, filter}: a key with a filter hides the marks and joins of
+    that filter."""
+    return {"kind": "roofline", "id": sid, "heading": heading, "subtitle": list(subtitle), "warning": warning,
+            "x_range": list(x_range), "y_range": list(y_range), "xlabel": xlabel, "ylabel": ylabel, "y_unit": y_unit,
+            "roofs": list(lines), "ridges": list(ridges), "marks": list(marks), "joins": list(joins),
+            "sweeps": list(sweeps), "application": application, "labels": list(labels),
+            "legend_title": legend_title, "legend": list(legend), "notes": [n for n in notes if n],
+            "rows": list(rows), "table": table}
+
+
+def _lines(lines) -> list[dict]:
+    return [{"gid": ln.gid, "x": list(ln.x), "y": list(ln.y), "color": ln.color, "width": ln.width,
+             "datasheet": ln.datasheet, "dash": ln.datasheet, "slope": ln.slope, "label": ln.label} for ln in lines]
+
+
+def _ridges(ridges) -> list[dict]:
+    return [{"key": r.key, "x": r.x, "y": r.y, "color": r.color, "label": r.label} for r in ridges]
+
+
+def _legend(entries) -> list[dict]:
+    return [{"label": e.label, "kind": e.kind, "color": e.color, "shape": e.shape, "filter": e.filter}
+            for e in entries]
+
+
 def roofline_section(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | None = None, sid: str = "roofline",
                      notes: Sequence[str] = ()) -> dict:
     """The roofline `fig` (analysis.figure.roofline) with its table: every row of fig.table (also those not on
@@ -112,30 +146,21 @@ def roofline_section(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | Non
     position = {label: i for i, label in enumerate(table.index)}
     heading, *subtitle = fig.title
     rows, facts = _rows(roofs, table, kernels)
-    return {
-        "kind": "roofline", "id": sid, "heading": heading, "subtitle": subtitle, "warning": fig.warning,
-        "x_range": list(fig.x_range), "y_range": list(fig.y_range), "xlabel": fig.xlabel, "ylabel": fig.ylabel,
-        "y_unit": "FLOP/s",
-        "roofs": [{"gid": ln.gid, "x": list(ln.x), "y": list(ln.y), "color": ln.color, "width": ln.width,
-                   "datasheet": ln.datasheet, "slope": ln.slope, "label": ln.label} for ln in fig.roofs],
-        "ridges": [{"key": r.key, "x": r.x, "y": r.y, "color": r.color, "label": r.label} for r in fig.ridges],
-        "marks": [{"gid": m.gid, "filter": m.precision, "hollow": m.hollow, "color": m.color, "shape": m.shape,
-                   "points": [[position[r], x, y, a] for r, x, y, a in zip(m.rows, m.x, m.y, m.area)]}
-                  for m in fig.marks],
-        "joins": [[position[row], color, [list(p) for p in points]] for row, color, points in fig.joins],
-        "sweeps": [{"name": name, "points": [list(p) for p in points]} for name, points in fig.sweeps],
-        "application": None if fig.application is None else {
-            "x": fig.application.x, "y": fig.application.y, "text": fig.application.text,
-            "radius": fig.application.radius},
-        "labels": [{"x": lb.x, "y": lb.y, "text": lb.text, "radius": lb.radius} for lb in fig.labels],
-        "legend_title": fig.legend_title,
-        "legend": [{"label": e.label, "kind": e.kind, "color": e.color, "shape": e.shape, "filter": e.filter}
-                   for e in fig.legend],
-        "notes": [n for n in (fig.not_drawn, *notes) if n],
-        "rows": [{"name": str(k["kernel"]), "filter": k["precision"] if isinstance(k["precision"], str) else None,
-                  "facts": f} for (_, k), f in zip(table.iterrows(), facts)],
-        "table": rows,
-    }
+    app = fig.application
+    return chart_section(
+        sid, heading, subtitle=subtitle, warning=fig.warning, x_range=fig.x_range, y_range=fig.y_range,
+        xlabel=fig.xlabel, ylabel=fig.ylabel, y_unit="FLOP/s", lines=_lines(fig.roofs), ridges=_ridges(fig.ridges),
+        marks=[{"gid": m.gid, "filter": m.precision, "hollow": m.hollow, "color": m.color, "shape": m.shape,
+                "points": [[position[r], x, y, a] for r, x, y, a in zip(m.rows, m.x, m.y, m.area)]}
+               for m in fig.marks],
+        joins=[[position[row], color, [list(p) for p in points]] for row, color, points in fig.joins],
+        sweeps=[{"name": name, "points": [list(p) for p in points]} for name, points in fig.sweeps],
+        application=None if app is None else {"x": app.x, "y": app.y, "text": app.text, "radius": app.radius},
+        labels=[{"x": lb.x, "y": lb.y, "text": lb.text, "radius": lb.radius} for lb in fig.labels],
+        legend_title=fig.legend_title, legend=_legend(fig.legend), notes=[fig.not_drawn, *notes],
+        rows=[{"name": str(k["kernel"]), "filter": k["precision"] if isinstance(k["precision"], str) else None,
+               "facts": f} for (_, k), f in zip(table.iterrows(), facts)],
+        table=rows)
 
 
 def roofline_page(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | None = None,
@@ -265,6 +290,120 @@ def fleet_page(fleet) -> str:
                               outliers),
                 notes_section("notes", "Notes", fleet.notes)]
     return page(title, sections)
+
+
+def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: Sequence[str] = ()) -> str:
+    """analysis.llm --html: per GPU the model's prefill and decode ops on its roofs (as analysis.llm.plot
+    draws them: op class by colour, which the legend filters, phase by shape), every op in a table; the batch
+    sweep of the decode step (each GPU a line, hollow where weights and KV cache do not fit, dashed where the
+    weight GEMMs turn compute-bound); a summary per GPU and the warnings."""
+    from analysis.figure import NEUTRAL_COLOR, roofs_only
+    from analysis.llm.plot import CLASS_COLORS, GPU_COLORS, MARKER_AREA_MIN, MARKER_AREA_SPAN, PHASE_MARKERS, ops_view
+
+    pct = lambda v: f"{v * 100:.1f}%"
+    sections = []
+    for i, r in enumerate(results):
+        ops, drawn, x_range, y_range = ops_view(r)
+        # ops_view's ops keep their position in prefill + decode (one index), the table's rows
+        placed = pd.concat([r.prefill, r.decode], ignore_index=True)
+        placed["share"] = placed["time_s"] / placed.groupby("phase")["time_s"].transform("sum")
+        placed["ai"] = placed["flops"] / placed["bytes"]
+        cols = [("op", "op", None), ("phase", "phase", None), ("op_class", "op class", None),
+                ("count", "count", _count), ("roof", "roof", None), ("bound", "bound", None),
+                ("flops", "FLOPs", lambda v: si(v, "FLOP")), ("bytes", "bytes", lambda v: si(v, "B")),
+                ("ai", "AI (FLOP/B)", lambda v: f"{v:.3g}"), ("time_s", "time", seconds), ("share", "share", pct),
+                ("time_at_roof_s", "at roof", seconds), ("efficiency", "efficiency", lambda v: f"{v:.2f}"),
+                ("why", "why", None)]
+        table = frame_table(placed, cols)
+        facts = [[(label, text or "unknown") for (_, label, _), (text, _) in zip(cols[1:], row[1:])]
+                 for row in table["rows"]]
+        marks = [{"gid": f"llm:{phase}:{cls}", "filter": cls, "hollow": False, "color": CLASS_COLORS[cls],
+                  "shape": PHASE_MARKERS[phase],
+                  "points": [[int(j), o.ai, o.flop_per_s, MARKER_AREA_MIN + o.share * MARKER_AREA_SPAN]
+                             for j, o in group.iterrows()]}
+                 for (phase, cls), group in ops.groupby(["phase", "op_class"])]
+        lines, ridges = roofs_only(drawn, x_range)
+        legend = [{"label": c, "kind": "patch", "color": CLASS_COLORS[c], "shape": "s", "filter": c}
+                  for c in CLASS_COLORS if c in set(ops["op_class"])]
+        legend += [{"label": p + (" (first step)" if p == "decode" else ""), "kind": "marker",
+                    "color": NEUTRAL_COLOR, "shape": PHASE_MARKERS[p], "filter": None}
+                   for p in PHASE_MARKERS if p in set(ops["phase"])]
+        legend.append({"label": "marker area ∝ share of its phase's time", "kind": "text", "color": NEUTRAL_COLOR,
+                       "shape": "o", "filter": None})
+        left_out = sorted(set(r.prefill["op"]) - set(ops["op"]))
+        st = r.setup
+        sections.append(chart_section(
+            f"ops-{i}", f"{model.name} on {r.gpu.label}: prefill of {st.prompt} tokens, decode step at context "
+            f"{st.prompt}, batch {st.batch}", subtitle=[f"roofs: {r.gpu.roofs.provenance}"],
+            warning=not r.gpu.roofs.measured, x_range=x_range, y_range=y_range,
+            xlabel="Arithmetic intensity (FLOP/byte, DRAM)", ylabel="Performance (FLOP/s)", y_unit="FLOP/s",
+            lines=_lines(lines), ridges=_ridges(ridges), marks=marks, legend=legend, legend_title="ops (op class)",
+            rows=[{"name": f"{o['op']} ({o['phase']})", "filter": o["op_class"], "facts": f}
+                  for (_, o), f in zip(placed.iterrows(), facts)], table=table,
+            notes=[f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): {', '.join(left_out)}"
+                   if left_out else None]))
+    if sweep is not None and len(sweep):
+        sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
+    summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
+                             "tps": r.tokens_per_s, "fits": {True: "yes", False: "no", None: "unknown"}[r.memory.fits],
+                             "max_batch": r.memory.max_batch, "crossover": r.crossover_batch} for r in results])
+    sections.append(table_section("summary", "Per GPU", frame_table(summary, [
+        ("gpu", "GPU", None), ("ttft", "time to first token", seconds), ("step", "first decode step", seconds),
+        ("mean", "time per output token", seconds), ("tps", "tokens/s", lambda v: f"{v:,.0f}"),
+        ("fits", "weights + KV cache fit", None), ("max_batch", "largest batch", _count),
+        ("crossover", "GEMMs compute-bound from batch", _count)])))
+    sections.append(notes_section("warnings", "Warnings", warnings))
+    return page(f"{model.name}: prefill and decode on the roofs", sections)
+
+
+def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequence[str]) -> dict:
+    """The batch sweep (analysis.llm.place.batch_sweep) as a log-log chart: tokens/s against batch per GPU."""
+    from analysis.figure import NEUTRAL_COLOR
+
+    sweep = sweep.reset_index(drop=True)
+    marks, joins, lines, legend = [], [], [], []
+    y = sweep["tokens_per_s"].astype(float)
+    y_range = (10 ** math.floor(math.log10(y[y > 0].min() / 2)), 10 ** math.ceil(math.log10(y.max() * 2)))
+    x_range = (sweep["batch"].min() / SWEEP_MARGIN, sweep["batch"].max() * SWEEP_MARGIN)  # no point on an edge
+    for i, r in enumerate(results):
+        color, label = colors[i % len(colors)], r.gpu.label
+        rows = sweep[(sweep["gpu"] == label) & (sweep["tokens_per_s"] > 0)]
+        fits = rows["fits"].map(lambda f: f is not False)
+        for hollow, part in ((False, rows[fits]), (True, rows[~fits])):
+            if len(part):
+                marks.append({"gid": f"sweep:{label}" + (":no-fit" if hollow else ""), "filter": label,
+                              "hollow": hollow, "color": color, "shape": "o",
+                              "points": [[int(j), float(o.batch), float(o.tokens_per_s), 30.0]
+                                         for j, o in part.iterrows()]})
+        if len(rows):
+            joins.append([int(rows.index[0]), color, [[float(b), float(t)] for b, t in
+                                                      zip(rows["batch"], rows["tokens_per_s"])]])
+        c = r.crossover_batch
+        if c is not None and c <= sweep["batch"].max():
+            lines.append({"gid": f"crossover:{label}", "x": [c, c], "y": list(y_range), "color": color, "width": 1,
+                          "datasheet": False, "dash": True, "slope": False, "label_row": len(lines),
+                          "label": f"compute-bound GEMMs from batch {c}"})
+        legend.append({"label": label, "kind": "marker", "color": color, "shape": "o", "filter": label})
+    legend += [{"label": "weights + KV cache do not fit", "kind": "hollow", "color": NEUTRAL_COLOR, "shape": "o",
+                "filter": None},
+               {"label": "weight GEMMs compute-bound from here", "kind": "datasheet", "color": NEUTRAL_COLOR,
+                "shape": "o", "filter": None}]
+    cols = [("gpu", "GPU", None), ("batch", "batch", _count), ("step_time_s", "step time", seconds),
+            ("tokens_per_s", "tokens/s", lambda v: f"{v:,.0f}"), ("gemms", "weight GEMMs", None),
+            ("fits", "fits", None)]
+    table = frame_table(sweep.assign(fits=sweep["fits"].map({True: "yes", False: "no", None: "unknown"})), cols)
+    rows = [{"name": f"{o.gpu}, batch {o.batch}", "filter": o.gpu,
+             "facts": [(label, text or "unknown") for (_, label, _), (text, _) in zip(cols[1:], cells[1:])]}
+            for o, cells in zip(sweep.itertuples(), table["rows"])]
+    s = results[0].setup
+    sources = "; ".join(dict.fromkeys(r.gpu.roofs.provenance for r in results))
+    return chart_section(
+        "sweep", f"{model.name}: decode step at context {s.prompt} ({s.weights} weights, {s.kv_cache} KV cache), "
+        f"KV cache for {s.prompt + s.gen} tokens a sequence", subtitle=[f"roofs: {sources}"],
+        warning=not all(r.gpu.roofs.measured for r in results), x_range=x_range, y_range=y_range,
+        xlabel="batch (sequences decoded together)", ylabel="decode tokens/s (batch / step time)", y_unit="tok/s",
+        lines=lines, marks=marks, joins=joins, rows=rows, legend=legend, legend_title="decode on each GPU",
+        table=table)
 
 
 def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tuple[dict, list]:

@@ -196,14 +196,15 @@
       plot.appendChild(g);
       for (const l of s.roofs) {
         const a = { x1: X(l.x[0]), y1: Y(l.y[0]), x2: X(l.x[1]), y2: Y(l.y[1]), stroke: l.color, "stroke-width": l.width, "data-gid": l.gid };
-        if (l.datasheet) Object.assign(a, { "stroke-dasharray": "5 3", "stroke-opacity": 0.6 });
+        if (l.dash) Object.assign(a, { "stroke-dasharray": "5 3", "stroke-opacity": 0.6 });
         g.appendChild(svg("line", a));
         if (l.datasheet || !l.label) continue; // the legend names datasheet roofs, as in the PNG
         if (l.slope) { // under the slope, where it enters the view
           const x = Math.max(l.x[0], view.x[0]) * 1.6, y = l.y[0] * (x / l.x[0]);
           g.appendChild(svg("text", { x: X(x) + 6, y: Y(y) + 14, fill: l.color, class: "roof-label" }, l.label));
         } else {
-          g.appendChild(svg("text", { x: Math.max(X(l.x[0]), M.left) + 10, y: Y(l.y[0]) - 4, fill: l.color, class: "roof-label" }, l.label));
+          // label_row: labels of lines that share a height (vertical ones) stacked apart
+          g.appendChild(svg("text", { x: Math.max(X(l.x[0]), M.left) + 10, y: Y(l.y[0]) - 4 - 14 * (l.label_row || 0), fill: l.color, class: "roof-label" }, l.label));
         }
       }
       for (const r of s.ridges) {

@@ -104,8 +104,10 @@ def opened(browser, tmp_path):
 
 
 def center(b: Browser, selector: str) -> tuple[float, float]:
-    r = b.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-                   f" return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
+    """The centre of the element in the viewport (scrolled into it: input events land only there)."""
+    r = b.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+                   f" e.scrollIntoView({{block: 'nearest'}});"
+                   f" const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
     return r[0], r[1]
 
 
@@ -265,4 +267,30 @@ def test_whatif_and_compare_reports(browser, tmp_path, capsys):
     b = load(browser, c)
     assert b.evaluate("document.querySelectorAll('circle.dot').length") == sum(
         len(r["points"]) for s in doc["sections"] if s["kind"] == "strip" for r in s["rows"])
+    assert problems(b) == []
+
+
+def test_llm_report_ops_by_class_and_the_batch_sweep(browser, tmp_path, capsys):
+    from analysis.llm.__main__ import main as llm
+
+    out = tmp_path / "llm.html"
+    assert llm(["--model", "llama-3.1-8b", "--roofs", "H100 SXM", "--batch", "1", "--sweep", "--sweep-max", "8",
+                "--html", str(out)]) == 0
+    doc = data_of(out.read_text())
+    ops, sweep = doc["sections"][0], doc["sections"][1]
+    # Llama-3.1-8B prefill embedding: 2048 tokens x 4096 hidden x 2 B (bf16) read, and as much written
+    emb = next(r for r in ops["rows"] if r["name"] == "embedding (prefill)")
+    assert dict(emb["facts"])["bytes"] == "33.6 MB" and dict(emb["facts"])["FLOPs"] == "0 FLOP"
+    assert {m["filter"] for m in ops["marks"]} <= {"gemm", "attention", "norm", "elementwise"}
+    assert sorted(r["name"] for r in sweep["rows"]) == sorted(
+        f"NVIDIA H100 SXM5 80GB (CC 9.0), batch {b}" for b in (1, 2, 4, 8))
+    b = load(browser, out)
+    gemms = sum(len(m["points"]) for m in ops["marks"] if m["filter"] == "gemm")
+    shown = b.evaluate("document.querySelectorAll('#ops-0 svg .point').length")
+    b.click(*center(b, "#ops-0 button.legend-item"))  # the first op class drawn: gemm
+    assert b.evaluate("document.querySelectorAll('#ops-0 svg .point').length") == shown - gemms > 0
+    b.mouse("mouseMoved", *center(b, '#sweep svg .point[data-row="0"]'))
+    tips = b.evaluate("[...document.querySelectorAll('.tip')].filter(t => !t.hidden)"
+                      ".map(t => t.querySelector('.tip-name').textContent)")
+    assert tips == ["NVIDIA H100 SXM5 80GB (CC 9.0), batch 1"]
     assert problems(b) == []
