@@ -35,6 +35,8 @@ CONTEXT_COLUMNS = {"op": "op", "module": "module", "nvtx": "NVTX range"}
 TAB10 = {"blue": "#1f77b4", "orange": "#ff7f0e", "green": "#2ca02c", "red": "#d62728", "purple": "#9467bd",
          "brown": "#8c564b", "pink": "#e377c2", "gray": "#7f7f7f", "olive": "#bcbd22", "cyan": "#17becf"}
 SERIES_COLORS = tuple(TAB10.values())
+# significant digits of the numbers in a page's data (texts carry the shown figures): a smaller file
+FLOAT_DIGITS = 7
 SWEEP_MARGIN = 1.5  # the batch sweep's axis reaches this factor beyond its smallest and largest batch
 
 PAGE = """<!DOCTYPE html>
@@ -65,9 +67,11 @@ def page(title: str, sections: Sequence[Mapping]) -> str:
 
 def table_spec(columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence[tuple[str, object]]]) -> dict:
     """A table for the page: columns (label, numeric); rows of cells (text shown, key sorted by: a number, a
-    string, or None for unknown, sorted last)."""
+    string, or None for unknown, sorted last). A chart's tooltip of a row is its cells: the first one is the
+    name (whole), the others are labelled by their column."""
+    # a cell is [text, key], or [text] where the text is its own key (most text columns): half the size
     return {"columns": [{"label": label, "numeric": numeric} for label, numeric in columns],
-            "rows": [[[text, _key(key)] for text, key in row] for row in rows]}
+            "rows": [[[text] if key == text else [text, _key(key)] for text, key in row] for row in rows]}
 
 
 def frame_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str, Callable | None]]) -> dict:
@@ -106,21 +110,21 @@ def notes_section(sid: str, heading: str, items: Sequence[str]) -> dict:
 
 def chart_section(sid: str, heading: str, *, x_range, y_range, xlabel: str, ylabel: str, y_unit: str,
                   lines: Sequence[Mapping] = (), ridges: Sequence[Mapping] = (), marks: Sequence[Mapping] = (),
-                  joins: Sequence = (), rows: Sequence[Mapping] = (), legend: Sequence[Mapping] = (),
+                  joins: Sequence = (), filters: Sequence[str | None] = (), legend: Sequence[Mapping] = (),
                   legend_title: str = "", table: dict | None = None, subtitle: Sequence[str] = (),
                   notes: Sequence[str] = (), labels: Sequence[Mapping] = (), sweeps: Sequence[Mapping] = (),
                   application: Mapping | None = None, warning: bool = False) -> dict:
     """A log-log chart (the roofline's, and any other): lines {gid, x, y, color, width, datasheet, dash, slope,
     label}; ridges {key, x, y, color, label}; marks {gid, filter, hollow, color, shape, points [[row, x, y,
-    area]]}; joins [row, color, [[x, y]...]]; rows {name, filter, facts [(label, text)]}, a table row each, in
-    table order; legend {label, kind, color, shape, filter}: a key with a filter hides the marks and joins of
-    that filter."""
+    area]]}, a point's row being its row of `table` (whose cells its tooltip shows); joins [row, color, [[x, y]
+    ...]]; filters: each table row's filter (a legend key with that filter hides its marks, joins and labels);
+    legend {label, kind, color, shape, filter}."""
     return {"kind": "roofline", "id": sid, "heading": heading, "subtitle": list(subtitle), "warning": warning,
             "x_range": list(x_range), "y_range": list(y_range), "xlabel": xlabel, "ylabel": ylabel, "y_unit": y_unit,
             "roofs": list(lines), "ridges": list(ridges), "marks": list(marks), "joins": list(joins),
             "sweeps": list(sweeps), "application": application, "labels": list(labels),
             "legend_title": legend_title, "legend": list(legend), "notes": [n for n in notes if n],
-            "rows": list(rows), "table": table}
+            "filters": list(filters), "table": table}
 
 
 def _lines(lines) -> list[dict]:
@@ -145,7 +149,6 @@ def roofline_section(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | Non
     table = fig.table
     position = {label: i for i, label in enumerate(table.index)}
     heading, *subtitle = fig.title
-    rows, facts = _rows(roofs, table, kernels)
     app = fig.application
     return chart_section(
         sid, heading, subtitle=subtitle, warning=fig.warning, x_range=fig.x_range, y_range=fig.y_range,
@@ -158,9 +161,7 @@ def roofline_section(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | Non
         application=None if app is None else {"x": app.x, "y": app.y, "text": app.text, "radius": app.radius},
         labels=[{"x": lb.x, "y": lb.y, "text": lb.text, "radius": lb.radius} for lb in fig.labels],
         legend_title=fig.legend_title, legend=_legend(fig.legend), notes=[fig.not_drawn, *notes],
-        rows=[{"name": str(k["kernel"]), "filter": k["precision"] if isinstance(k["precision"], str) else None,
-               "facts": f} for (_, k), f in zip(table.iterrows(), facts)],
-        table=rows)
+        filters=[p if isinstance(p, str) else None for p in table["precision"]], table=_rows(roofs, table, kernels))
 
 
 def roofline_page(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | None = None,
@@ -315,8 +316,6 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
                 ("time_at_roof_s", "at roof", seconds), ("efficiency", "efficiency", lambda v: f"{v:.2f}"),
                 ("why", "why", None)]
         table = frame_table(placed, cols)
-        facts = [[(label, text or "unknown") for (_, label, _), (text, _) in zip(cols[1:], row[1:])]
-                 for row in table["rows"]]
         marks = [{"gid": f"llm:{phase}:{cls}", "filter": cls, "hollow": False, "color": CLASS_COLORS[cls],
                   "shape": PHASE_MARKERS[phase],
                   "points": [[int(j), o.ai, o.flop_per_s, MARKER_AREA_MIN + o.share * MARKER_AREA_SPAN]
@@ -338,8 +337,7 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
             warning=not r.gpu.roofs.measured, x_range=x_range, y_range=y_range,
             xlabel="Arithmetic intensity (FLOP/byte, DRAM)", ylabel="Performance (FLOP/s)", y_unit="FLOP/s",
             lines=_lines(lines), ridges=_ridges(ridges), marks=marks, legend=legend, legend_title="ops (op class)",
-            rows=[{"name": f"{o['op']} ({o['phase']})", "filter": o["op_class"], "facts": f}
-                  for (_, o), f in zip(placed.iterrows(), facts)], table=table,
+            filters=list(placed["op_class"]), table=table,
             notes=[f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): {', '.join(left_out)}"
                    if left_out else None]))
     if sweep is not None and len(sweep):
@@ -392,9 +390,6 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
             ("tokens_per_s", "tokens/s", lambda v: f"{v:,.0f}"), ("gemms", "weight GEMMs", None),
             ("fits", "fits", None)]
     table = frame_table(sweep.assign(fits=sweep["fits"].map({True: "yes", False: "no", None: "unknown"})), cols)
-    rows = [{"name": f"{o.gpu}, batch {o.batch}", "filter": o.gpu,
-             "facts": [(label, text or "unknown") for (_, label, _), (text, _) in zip(cols[1:], cells[1:])]}
-            for o, cells in zip(sweep.itertuples(), table["rows"])]
     s = results[0].setup
     sources = "; ".join(dict.fromkeys(r.gpu.roofs.provenance for r in results))
     return chart_section(
@@ -402,13 +397,13 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
         f"KV cache for {s.prompt + s.gen} tokens a sequence", subtitle=[f"roofs: {sources}"],
         warning=not all(r.gpu.roofs.measured for r in results), x_range=x_range, y_range=y_range,
         xlabel="batch (sequences decoded together)", ylabel="decode tokens/s (batch / step time)", y_unit="tok/s",
-        lines=lines, marks=marks, joins=joins, rows=rows, legend=legend, legend_title="decode on each GPU",
-        table=table)
+        lines=lines, marks=marks, joins=joins, filters=list(sweep["gpu"]), legend=legend,
+        legend_title="decode on each GPU", table=table)
 
 
-def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tuple[dict, list]:
-    """The table of every row and each row's tooltip facts (label, text), in the formatting of the Markdown
-    report (analysis.roofline.kernel_rows), the whole kernel name first."""
+def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> dict:
+    """The table of every row, in the formatting of the Markdown report (analysis.roofline.kernel_rows), the
+    whole kernel name first."""
     cells = kernel_rows(roofs, table)
     col = {h: i for i, h in enumerate(KERNEL_HEADER)}
     context = [c for c in CONTEXT_COLUMNS if kernels is not None and c in kernels
@@ -417,8 +412,9 @@ def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tu
                ("precision", False), ("bound", False), ("AI (FLOP/B)", True), ("achieved", True), ("roof", True),
                ("% of roof", True), ("FLOPs", True), ("bytes", True), ("at roof", True), ("saved", True),
                *((CONTEXT_COLUMNS[c], False) for c in context)]
-    rows, facts = [], []
-    for c, (label, k) in zip(cells, table.iterrows()):
+    rows = []
+    # records, not iterrows: each row of iterrows deep-copies table.attrs (thousands of warnings on a trace)
+    for c, label, k in zip(cells, table.index, table.to_dict("records")):
         no_flops = k["precision"] == NO_FLOPS
         achieved = k["bytes"] / k["time_s"] if no_flops else k["flop_per_s"]
         meta = {c_: kernels.at[label, c_] for c_ in context}
@@ -437,9 +433,7 @@ def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> tu
                (c[col["at roof"]], k["time_at_roof_s"]), (c[col["saved"]], k["time_saved_s"]),
                *((_text(meta[c_]), _text(meta[c_])) for c_ in context)]
         rows.append(row)
-        named = [(h, text) for (h, _), (text, _) in zip(columns, row)][1:]
-        facts.append([(h, text or "unknown") for h, text in named])
-    return table_spec(columns, rows), facts
+    return table_spec(columns, rows)
 
 
 def _known_value(value) -> bool:
@@ -482,7 +476,7 @@ def _finite(obj):
         return obj
     if hasattr(obj, "item"):  # a numpy scalar
         obj = obj.item()
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+    if isinstance(obj, float):  # to FLOAT_DIGITS: positions and sort keys, not figures anyone reads
+        return float(f"{obj:.{FLOAT_DIGITS}g}") if math.isfinite(obj) else None
     return obj
 

@@ -79,7 +79,10 @@
     parent.appendChild(box);
     const rows = spec.rows.map((cells, i) => ({ i, cells, text: cells.map((c) => c[0]).join(" ").toLowerCase() }));
     const byRow = new Map();
-    function key(r) { return r.cells[order][1]; }
+    function key(r) { // [text, key], or [text] for a text that is its own key ("" is unknown)
+      const c = r.cells[order];
+      return c.length > 1 ? c[1] : c[0] === "" ? null : c[0];
+    }
     function fill() {
       const q = search.value.trim().toLowerCase();
       let shown = rows.filter((r) => !q || r.text.includes(q));
@@ -257,7 +260,11 @@
       }
     }
 
-    const showTip = (row, ev) => tipAt(tip, s.rows[row].name, s.rows[row].facts, ev);
+    // a row's tooltip: its table cells, the first one (the name) whole on top, the others labelled
+    const showTip = (row, ev) => {
+      const cells = s.table.rows[row];
+      tipAt(tip, cells[0][0], s.table.columns.slice(1).map((c, j) => [c.label, cells[j + 1][0] || "unknown"]), ev);
+    };
     const pointOf = (ev) => ev.target.closest && ev.target.closest("[data-row]");
     plot.addEventListener("mousemove", (ev) => {
       const p = pointOf(ev);
@@ -336,7 +343,7 @@
     sec.appendChild(body);
     const hidden = new Set();
     let selected = null, tbl = null;
-    const rowPrecision = (row) => s.rows[row].filter;
+    const rowPrecision = (row) => s.filters[row];
     const hooks = {
       selected: () => selected,
       hidden: (row) => hidden.has(rowPrecision(row)),

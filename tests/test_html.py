@@ -45,6 +45,11 @@ def data_of(html: str) -> dict:
     return json.loads(m.group(1))
 
 
+def facts_of(section: dict, row: int) -> dict:
+    """A table row's cells by column label: what its point's tooltip shows."""
+    return {c["label"]: cell[0] for c, cell in zip(section["table"]["columns"], section["table"]["rows"][row])}
+
+
 def test_report_is_one_offline_file_and_its_data_cannot_break_out(tmp_path):
     html = report(tmp_path).read_text()
     # the hostile name ends no script and opens no tag: two scripts only, and no <img anywhere
@@ -52,12 +57,12 @@ def test_report_is_one_offline_file_and_its_data_cannot_break_out(tmp_path):
     assert "://" not in html and "Content-Security-Policy" in html and "default-src 'none'" in html
     doc = data_of(html)
     (sec,) = [s for s in doc["sections"] if s["kind"] == "roofline"]
-    assert HOSTILE in [r["name"] for r in sec["rows"]]  # the whole name, unchanged
-    assert len(sec["rows"]) == ROWS and len(sec["table"]["rows"]) == ROWS
-    points = {sec["rows"][p[0]]["name"]: p for m in sec["marks"] for p in m["points"]}
+    names = [cells[0][0] for cells in sec["table"]["rows"]]
+    assert HOSTILE in names and len(names) == ROWS  # the whole name, unchanged
+    points = {names[p[0]]: p for m in sec["marks"] for p in m["points"]}
     assert len(points) == POINTS and "copy_kernel" not in points and "mystery_kernel" not in points
     assert points[GEMM][1:3] == [pytest.approx(50), pytest.approx(5e12)]  # 5e9 FLOP / 1e8 B, 5e9 FLOP / 1 ms
-    facts = dict(sec["rows"][points[GEMM][0]]["facts"])
+    facts = facts_of(sec, points[GEMM][0])
     assert (facts["launches"], facts["time"], facts["% of roof"], facts["bound"]) == ("2", "1 ms", "50.0%",
                                                                                       "compute")
     assert [r["label"] for r in sec["roofs"] if not r["slope"]] == [
@@ -112,8 +117,8 @@ def center(b: Browser, selector: str) -> tuple[float, float]:
 
 
 def row_of(b: Browser, name: str) -> int:
-    return b.evaluate(f"JSON.parse(document.getElementById('report-data').textContent).sections[0].rows"
-                      f".findIndex(r => r.name === {json.dumps(name)})")
+    return b.evaluate(f"JSON.parse(document.getElementById('report-data').textContent).sections[0].table.rows"
+                      f".findIndex(r => r[0][0] === {json.dumps(name)})")
 
 
 def problems(b: Browser) -> list[str]:
@@ -279,18 +284,18 @@ def test_llm_report_ops_by_class_and_the_batch_sweep(browser, tmp_path, capsys):
     doc = data_of(out.read_text())
     ops, sweep = doc["sections"][0], doc["sections"][1]
     # Llama-3.1-8B prefill embedding: 2048 tokens x 4096 hidden x 2 B (bf16) read, and as much written
-    emb = next(r for r in ops["rows"] if r["name"] == "embedding (prefill)")
-    assert dict(emb["facts"])["bytes"] == "33.6 MB" and dict(emb["facts"])["FLOPs"] == "0 FLOP"
+    rows = [facts_of(ops, i) for i in range(len(ops["table"]["rows"]))]
+    emb = next(r for r in rows if (r["op"], r["phase"]) == ("embedding", "prefill"))
+    assert (emb["bytes"], emb["FLOPs"]) == ("33.6 MB", "0 FLOP")
     assert {m["filter"] for m in ops["marks"]} <= {"gemm", "attention", "norm", "elementwise"}
-    assert sorted(r["name"] for r in sweep["rows"]) == sorted(
-        f"NVIDIA H100 SXM5 80GB (CC 9.0), batch {b}" for b in (1, 2, 4, 8))
+    assert [(r["GPU"], r["batch"]) for r in (facts_of(sweep, i) for i in range(4))] == [
+        ("NVIDIA H100 SXM5 80GB (CC 9.0)", b) for b in ("1", "2", "4", "8")]
     b = load(browser, out)
     gemms = sum(len(m["points"]) for m in ops["marks"] if m["filter"] == "gemm")
     shown = b.evaluate("document.querySelectorAll('#ops-0 svg .point').length")
     b.click(*center(b, "#ops-0 button.legend-item"))  # the first op class drawn: gemm
     assert b.evaluate("document.querySelectorAll('#ops-0 svg .point').length") == shown - gemms > 0
     b.mouse("mouseMoved", *center(b, '#sweep svg .point[data-row="0"]'))
-    tips = b.evaluate("[...document.querySelectorAll('.tip')].filter(t => !t.hidden)"
-                      ".map(t => t.querySelector('.tip-name').textContent)")
-    assert tips == ["NVIDIA H100 SXM5 80GB (CC 9.0), batch 1"]
+    tips = b.evaluate("[...document.querySelectorAll('.tip')].filter(t => !t.hidden).map(t => t.textContent)")
+    assert len(tips) == 1 and tips[0].startswith("NVIDIA H100 SXM5 80GB (CC 9.0)batch1step time")
     assert problems(b) == []
