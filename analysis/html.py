@@ -28,8 +28,6 @@ from analysis.roofline import KERNEL_HEADER, NO_FLOPS, Roofs, kernel_rows, profi
 
 # no resource of any kind may be fetched: inline scripts and styles only, pictures only as data: URLs
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
-# what a profile may say of a kernel beyond its numbers (analysis.readers.contract META_COLUMNS), shown when known
-CONTEXT_COLUMNS = {"op": "op", "module": "module", "nvtx": "NVTX range"}
 
 # matplotlib's "tab:" colours (the default cycle) as CSS: series of bars and dots, in this order
 TAB10 = {"blue": "#1f77b4", "orange": "#ff7f0e", "green": "#2ca02c", "red": "#d62728", "purple": "#9467bd",
@@ -117,8 +115,8 @@ def chart_section(sid: str, heading: str, *, x_range, y_range, xlabel: str, ylab
     """A log-log chart (the roofline's, and any other): lines {gid, x, y, color, width, datasheet, dash, slope,
     label}; ridges {key, x, y, color, label}; marks {gid, filter, hollow, color, shape, points [[row, x, y,
     area]]}, a point's row being its row of `table` (whose cells its tooltip shows); joins [row, color, [[x, y]
-    ...]]; filters: each table row's filter (a legend key with that filter hides its marks, joins and labels);
-    legend {label, kind, color, shape, filter}."""
+    ...]]; labels {x, y, text, radius, row}; filters: each table row's filter (a legend key with that filter
+    hides its marks, joins and labels); legend {label, kind, color, shape, filter}."""
     return {"kind": "roofline", "id": sid, "heading": heading, "subtitle": list(subtitle), "warning": warning,
             "x_range": list(x_range), "y_range": list(y_range), "xlabel": xlabel, "ylabel": ylabel, "y_unit": y_unit,
             "roofs": list(lines), "ridges": list(ridges), "marks": list(marks), "joins": list(joins),
@@ -141,15 +139,15 @@ def _legend(entries) -> list[dict]:
             for e in entries]
 
 
-def roofline_section(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | None = None, sid: str = "roofline",
-                     notes: Sequence[str] = ()) -> dict:
+def roofline_section(fig: Roofline, roofs: Roofs, *, sid: str = "roofline", notes: Sequence[str] = ()) -> dict:
     """The roofline `fig` (analysis.figure.roofline) with its table: every row of fig.table (also those not on
-    the plot), judged against `roofs`; `kernels`: the kernel table fig.table was judged from, for each row's op,
-    module and NVTX range where the profile knows them."""
+    the plot), judged against `roofs`."""
     table = fig.table
     position = {label: i for i, label in enumerate(table.index)}
     heading, *subtitle = fig.title
     app = fig.application
+    # a label's row, by its point (the same numbers of the same table), so that a legend filter hides it too
+    at = {(x, y): position[r] for m in fig.marks for r, x, y in zip(m.rows, m.x, m.y)}
     return chart_section(
         sid, heading, subtitle=subtitle, warning=fig.warning, x_range=fig.x_range, y_range=fig.y_range,
         xlabel=fig.xlabel, ylabel=fig.ylabel, y_unit="FLOP/s", lines=_lines(fig.roofs), ridges=_ridges(fig.ridges),
@@ -159,15 +157,15 @@ def roofline_section(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | Non
         joins=[[position[row], color, [list(p) for p in points]] for row, color, points in fig.joins],
         sweeps=[{"name": name, "points": [list(p) for p in points]} for name, points in fig.sweeps],
         application=None if app is None else {"x": app.x, "y": app.y, "text": app.text, "radius": app.radius},
-        labels=[{"x": lb.x, "y": lb.y, "text": lb.text, "radius": lb.radius} for lb in fig.labels],
+        labels=[{"x": lb.x, "y": lb.y, "text": lb.text, "radius": lb.radius, "row": at.get((lb.x, lb.y))}
+                for lb in fig.labels],
         legend_title=fig.legend_title, legend=_legend(fig.legend), notes=[fig.not_drawn, *notes],
-        filters=[p if isinstance(p, str) else None for p in table["precision"]], table=_rows(roofs, table, kernels))
+        filters=[p if isinstance(p, str) else None for p in table["precision"]], table=_rows(roofs, table))
 
 
-def roofline_page(fig: Roofline, roofs: Roofs, *, kernels: pd.DataFrame | None = None,
-                  warnings: Sequence[str] = ()) -> str:
+def roofline_page(fig: Roofline, roofs: Roofs, *, warnings: Sequence[str] = ()) -> str:
     """analysis.roofline --html: the roofline and its table, then every warning of the run."""
-    return page(f"Roofline: {roofs.device}", [roofline_section(fig, roofs, kernels=kernels),
+    return page(f"Roofline: {roofs.device}", [roofline_section(fig, roofs),
                                notes_section("warnings", "Warnings", warnings)])
 
 
@@ -401,23 +399,19 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
         legend_title="decode on each GPU", table=table)
 
 
-def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> dict:
+def _rows(roofs: Roofs, table: pd.DataFrame) -> dict:
     """The table of every row, in the formatting of the Markdown report (analysis.roofline.kernel_rows), the
     whole kernel name first."""
     cells = kernel_rows(roofs, table)
     col = {h: i for i, h in enumerate(KERNEL_HEADER)}
-    context = [c for c in CONTEXT_COLUMNS if kernels is not None and c in kernels
-               and kernels[c].reindex(table.index).notna().any()]
     columns = [(ROWS[table.attrs.get("by", "kernel")], False), ("launches", True), ("time", True), ("share", True),
                ("precision", False), ("bound", False), ("AI (FLOP/B)", True), ("achieved", True), ("roof", True),
-               ("% of roof", True), ("FLOPs", True), ("bytes", True), ("at roof", True), ("saved", True),
-               *((CONTEXT_COLUMNS[c], False) for c in context)]
+               ("% of roof", True), ("FLOPs", True), ("bytes", True), ("at roof", True), ("saved", True)]
     rows = []
     # records, not iterrows: each row of iterrows deep-copies table.attrs (thousands of warnings on a trace)
-    for c, label, k in zip(cells, table.index, table.to_dict("records")):
+    for c, k in zip(cells, table.to_dict("records")):
         no_flops = k["precision"] == NO_FLOPS
         achieved = k["bytes"] / k["time_s"] if no_flops else k["flop_per_s"]
-        meta = {c_: kernels.at[label, c_] for c_ in context}
         row = [(str(k["kernel"]), str(k["kernel"])),
                (_count(k["launches"]), k["launches"]),
                (c[col["time"]], k["time_s"]), (c[col["share"]], k["share"]),
@@ -430,8 +424,7 @@ def _rows(roofs: Roofs, table: pd.DataFrame, kernels: pd.DataFrame | None) -> di
                (_known(si, k["flops"], "FLOP"), k["flops"]),
                (_known(si, k["bytes"], "B") + (f" ({k['level']})" if isinstance(k["level"], str) else "")
                 if _finite_number(k["bytes"]) else "", k["bytes"]),
-               (c[col["at roof"]], k["time_at_roof_s"]), (c[col["saved"]], k["time_saved_s"]),
-               *((_text(meta[c_]), _text(meta[c_])) for c_ in context)]
+               (c[col["at roof"]], k["time_at_roof_s"]), (c[col["saved"]], k["time_saved_s"])]
         rows.append(row)
     return table_spec(columns, rows)
 

@@ -313,7 +313,7 @@
       }
     });
     plot.addEventListener("dblclick", () => { view = { x: s.x_range.slice(), y: s.y_range.slice() }; draw(); });
-    return { draw, reset() { view = { x: s.x_range.slice(), y: s.y_range.slice() }; draw(); }, zoomAt };
+    return { draw, reset() { view = { x: s.x_range.slice(), y: s.y_range.slice() }; draw(); } };
   }
 
   function legendKey(e) {
@@ -343,12 +343,12 @@
     sec.appendChild(body);
     const hidden = new Set();
     let selected = null, tbl = null;
-    const rowPrecision = (row) => s.filters[row];
+    const filterOf = (row) => s.filters[row];
     const hooks = {
       selected: () => selected,
-      hidden: (row) => hidden.has(rowPrecision(row)),
+      hidden: (row) => hidden.has(filterOf(row)),
       hiddenGroup: (m) => hidden.has(m.filter),
-      hiddenLabel: (l) => l.row !== undefined && l.row !== null && hidden.has(rowPrecision(l.row)),
+      hiddenLabel: (l) => l.row !== undefined && l.row !== null && hidden.has(filterOf(l.row)),
       pick: (row) => { select(row, true); },
     };
     const c = chart(body, s, hooks);

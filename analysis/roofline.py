@@ -924,7 +924,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         out.text(args.html, roofline_page(roofline_data(roofs, table, level=args.level, datasheet=datasheet,
                                                         top=args.top, sweep=args.sweep),
-                                          roofs, kernels=kernels, warnings=warnings))
+                                          roofs, warnings=warnings))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if not (args.csv or args.report or args.output or args.html):
         print(render_kernels(roofs, table))

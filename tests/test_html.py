@@ -191,8 +191,11 @@ def test_a_table_row_marks_its_point_and_a_point_its_row(opened):
 def test_legend_filters_search_sorts_and_wheel_zooms(opened):
     b = opened
     tensor = row_of(b, "hgemm_tensor")
+    labels = "[...document.querySelectorAll('.kernel-label')].map(t => t.textContent)"
+    assert any(t.startswith("dgemm") for t in b.evaluate(labels))
     b.click(*center(b, "button.legend-item"))  # the first precision drawn: fp64 (dgemm)
     assert b.evaluate("document.querySelectorAll('svg .point').length") == POINTS - 1
+    assert not any(t.startswith("dgemm") for t in b.evaluate(labels))  # its label goes with it
     assert b.evaluate(f"!!document.querySelector('svg .point[data-row=\"{tensor}\"]')")
     b.evaluate("(() => { const s = document.querySelector('input[type=search]'); s.value = 'GEMM';"
                " s.dispatchEvent(new Event('input')); })()")
