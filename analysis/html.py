@@ -2,10 +2,11 @@
 
 One page skeleton (`page`) holds pluggable sections, drawn in the browser by one small script
 (analysis/report.js) and styled by one sheet (analysis/report.css), both inlined:
-- "roofline": the log-log roofline of an analysis.figure.Roofline (the same roofs, ridges, points, label texts,
-  colours, legend and honesty notes as the PNG of analysis.plot), every kernel a point with its whole name,
-  numbers and context on hover, the legend's precisions as filters, zoom (wheel) and pan (drag), linked to a
-  sortable, searchable table of every row (selecting a row marks its point, clicking a point its row);
+- "chart" (chart_section): a log-log chart, such as the roofline of an analysis.figure.Roofline (the same
+  roofs, ridges, points, label texts, colours, legend and honesty notes as the PNG of analysis.plot): every
+  point a row of a sortable, searchable table, its cells (the whole kernel name first) on hover; the legend's
+  keys as filters; zoom (wheel) and pan (drag); selecting a row marks its point, clicking a point its row;
+- "strip" (strip_section): dots on one axis, a row per category (a ceiling), outliers named;
 - "table": a sortable, searchable table; "notes": a heading over a list of lines (warnings).
 
 The data travels as JSON in a <script type="application/json"> with every "<", ">" and "&" escaped, so no text
@@ -53,7 +54,7 @@ PAGE = """<!DOCTYPE html>
 
 
 def page(title: str, sections: Sequence[Mapping]) -> str:
-    """The HTML document of `sections` (made by roofline_section, table_section, notes_section) under `title`."""
+    """The HTML document of `sections` (made by the *_section functions) under `title`."""
     data = json.dumps({"title": title, "sections": [_finite(s) for s in sections]}, ensure_ascii=False,
                       allow_nan=False, separators=(",", ":"))
     # "<", ">" and "&" only occur inside JSON strings, where \u escapes mean the same characters
@@ -117,7 +118,7 @@ def chart_section(sid: str, heading: str, *, x_range, y_range, xlabel: str, ylab
     area]]}, a point's row being its row of `table` (whose cells its tooltip shows); joins [row, color, [[x, y]
     ...]]; labels {x, y, text, radius, row}; filters: each table row's filter (a legend key with that filter
     hides its marks, joins and labels); legend {label, kind, color, shape, filter}."""
-    return {"kind": "roofline", "id": sid, "heading": heading, "subtitle": list(subtitle), "warning": warning,
+    return {"kind": "chart", "id": sid, "heading": heading, "subtitle": list(subtitle), "warning": warning,
             "x_range": list(x_range), "y_range": list(y_range), "xlabel": xlabel, "ylabel": ylabel, "y_unit": y_unit,
             "roofs": list(lines), "ridges": list(ridges), "marks": list(marks), "joins": list(joins),
             "sweeps": list(sweeps), "application": application, "labels": list(labels),

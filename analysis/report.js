@@ -312,8 +312,12 @@
         if (p) hooks.pick(+p.getAttribute("data-row"));
       }
     });
-    plot.addEventListener("dblclick", () => { view = { x: s.x_range.slice(), y: s.y_range.slice() }; draw(); });
-    return { draw, reset() { view = { x: s.x_range.slice(), y: s.y_range.slice() }; draw(); } };
+    function reset() {
+      view = { x: s.x_range.slice(), y: s.y_range.slice() };
+      draw();
+    }
+    plot.addEventListener("dblclick", reset);
+    return { draw, reset };
   }
 
   function legendKey(e) {
@@ -332,10 +336,10 @@
     return k;
   }
 
-  // a roofline: heading (warning-coloured when the roofs or the profile are not what they seem), chart, legend
-  // (its precision keys filter), the table, selection shared by table and chart
-  function roofline(parent, s) {
-    const sec = el("section", { class: "roofline", id: s.id });
+  // a chart section (a roofline, say): heading (warning-coloured when the roofs or the profile are not what
+  // they seem), chart, legend (its keys with a filter hide their points), the table, one selection for both
+  function chartSection(parent, s) {
+    const sec = el("section", { class: "chart-section", id: s.id });
     parent.appendChild(sec);
     if (s.heading) sec.appendChild(el("h2", { class: s.warning ? "warning" : "" }, s.heading));
     lines(sec, s.subtitle, s.warning ? "warning" : "sub");
@@ -451,7 +455,7 @@
   }
 
   const renderers = {
-    roofline,
+    chart: chartSection,
     strip,
     table(parent, s) {
       const sec = el("section", { class: "plain", id: s.id });

@@ -56,7 +56,7 @@ def test_report_is_one_offline_file_and_its_data_cannot_break_out(tmp_path):
     assert html.count("</script>") == 2 and html.count("<script") == 2 and "<img" not in html
     assert "://" not in html and "Content-Security-Policy" in html and "default-src 'none'" in html
     doc = data_of(html)
-    (sec,) = [s for s in doc["sections"] if s["kind"] == "roofline"]
+    (sec,) = [s for s in doc["sections"] if s["kind"] == "chart"]
     names = [cells[0][0] for cells in sec["table"]["rows"]]
     assert HOSTILE in names and len(names) == ROWS  # the whole name, unchanged
     points = {names[p[0]]: p for m in sec["marks"] for p in m["points"]}
