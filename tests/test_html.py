@@ -55,6 +55,8 @@ def test_report_is_one_offline_file_and_its_data_cannot_break_out(tmp_path):
     # the hostile name ends no script and opens no tag: two scripts only, and no <img anywhere
     assert html.count("</script>") == 2 and html.count("<script") == 2 and "<img" not in html
     assert "://" not in html and "Content-Security-Policy" in html and "default-src 'none'" in html
+    # the script makes no markup of text: no sink that parses HTML
+    assert not any(sink in html for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"))
     doc = data_of(html)
     (sec,) = [s for s in doc["sections"] if s["kind"] == "chart"]
     names = [cells[0][0] for cells in sec["table"]["rows"]]
