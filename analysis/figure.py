@@ -277,7 +277,7 @@ def _joins(drawn: pd.DataFrame, level: str, levels: Sequence[str]) -> tuple:
     return tuple((row, PRECISION_COLORS.get(k["precision"], PRECISION_COLORS[NO_FLOPS]),
                   tuple(sorted((k[f"ai_{lv}"], k["flop_per_s"]) for lv in levels
                                if math.isfinite(k[f"ai_{lv}"]) and k[f"ai_{lv}"] > 0)))
-                 for row, k in drawn.iterrows())
+                 for row, k in zip(drawn.index, drawn.to_dict("records")))  # iterrows copies attrs per row
 
 
 def _share(share: float) -> str:

@@ -850,7 +850,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
     p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
     p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
-    p.add_argument("--force", action="store_true", help="overwrite existing -o/--report/--csv files")
+    p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report (opens offline)")
+    p.add_argument("--force", action="store_true", help="overwrite existing -o/--report/--csv/--html files")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
                    help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
     p.add_argument("--level", choices=(*LEVELS, "all"), default="dram",
@@ -871,8 +872,8 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out = check_outputs({"--report": args.report, "--csv": args.csv}, pictures={"-o": args.output}, force=args.force,
-                        inputs=[*profile_inputs(args), args.roofs])
+    out = check_outputs({"--report": args.report, "--csv": args.csv, "--html": args.html}, pictures={"-o": args.output},
+                        force=args.force, inputs=[*profile_inputs(args), args.roofs])
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
     roofs = target_roofs(args.roofs, option="--roofs")
@@ -917,8 +918,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         out.figure(args.output, roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
                                                 sweep=args.sweep), dpi=150, bbox_inches="tight")
+    if args.html:
+        from analysis.figure import roofline as roofline_data
+        from analysis.html import roofline_page
+
+        out.text(args.html, roofline_page(roofline_data(roofs, table, level=args.level, datasheet=datasheet,
+                                                        top=args.top, sweep=args.sweep),
+                                          roofs, warnings=warnings))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-    if not (args.csv or args.report or args.output):
+    if not (args.csv or args.report or args.output or args.html):
         print(render_kernels(roofs, table))
     return 0
 

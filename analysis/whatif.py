@@ -126,14 +126,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=PRECISIONS,
                    help="judge every kernel against this flat (default: each kernel's dominant precision)")
     p.add_argument("--csv", metavar="FILE.csv", help="write the per-kernel table here ('-': standard output)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
+    p.add_argument("--html", metavar="FILE.html", help="one self-contained report: totals and every kernel per GPU")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --csv or --html file")
     return p
 
 
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out = check_outputs({"--csv": args.csv}, force=args.force, inputs=[*profile_inputs(args), args.roofs, *args.on])
+    out = check_outputs({"--csv": args.csv, "--html": args.html}, force=args.force,
+                        inputs=[*profile_inputs(args), args.roofs, *args.on])
     home = target_roofs(args.roofs, option="--roofs") if args.roofs else None
     targets = [target_roofs(spec, like=home) for spec in args.on]
     kernels = kernels_of(args)
@@ -152,10 +154,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
+    totals = whatif_totals(table)
+    if args.html:
+        from analysis.html import whatif_page
+
+        out.text(args.html, whatif_page(table, totals, ([home] if home else []) + targets, warnings=warnings))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-    # with the table on standard output the totals go to stderr, so that the output stays one CSV
-    print(render_totals(whatif_totals(table), ([home] if home else []) + targets),
-          file=sys.stderr if args.csv == STDOUT else sys.stdout)
+    # with a table on standard output the totals go to stderr, so that the output stays one file
+    print(render_totals(totals, ([home] if home else []) + targets),
+          file=sys.stderr if STDOUT in (args.csv, args.html) else sys.stdout)
     return 0
 
 

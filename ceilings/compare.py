@@ -134,7 +134,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("-o", "--output", default="compare.png",
                    help="chart file: .png, .svg or .pdf (default: compare.png)")
     p.add_argument("--csv", metavar="OUT", help="also write the table (base units) as CSV")
-    p.add_argument("--force", action="store_true", help="overwrite existing -o / --csv files")
+    p.add_argument("--html", metavar="OUT.html", help="also write one self-contained interactive report")
+    p.add_argument("--force", action="store_true", help="overwrite existing -o / --csv / --html files")
     return p.parse_args(argv)
 
 
@@ -144,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = atomic.Outputs(inputs=args.roofs, force=args.force)
     out.want("-o", args.output, picture=True)
     out.want("--csv", args.csv)
+    out.want("--html", args.html)
     from .roofs import load_record
 
     runs: dict[str, RoofsRecord] = {}
@@ -158,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(table))
     if args.csv:
         out.text(args.csv, table.to_csv())
+    if args.html:
+        from analysis.html import compare_page
+
+        out.text(args.html, compare_page(table))
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 7), layout="constrained")

@@ -578,7 +578,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--reference", metavar="FILE|NAME",
                    help="judge every GPU against this roofs file (a known-good GPU) or datasheet row (e.g. "
                         "'H100 SXM') instead of its group's median")
-    p.add_argument("--force", action="store_true", help="overwrite existing --json and -o files")
+    p.add_argument("--html", metavar="OUT.html", help="one self-contained interactive report: every GPU per "
+                   "ceiling, the outliers named")
+    p.add_argument("--force", action="store_true", help="overwrite existing --json, -o and --html files")
     return p.parse_args(argv)
 
 
@@ -588,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = atomic.Outputs(inputs=[args.reference], force=args.force)
     out.want("--json", args.json)
     out.want("-o", args.output, picture=True)
+    out.want("--html", args.html)
     skip = Path(args.json).resolve() if args.json else None
     if skip is not None and skip.is_file() and _is_measurement(skip):
         raise CeilingsError(f"--json {args.json}: a roofs file, an input of this run; writing it would destroy it; "
@@ -604,6 +607,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n")
     if args.output:
         out.figure(args.output, draw(fleet), dpi=120)
+    if args.html:
+        from analysis.html import fleet_page
+
+        out.text(args.html, fleet_page(fleet))
     sys.stdout.write(report)
     out.commit(log=lambda path: print(f"{PROG}: wrote {path}", file=sys.stderr))
     return 0 if fleet.passed else 1

@@ -116,6 +116,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="roofs of the GPU the profile ran on (default: the first --roofs)")
     p.add_argument("--json", metavar="FILE", help="everything as JSON ('-': standard output)")
     p.add_argument("-o", "--output", metavar="FILE", help="roofline of the ops, a panel per GPU: .png, .svg or .pdf")
+    p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report: the ops per GPU, "
+                   "the batch sweep (with --sweep), a summary")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     return p
 
@@ -261,8 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise CeilingsError("give --model NAME|config.json and at least one --roofs ROOFS.json|NAME "
                             "(--list-models lists the shipped models)")
     profiles = [path for group in args.calibrate or [] for path in group]
-    out = check_outputs({"--json": args.json}, pictures={"-o": args.output, "--sweep-plot": args.sweep_plot},
-                        force=args.force, inputs=[args.model, *args.roofs, *profiles, args.calibrate_on])
+    out = check_outputs({"--json": args.json, "--html": args.html},
+                        pictures={"-o": args.output, "--sweep-plot": args.sweep_plot}, force=args.force,
+                        inputs=[args.model, *args.roofs, *profiles, args.calibrate_on])
     if args.sweep_max < 1:
         raise CeilingsError(f"--sweep-max {args.sweep_max}: must be 1 or more")
     model, warnings = load_model(args.model)
@@ -301,8 +304,12 @@ def _write(out: Outputs, args, model, setup, results, calibration, sweep, steppe
         from analysis.llm.plot import sweep_figure
 
         out.figure(args.sweep_plot, sweep_figure(model, sweep, results), dpi=150, bbox_inches="tight")
+    if args.html:
+        from analysis.html import llm_page
+
+        out.text(args.html, llm_page(model, results, sweep, warnings=warnings))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-    if args.json != STDOUT:
+    if STDOUT not in (args.json, args.html):
         print(render_text(model, setup, results, calibration, sweep, stepped), end="")
 
 

@@ -40,10 +40,9 @@ def _drawn(result: Result) -> pd.DataFrame:
     return ops[(ops["flops"] > 0) & ops["time_s"].gt(0)]
 
 
-def plot_ops(ax, model: Model, result: Result) -> None:
-    """The model's ops on one GPU's roofs: prefill and decode (its first step) apart by marker, op classes by
-    colour, each op at its intensity and its FLOPs over its time (at the roofs, or below them where a profile
-    calibrated its class). The drawn flats are the roofs the ops run on."""
+def ops_view(result: Result):
+    """What plot_ops (and analysis.html) draw of one GPU: the drawable ops (_drawn), the roofs with only the
+    flats those ops run on, and the axes' ranges (whole decades)."""
     roofs = result.gpu.roofs
     ops = _drawn(result)
     keys = list(dict.fromkeys(k for roof in ops["roof"] for k in roof.split("+") if roofs.flat(k)))
@@ -53,6 +52,15 @@ def plot_ops(ax, model: Model, result: Result) -> None:
     slope = roofs.bandwidth("dram").value
     y_range = _decades(min(ops["flop_per_s"].min(), slope * x_range[0]) / 2,
                        max([*ops["flop_per_s"], *(f.value for f in drawn.flats)]) * 2)
+    return ops, drawn, x_range, y_range
+
+
+def plot_ops(ax, model: Model, result: Result) -> None:
+    """The model's ops on one GPU's roofs: prefill and decode (its first step) apart by marker, op classes by
+    colour, each op at its intensity and its FLOPs over its time (at the roofs, or below them where a profile
+    calibrated its class). The drawn flats are the roofs the ops run on."""
+    roofs = result.gpu.roofs
+    ops, drawn, x_range, y_range = ops_view(result)
     for (phase, cls), group in ops.groupby(["phase", "op_class"]):
         ax.scatter(group["ai"], group["flop_per_s"], s=MARKER_AREA_MIN + group["share"] * MARKER_AREA_SPAN,
                    marker=PHASE_MARKERS[phase], c=CLASS_COLORS[cls], edgecolors="white", linewidths=0.6,
