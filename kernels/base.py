@@ -226,6 +226,15 @@ class Benchmark:
         return amount / seconds
 
 
+def format_bytes(n: float) -> str:
+    """A size as plans' notes and the sweeps' axes print it: 1 GiB, 1.5 MiB, 512 B."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == round(value) else f"{value:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
 def launch_dims(limits: DeviceLimits, block: int, blocks_per_sm: int | None = None) -> int:
     """A grid that fills every SM: resident blocks per SM x SMs (capped small on the simulator)."""
     if limits.simulate:
