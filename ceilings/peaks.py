@@ -52,14 +52,16 @@ def clock_derived_peaks(device: dict, sm_clock_hz: float | None = None) -> dict[
     return peaks
 
 
-# Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices).
+# Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices), nor
+# have the latency floors (launches, loads: their peak keys are their names, under these prefixes).
 CACHE_LEVEL_KEYS = frozenset({"l1", "l2"})
+LATENCY_KEY_PREFIXES = ("launch.", "latency.")
 
 
 def missing_reason(device: dict, key: str) -> str | None:
     """Why clock_derived_peaks(device) has no `key` (one sentence), or None when it has it or when no
-    table derives it (L1/L2 bandwidth: the measurement is the reference)."""
-    if key in CACHE_LEVEL_KEYS:
+    table derives it (L1/L2 bandwidth, latencies: the measurement is the reference)."""
+    if key in CACHE_LEVEL_KEYS or key.startswith(LATENCY_KEY_PREFIXES):
         return None
     if key == "dram":
         if dram_peak(device.get("memory_clock_hz"), device.get("memory_bus_width_bits")) is None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernels.base import UNITS, merit
+
 from . import atomic
 from .errors import CeilingsError
 from .inputs import GZIP_MAGIC, loads_json, read_bytes
@@ -21,12 +23,13 @@ SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # and which clock the clock-derived peak used (`peaks.clock_source`), 3 `meta.stopped` (a file is saved after
 # each benchmark, `complete` false until the end). A file without `schema_minor` is 1.0 and still read; a
 # newer minor only adds fields, so it is read too (without what it adds).
-SCHEMA_MINOR = 3
-KINDS = ("bandwidth", "compute")
+# 4: the ceilings beyond FLOPs and bytes: kinds `special` (MUFU results per second) and `latency` (seconds per
+# launch or per dependent load, lower is better), pipes `sfu` and `launch`, `work.special` and `work.steps`.
+SCHEMA_MINOR = 4
+KINDS = tuple(UNITS)
 LEVELS = ("dram", "l2", "l1")
-UNITS = {"bandwidth": "B/s", "compute": "FLOP/s"}
 BACKENDS = ("cuda-c", "numba", "library")
-PIPES = ("memory", "cuda-core", "tensor")
+PIPES = ("memory", "cuda-core", "tensor", "sfu", "launch")
 # launch.launcher: whose environment variables named this task's rank (ceilings.ranks reads them)
 LAUNCHERS = ("slurm", "openmpi", "torchrun")
 # launch.mode: how the GPUs of a node were measured. single: this one alone; sequential: `--device all`, one
@@ -296,17 +299,18 @@ class RoofsRecord:
 
     def best(self, *, kind: str, level: str | None = None, precision: str | None = None,
              pipe: str | None = None) -> Ceiling | None:
-        """The highest valid measured ceiling matching every given field, or None."""
+        """The best valid measured ceiling matching every given field (kernels.base.merit), or None."""
         candidates = [c for c in self.ceilings if c.usable and c.kind == kind
                       and (level is None or c.level == level) and (precision is None or c.precision == precision)
                       and (pipe is None or c.pipe == pipe)]
-        return max(candidates, key=lambda c: c.value, default=None)
+        return max(candidates, key=lambda c: merit(c.kind, c.value), default=None)
 
     def best_by_name(self) -> dict[str, Ceiling]:
-        """name -> its highest valid measured ceiling (several backends may measure one name)."""
+        """name -> its best valid measured ceiling (several backends may measure one name): the highest rate,
+        the lowest latency."""
         best: dict[str, Ceiling] = {}
         for c in self.ceilings:
-            if c.usable and (c.name not in best or c.value > best[c.name].value):
+            if c.usable and (c.name not in best or merit(c.kind, c.value) > merit(c.kind, best[c.name].value)):
                 best[c.name] = c
         return best
 
@@ -401,8 +405,11 @@ def validate(doc: Any) -> dict:
                                 f"{UNITS[ceiling['kind']]}")
         if ceiling["kind"] == "bandwidth" and ceiling["level"] not in LEVELS:
             raise CeilingsError(f"{where}.level: {ceiling['level']!r} is not one of {', '.join(LEVELS)}")
-        if ceiling["kind"] == "compute" and not ceiling["precision"]:
-            raise CeilingsError(f"{where}.precision: missing for a compute ceiling")
+        if ceiling["kind"] == "latency" and ceiling["level"] not in (*LEVELS, None):
+            raise CeilingsError(f"{where}.level: {ceiling['level']!r} is not one of {', '.join(LEVELS)} (a memory "
+                                f"latency) or null (a launch)")
+        if ceiling["kind"] in ("compute", "special") and not ceiling["precision"]:
+            raise CeilingsError(f"{where}.precision: missing for a {ceiling['kind']} ceiling")
         if ceiling["backend"] not in BACKENDS:
             raise CeilingsError(f"{where}.backend: {ceiling['backend']!r} is not one of {', '.join(BACKENDS)}")
         if ceiling["pipe"] not in PIPES:
@@ -553,9 +560,9 @@ def save_roofs(doc: dict, path: str | os.PathLike, *, force: bool = False) -> Pa
 
 def best_ceiling(doc: dict, *, kind: str, level: str | None = None, precision: str | None = None,
                  pipe: str | None = None) -> dict | None:
-    """The highest valid measured ceiling matching every given field, or None."""
+    """The best valid measured ceiling matching every given field (kernels.base.merit), or None."""
     wanted = {"kind": kind, "level": level, "precision": precision, "pipe": pipe}
     candidates = [c for c in doc["ceilings"]
                   if c["valid"] and c["value"] is not None
                   and all(v is None or c.get(k) == v for k, v in wanted.items())]
-    return max(candidates, key=lambda c: c["value"], default=None)
+    return max(candidates, key=lambda c: merit(c["kind"], c["value"]), default=None)

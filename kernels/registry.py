@@ -11,7 +11,7 @@ from .base import Benchmark
 # priority: the tensor roofs (mma.sync, wgmma, cuBLAS), the headline of a Hopper run, then DRAM, then the rest,
 # so that a run cut short at a time limit has saved those first (docs/device-check.md).
 FAMILIES = ("kernels.tensor", "kernels.wgmma", "kernels.library", "kernels.stream", "kernels.cache",
-            "kernels.fma", "kernels.intensity")
+            "kernels.fma", "kernels.intensity", "kernels.sfu", "kernels.latency")
 
 
 def all_benchmarks() -> list[Benchmark]:

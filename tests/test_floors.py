@@ -1,0 +1,186 @@
+"""The ceilings beyond FLOPs and bytes (issue 23): launch and memory-latency floors, the SFU, their proofs
+from SASS and their place in the roofs file. The kernels themselves run on a GPU only (tests/gpu.py)."""
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ceilings.errors import CeilingsError
+from ceilings.roofs import record, validate
+from kernels import latency, sass, sfu
+from kernels.base import REFERENCE_LIMITS, Work
+from kernels.registry import select
+
+ROOT = Path(__file__).resolve().parents[1]
+H100 = ROOT / "tests" / "data" / "roofs" / "h100.json"
+
+
+def _sass(text: str) -> list[sass.Instruction]:
+    return sass.parse_cuobjdump("Function : k\n" + text)["k"]
+
+
+# The pointer chase's loop as ptxas 13.0 compiles kernels/cuda/latency.cu for sm_90 (cuobjdump -sass).
+CHASE_LOOP = """
+        /*0090*/                   UIADD3 UR4, UR4, 0x1, URZ ;
+        /*00a0*/                   IMAD.WIDE.U32 R4, R5, 0x4, R6 ;
+        /*00b0*/                   ISETP.LE.AND P0, PT, R0, UR4, PT ;
+        /*00c0*/                   LDG.E R5, desc[UR6][R4.64] ;
+"""
+# The same loop unrolled by two with the second load's address from the loop counter: independent loads.
+INDEPENDENT_LOOP = """
+        /*0090*/                   IMAD.WIDE.U32 R4, R5, 0x4, R6 ;
+        /*00a0*/                   LDG.E R5, desc[UR6][R4.64] ;
+        /*00b0*/                   IMAD.WIDE.U32 R8, R0, 0x4, R6 ;
+        /*00c0*/                   LDG.E R9, desc[UR6][R8.64] ;
+"""
+# One load whose address register is overwritten from the counter before use: not dependent on the load.
+OVERWRITTEN_LOOP = """
+        /*0090*/                   IMAD.WIDE.U32 R4, R5, 0x4, R6 ;
+        /*00a0*/                   IMAD.WIDE.U32 R4, R0, 0x4, R6 ;
+        /*00b0*/                   LDG.E R5, desc[UR6][R4.64] ;
+"""
+
+
+def test_the_compiled_chase_is_one_dependent_load_per_trip():
+    assert sass.chase_problem(_sass(CHASE_LOOP)) is None
+
+
+@pytest.mark.parametrize("loop, words", [(INDEPENDENT_LOOP, "this loop 2"), (OVERWRITTEN_LOOP, "independent")])
+def test_independent_loads_are_no_chase(loop, words):
+    problem = sass.chase_problem(_sass(loop))
+    assert problem is not None and words in problem
+
+
+def test_mufu_functions_are_special_work_and_fp64_seeds_are_not():
+    ex2, rcp64 = _sass("/*0000*/ MUFU.EX2 R11, R11 ;\n/*0010*/ MUFU.RCP64H R3, R5 ;")
+    assert sass.classify(ex2).special == "ex2" and sass.classify(ex2).is_work
+    assert sass.classify(rcp64).special is None and not sass.classify(rcp64).is_work
+    tally = sass.Tally.of(_sass("/*0000*/ MUFU.SIN R0, R8 ;\n/*0010*/ MUFU.SIN R6, R10 ;\n"
+                                "/*0020*/ LDG.E R5, desc[UR6][R4.64] ;"))
+    assert tally.special == {"sin": 2} and tally.global_loads == 1
+
+
+@pytest.mark.parametrize("name, f", [("ex2", lambda x: 2.0**-x), ("rsqrt", lambda x: 1 / math.sqrt(x)),
+                                     ("sin", lambda x: 2 * math.sin(x))])
+def test_sfu_fixed_points_are_fixed_and_the_start_values_are_far_from_them(name, f):
+    fn = sfu.FUNCTIONS[name]
+    assert abs(f(fn.fixed_point) - fn.fixed_point) < 1e-12
+    starts = sfu.start_values(64)
+    assert sfu.converged(fn, starts) is not None  # a launch that did not run fails the check
+    assert sfu.converged(fn, np.full((sfu.CHAINS, 64), fn.fixed_point * (1 + 5e-5), np.float32)) is None
+    one_step = np.vectorize(f)(starts.astype(np.float64)).astype(np.float32)
+    assert sfu.converged(fn, one_step) is not None  # nor does one that ran a single step
+    nan = np.full((sfu.CHAINS, 64), fn.fixed_point, np.float32)
+    nan[2, 5] = np.nan
+    assert "1 of 256" in sfu.converged(fn, nan)
+
+
+def test_sfu_plan_declares_one_mufu_result_per_step():
+    limits = REFERENCE_LIMITS["sm_90"]
+    p = sfu.plan(sfu.FUNCTIONS["sin"], limits, quick=False)
+    threads = 132 * 8 * 256  # 8 blocks of 256 per SM on 132 SMs
+    steps = threads * 4 * 8 * p.params["trips"]  # chains x unroll x trips per thread
+    assert p.threads == threads
+    assert p.work.special == {"sin": steps} and p.work.flops == {"fp32": 2 * steps}
+    assert p.work.bytes_read == p.work.bytes_written == threads * 4 * 4  # 4 floats per thread, in and out
+    # ~2 ms at 1.7 GHz with 16 results per clock per SM: 132 x 16 x 1.7e9 x 2e-3 results
+    assert steps == pytest.approx(132 * 16 * 1.7e9 * 2e-3, rel=0.01)
+
+
+def test_the_chase_walks_one_cycle_through_every_line():
+    order = latency.cycle_order(1000)
+    chain = latency.chain_of(order)
+    j, seen = int(order[0]) * latency.STRIDE, set()
+    for _ in range(1000):
+        seen.add(j)
+        j = int(chain[j])
+    assert j == int(order[0]) * latency.STRIDE  # back at the start after exactly one lap
+    assert len(seen) == 1000 and all(k % latency.STRIDE == 0 for k in seen)
+    for steps in (1, 7, 999, 2500):  # the host's shortcut is the walk
+        j = int(order[0]) * latency.STRIDE
+        for _ in range(steps):
+            j = int(chain[j])
+        assert latency.chase_position(order, steps) == j
+
+
+def test_chase_plans_fit_their_levels():
+    limits = REFERENCE_LIMITS["sm_90"]  # 50 MiB L2, 130 GiB free
+    sizes = {level: latency.chase_plan(level, limits, False).params["working_set_bytes"]
+             for level in ("l1", "l2", "dram")}
+    assert sizes == {"l1": 16384, "l2": 50 * 2**20 // 8, "dram": 400 * 2**20}
+    p = latency.chase_plan("dram", limits, False)
+    assert p.work.steps == p.loop_trips == 8192 and p.threads == 1
+    assert p.work.bytes_read == 8192 * 4 + 8 and p.work.bytes_written == 8
+
+
+def test_latency_is_seconds_per_step_and_the_graph_floor_is_per_kernel():
+    graph = next(b for b in select("launch.graph"))
+    p = graph.plans(REFERENCE_LIMITS["sm_90"], False)[0]
+    assert p.kernels == 64 and p.work.steps == 64
+    assert graph.rate(p.work, 1.6e-4) == pytest.approx(2.5e-6)  # 160 us for 64 kernels
+    assert graph.unit == "s"
+    ex2 = next(b for b in select("sfu.ex2"))
+    assert ex2.unit == "op/s" and ex2.rate(Work(special={"ex2": 10}), 2.0) == 5.0
+    assert Work(special={"ex2": 3}, steps=2).as_dict() == {"bytes_read": 0, "bytes_written": 0, "flops": {},
+                                                           "special": {"ex2": 3}, "steps": 2}
+    assert "special" not in Work().as_dict() and "steps" not in Work().as_dict()  # 1.3 files unchanged
+
+
+def test_the_new_benchmarks_are_in_the_registry_and_need_a_gpu():
+    names = {b.name for b in select("latency,special")}
+    assert names == {"launch.stream", "launch.sync", "launch.graph", "latency.l1", "latency.l2", "latency.dram",
+                     "sfu.ex2", "sfu.rsqrt", "sfu.sin"}
+    assert not {b.name for b in select("latency,special", simulate=True)}  # CUDA C: no simulator run
+
+
+# --- the roofs file, schema 1.4 --------------------------------------------------------------------------------
+
+def floor(name, value, level=None, pipe="launch"):
+    return {"name": name, "kind": "latency", "level": level, "precision": None, "pipe": pipe, "peak_key": name,
+            "value": value, "unit": "s", "backend": "cuda-c", "kernel": "launch_count",
+            "work": {"bytes_read": 4, "bytes_written": 4, "flops": {}, "steps": 1}, "params": {}, "stats": {},
+            "clocks": {}, "peaks": {}, "valid": True, "notes": []}
+
+
+def newer_file() -> dict:
+    """The 1.0 H100 file of tests/data as a 1.4 one: a launch object, latency and SFU ceilings."""
+    doc = json.loads(H100.read_text())
+    assert "schema_minor" not in doc  # it is a 1.0 file: the old one still loads (below, and everywhere)
+    doc = copy.deepcopy(doc)
+    doc["schema_minor"] = 4
+    doc["launch"] = {k: None for k in ("launcher", "job_id", "node", "rank", "local_rank", "world_size",
+                                       "local_size", "cuda_visible_devices", "gpu_index", "mode", "gpus_at_once")}
+    doc["ceilings"] += [floor("launch.stream", 4.0e-6), floor("launch.stream", 3.0e-6),
+                        floor("latency.dram", 6.5e-7, level="dram", pipe="memory"),
+                        {**floor("sfu.ex2", 3.5e12, pipe="sfu"), "kind": "special", "unit": "op/s",
+                         "precision": "fp32", "peak_key": "sfu"}]
+    return doc
+
+
+def test_a_1_4_file_validates_and_its_best_latency_is_the_lowest():
+    r = record(newer_file())
+    assert r.schema_minor == 4
+    assert r.best_by_name()["launch.stream"].value == 3.0e-6
+    assert r.best(kind="latency", pipe="launch").value == 3.0e-6
+    assert r.best(kind="special").value == 3.5e12
+    old = record(json.loads(H100.read_text()))
+    assert old.best(kind="latency") is None  # an old file has no floor: None, not 0
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda c: c.update(unit="us"), "a latency ceiling is in s"),
+    (lambda c: c.update(level="l3"), "(a memory latency) or null"),
+    (lambda c: c.update(pipe="pcie"), "pipe"),
+])
+def test_a_bad_latency_ceiling_is_named(mutate, words):
+    doc = newer_file()
+    mutate(doc["ceilings"][-4])
+    with pytest.raises(CeilingsError, match=r"launch\.stream"):
+        validate(doc)
+    with pytest.raises(CeilingsError) as err:
+        validate(doc)
+    assert words in str(err.value)
