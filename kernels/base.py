@@ -26,6 +26,12 @@ def merit(kind: str, value: float) -> float:
     choice of a best ceiling (roofs, reports, fleets) ranks by it."""
     return -value if kind in LOWER_IS_BETTER else value
 
+
+def relative(kind: str, value: float, baseline: float) -> float:
+    """How `value` performs against `baseline` (1: as well, below 1: worse): value / baseline for a rate,
+    baseline / value for a latency (twice the launch time performs at 0.5)."""
+    return baseline / value if kind in LOWER_IS_BETTER else value / baseline
+
 CUDA_DIR = Path(__file__).parent / "cuda"
 
 # Sizes for the simulator: correctness only, it runs ~0.2 ms per thread.

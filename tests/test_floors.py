@@ -184,3 +184,34 @@ def test_a_bad_latency_ceiling_is_named(mutate, words):
     with pytest.raises(CeilingsError) as err:
         validate(doc)
     assert words in str(err.value)
+
+
+# --- compare and fleet show the floors ---------------------------------------------------------------------------
+
+def test_compare_shows_the_floors_beside_an_old_file(tmp_path, capsys):
+    from ceilings import compare
+    from ceilings.roofs import save_roofs
+
+    new = save_roofs(newer_file(), tmp_path / "new.json")
+    assert compare.main([str(new), str(H100), "-o", str(tmp_path / "c.png"), "--csv", str(tmp_path / "c.csv")]) == 0
+    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[3:]}
+    assert lines["launch.stream"][1:4] == ["us", "3", "-"]  # the best (lowest) of 4 and 3 us; the old file has none
+    assert lines["latency.dram"][1:3] == ["us", "0.65"]
+    assert lines["sfu.ex2"][1:3] == ["Gop/s", "3500"]
+
+
+def test_fleet_judges_a_slow_launch_as_a_shortfall(tmp_path):
+    from ceilings.fleet import BELOW, analyze, load_gpus
+    from ceilings.roofs import save_roofs
+
+    paths = []
+    for i, launch_s in enumerate((3.0e-6, 3.1e-6, 6.0e-6)):  # median 3.1 us: the third performs at 3.1 / 6
+        doc = newer_file()
+        doc["device"]["uuid"] = f"GPU-{i}"
+        doc["meta"]["host"] = f"node{i}"
+        doc["ceilings"] = [c for c in doc["ceilings"] if c["name"] != "launch.stream"] + \
+            [floor("launch.stream", launch_s)]
+        paths.append(save_roofs(doc, tmp_path / f"r{i}.json"))
+    fleet = analyze(load_gpus(paths), min_ratio=0.9)
+    below = [(Path(o.gpu.path).name, o.ceiling, round(o.ratio, 4)) for o in fleet.outliers if o.reason == BELOW]
+    assert below == [("r2.json", "launch.stream", round(3.1 / 6.0, 4))]
