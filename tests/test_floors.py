@@ -215,3 +215,86 @@ def test_fleet_judges_a_slow_launch_as_a_shortfall(tmp_path):
     fleet = analyze(load_gpus(paths), min_ratio=0.9)
     below = [(Path(o.gpu.path).name, o.ceiling, round(o.ratio, 4)) for o in fleet.outliers if o.reason == BELOW]
     assert below == [("r2.json", "launch.stream", round(3.1 / 6.0, 4))]
+
+
+# --- analysis.roofline: the latency-bound kernels ----------------------------------------------------------------
+
+ROOFLINE_DATA = ROOT / "tests" / "data" / "roofline"
+SHAPES_TRACE = ROOT.parent / "shared" / "torch-traces" / "a100_80gb_shapes_rank0.json.gz"  # ../shared
+
+
+def tiny_kernels():
+    """Four fixture kernels (tests/data/roofline/kernels.csv's columns): against dram 1e12 B/s and fp32 1e13,
+    with a 2 us floor (x 1.5 = 3 us a launch):
+    tiny    10 launches, 25 us: 2.5 us a launch, 4 KB and 0 FLOPs (at the roofs 4 ns) -> latency, floor 20 us,
+            saving 5 us, 80 %;
+    edge    1 launch, 3 us: exactly 1.5x -> latency;
+    busy    1 launch, 2.9 us but 2.8e6 B (2.8 us at the roofs, above the 2 us floor) -> the roofs judge it;
+    long    1 launch, 10 us: 5x the floor -> the roofs judge it."""
+    import pandas as pd
+
+    base = pd.read_csv(ROOFLINE_DATA / "kernels.csv").iloc[:1]
+    rows = []
+    for name, launches, time_s, nbytes in (("tiny", 10, 25e-6, 4e3), ("edge", 1, 3e-6, 4e3),
+                                           ("busy", 1, 2.9e-6, 2.8e6), ("long", 1, 10e-6, 4e3)):
+        rows.append(base.assign(kernel=name, launches=launches, time_s=time_s, flops_fp32=0.0, flops=0.0,
+                                dram_bytes=nbytes, l2_bytes=nbytes, l1_bytes=nbytes))
+    return pd.concat(rows, ignore_index=True)
+
+
+def roofs_with_floor(floor_s: float | None):
+    from analysis import roofline
+
+    doc = json.loads((ROOFLINE_DATA / "roofs.json").read_text())
+    if floor_s is not None:
+        doc["schema_minor"] = 4
+        doc.setdefault("launch", newer_file()["launch"])
+        doc["ceilings"].append(floor("launch.stream", floor_s))
+    return roofline.Roofs.from_doc(doc, "roofs.json")
+
+
+def test_kernels_near_the_measured_floor_are_latency_bound_and_saved_against_it():
+    from analysis.roofline import roofline_table
+
+    table = roofline_table(roofs_with_floor(2e-6), tiny_kernels()).set_index("kernel")
+    assert list(table["bound"][["tiny", "edge", "busy", "long"]]) == ["latency", "latency", "memory", "memory"]
+    assert table.at["tiny", "time_at_roof_s"] == pytest.approx(20e-6)
+    assert table.at["tiny", "time_saved_s"] == pytest.approx(5e-6)
+    assert table.at["tiny", "pct_of_roof"] == pytest.approx(80.0)
+    assert table.at["busy", "time_at_roof_s"] == pytest.approx(2.8e-6)  # 2.8e6 B / 1e12 B/s: the roofs
+    warning = next(w for w in table.attrs["warnings"] if "latency-bound" in w)
+    assert "2 kernel(s)" in warning and "launch.stream measured" in warning
+
+
+def test_without_a_floor_in_the_roofs_the_default_is_used_and_named():
+    from analysis.roofline import DEFAULT_LAUNCH_FLOOR_S, roofline_table
+
+    roofs = roofs_with_floor(None)
+    assert roofs.floor[0] == DEFAULT_LAUNCH_FLOOR_S == 3e-6
+    table = roofline_table(roofs, tiny_kernels()).set_index("kernel")
+    # 3 us x 1.5 = 4.5 us a launch: tiny (2.5 us), edge (3 us) and busy (2.9 us; its 2.8 us at the roofs is
+    # under the 3 us floor) are latency-bound; long (10 us) is not
+    assert list(table["bound"][["tiny", "edge", "busy", "long"]]) == ["latency", "latency", "latency", "memory"]
+    assert table.at["edge", "time_saved_s"] == 0.0  # at the floor exactly
+    assert any("default 3 us" in w for w in table.attrs["warnings"])
+
+
+@pytest.mark.skipif(not SHAPES_TRACE.is_file(), reason="../shared/torch-traces is absent")
+def test_the_report_of_a_real_trace_names_its_latency_bound_kernels():
+    """A100 trace with 6,080 kernels, most without FLOPs: against the A100 datasheet (no floor: the default
+    3 us), every kernel whose time per launch is under 4.5 us and that the roofs cannot place above the floor
+    is latency-bound, and the report lists them as such."""
+    from analysis import roofline
+
+    roofs = roofline.target_roofs("A100 SXM4 80GB")
+    kernels = roofline.read_kernels([SHAPES_TRACE])
+    table = roofline.roofline_table(roofs, kernels)
+    per_launch = table["time_s"] / table["launches"]
+    near = per_launch <= 1.5 * 3e-6
+    placed_above = table["time_at_roof_s"].notna() & (table["bound"] != "latency") & \
+        (table["time_at_roof_s"] > table["launches"] * 3e-6)
+    assert (table["bound"] == "latency").sum() > 10
+    assert ((table["bound"] == "latency") == (near & ~placed_above)).all()
+    report = roofline.render_report(roofs, table)
+    assert report.count("| latency |") == min(int((table["bound"] == "latency").sum()),
+                                              int((table.head(roofline.REPORT_MAX_ROWS)["bound"] == "latency").sum()))
