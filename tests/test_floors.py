@@ -298,3 +298,27 @@ def test_the_report_of_a_real_trace_names_its_latency_bound_kernels():
     report = roofline.render_report(roofs, table)
     assert report.count("| latency |") == min(int((table["bound"] == "latency").sum()),
                                               int((table.head(roofline.REPORT_MAX_ROWS)["bound"] == "latency").sum()))
+
+
+# --- analysis.llm: --floors takes the GPU's measured floor ---------------------------------------------------------
+
+def test_llm_floors_take_the_roofs_files_launch_floor(tmp_path, capsys):
+    """tiny-llama's decode step is 27 kernels (tests/test_llm_cli.py): --floors adds 27 x the floor, here the
+    roofs file's launch.stream (5 us, the better of 5 and 6 us) beside a datasheet GPU's default 3 us."""
+    from analysis.llm.__main__ import main
+    from ceilings.roofs import save_roofs
+
+    doc = newer_file()
+    doc["ceilings"] = [c for c in doc["ceilings"] if c["name"] != "launch.stream"] + \
+        [floor("launch.stream", 6e-6), floor("launch.stream", 5e-6)]
+    roofs = save_roofs(doc, tmp_path / "h100-floors.json")
+    base = ["--model", str(ROOT / "tests" / "data" / "llm" / "tiny-llama"), "--roofs", str(roofs), "--roofs",
+            "A100 SXM4 80GB", "--prompt", "100", "--gen", "4", "--activations", "fp16", "--json", "-"]
+
+    def first_steps(*extra):
+        assert main([*base, *extra]) == 0
+        return [g["decode"]["first_step_time_s"] for g in json.loads(capsys.readouterr().out)["gpus"]]
+
+    (measured, datasheet), (measured_floors, datasheet_floors) = first_steps(), first_steps("--floors")
+    assert measured_floors - measured == pytest.approx(27 * 5e-6)
+    assert datasheet_floors - datasheet == pytest.approx(27 * 3e-6)
