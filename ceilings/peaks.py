@@ -54,7 +54,7 @@ def clock_derived_peaks(device: dict, sm_clock_hz: float | None = None) -> dict[
 
 # Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices), nor
 # have the latency floors (launches, loads: their peak keys are their names, under these prefixes).
-CACHE_LEVEL_KEYS = frozenset({"l1", "l2"})
+CACHE_LEVEL_KEYS = frozenset({"l1", "l2", "host"})  # host: the host link, whose figure is the bus's
 LATENCY_KEY_PREFIXES = ("launch.", "latency.")
 
 

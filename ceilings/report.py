@@ -107,7 +107,7 @@ def roofs_summary(doc: dict) -> str:
     from .roofs import best_ceiling
 
     lines = []
-    for level in ("dram", "l2", "l1"):
+    for level in ("dram", "l2", "l1", "host"):
         c = best_ceiling(doc, kind="bandwidth", level=level)
         if c:
             lines.append(f"{level.upper()} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "

@@ -24,10 +24,11 @@ SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # each benchmark, `complete` false until the end). A file without `schema_minor` is 1.0 and still read; a
 # newer minor only adds fields, so it is read too (without what it adds).
 # 4: the ceilings beyond FLOPs and bytes: kinds `special` (MUFU results per second) and `latency` (seconds per
-# launch or per dependent load, lower is better), pipes `sfu` and `launch`, `work.special` and `work.steps`.
+# launch or per dependent load, lower is better), pipes `sfu` and `launch`, `work.special` and `work.steps`,
+# bandwidth level `host` (the host link), `energy` (joules per unit of work from NVML's power).
 SCHEMA_MINOR = 4
 KINDS = tuple(UNITS)
-LEVELS = ("dram", "l2", "l1")
+LEVELS = ("dram", "l2", "l1", "host")  # host: the host link (1.4)
 BACKENDS = ("cuda-c", "numba", "library")
 PIPES = ("memory", "cuda-core", "tensor", "sfu", "launch")
 # launch.launcher: whose environment variables named this task's rank (ceilings.ranks reads them)
@@ -114,6 +115,7 @@ _CEILING = {
     "peaks": (dict, True),
     "valid": (bool, True),
     "notes": (list, True),
+    "energy": (dict, False),  # 1.4
 }
 _STATS = {"rel_iqr": (_NUMBER, False), "noisy": (_BOOL, False)}
 _CLOCKS = {"sm_hz_median": (_NUMBER, False), "mem_hz_median": (_NUMBER, False),
@@ -124,6 +126,10 @@ _CLOCKS = {"sm_hz_median": (_NUMBER, False), "mem_hz_median": (_NUMBER, False),
            "sm_hz_kernel_max": (_NUMBER, False), "sm_hz_kernel_readings": (_INT, False),
            "sm_hz_kernel_error": (_STR, False)}
 _PEAKS = {"clock_source": (_STR, False)}  # 1.2; the figures themselves are free-form
+# 1.4, optional: joules from NVML's power over the timed launches (ceilings.harness.energy_record)
+_ENERGY = {"samples": (_INT, False), "timed_s": (_NUMBER, False), "power_w": (_NUMBER, False),
+           "joules_per_launch": (_NUMBER, False), "j_per_byte": (_NUMBER, False), "j_per_flop": (_NUMBER, False),
+           "j_per_op": (_NUMBER, False), "j_per_step": (_NUMBER, False), "why_none": (_STR, False)}
 _SWEEP = {
     "name": (str, True),
     "x": (dict, True),
@@ -144,7 +150,7 @@ def _as_tuples(*specs: dict) -> None:
             spec[field] = (types if isinstance(types, tuple) else (types,), required)
 
 
-_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _PEAKS, _SWEEP, _UNIT)
+_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _PEAKS, _ENERGY, _SWEEP, _UNIT)
 _ABSENT = object()
 _XY = (int, float)
 # stats.samples_s as this module writes it (json.dumps, indent=1), and what a list of JSON numbers is made of
@@ -430,6 +436,8 @@ def validate(doc: Any) -> dict:
             raise CeilingsError(f"{where}.clocks.sm_hz_kernel_median: {kernel_hz!r} is not a positive clock "
                                 f"(null when not measured)")
         _check_fields(ceiling["peaks"], _PEAKS, f"{where}.peaks")
+        if "energy" in ceiling:
+            _check_fields(ceiling["energy"], _ENERGY, f"{where}.energy")
         source = ceiling["peaks"].get("clock_source")
         if source is not None and source not in CLOCK_SOURCES:
             raise CeilingsError(f"{where}.peaks.clock_source: {source!r} is not one of {', '.join(CLOCK_SOURCES)} "

@@ -232,7 +232,7 @@ class Benchmark:
     plans: Callable[[DeviceLimits, bool], Sequence[Plan]]
     prepare: Callable[[Plan, Runtime], Prepared]
     source: Callable[[Plan], CudaSource | NumbaSource | None]
-    level: str | None = None  # bandwidth, and a memory latency: dram | l2 | l1
+    level: str | None = None  # bandwidth (dram | l2 | l1 | host: the host link), a memory latency (dram | l2 | l1)
     precision: str | None = None  # compute: fp64 | fp32 | fp16 | bf16 | int32 | tf32 | fp8; special: fp32
     pipe: Literal["memory", "cuda-core", "tensor", "sfu", "launch"] = "memory"
     peak_key: str = "dram"

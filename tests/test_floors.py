@@ -322,3 +322,49 @@ def test_llm_floors_take_the_roofs_files_launch_floor(tmp_path, capsys):
     (measured, datasheet), (measured_floors, datasheet_floors) = first_steps(), first_steps("--floors")
     assert measured_floors - measured == pytest.approx(27 * 5e-6)
     assert datasheet_floors - datasheet == pytest.approx(27 * 3e-6)
+
+
+# --- energy: NVML's power over a ceiling long enough to say -------------------------------------------------------
+
+@pytest.mark.parametrize("clocks, samples_s, batch, want", [
+    # 20 samples of 10 launches of 10 ms: timed 2 s; 500 W x 10 ms = 5 J a launch, over its 8192 loads
+    ({"power_w_median": 500.0, "samples": 100}, [0.01] * 20, 10, {"joules_per_launch": 5.0,
+                                                                   "j_per_step": 5.0 / 8192}),
+    ({"power_w_median": 500.0, "samples": 100}, [0.01] * 5, 10, {"why_none": "timed 0.50 s, under the 1 s"}),
+    ({"power_w_median": 500.0, "samples": 3}, [0.01] * 20, 10, {"why_none": "3 NVML power samples, under 5"}),
+    ({"samples": 0}, [0.01] * 20, 10, {"why_none": "no NVML power samples"}),
+])
+def test_energy_per_unit_of_work_only_when_the_ceiling_ran_long_enough(clocks, samples_s, batch, want):
+    from ceilings.harness import Measurement, ceiling_record
+    from ceilings.stats import summarize
+
+    bench = next(iter(select("latency.dram")))
+    plan = bench.plans(REFERENCE_LIMITS["sm_90"], False)[0]  # 8192 dependent loads a launch
+    energy = ceiling_record(bench, Measurement(plan, summarize(samples_s), clocks, None, batch),
+                            simulated=False)["energy"]
+    assert energy["timed_s"] == pytest.approx(sum(samples_s) * batch) and energy["samples"] == clocks["samples"]
+    for key, value in want.items():
+        assert (energy[key] == pytest.approx(value)) if isinstance(value, float) else value in energy[key]
+    assert ("joules_per_launch" in energy) == ("why_none" not in energy)
+
+
+# --- the host link ------------------------------------------------------------------------------------------------
+
+def test_host_link_copies_declare_their_bytes_once_and_check_every_byte():
+    from kernels import hostlink
+
+    benches = {b.name: b for b in select("host")}
+    assert set(benches) == {"host.h2d.pinned", "host.d2h.pinned", "host.h2d.pageable", "host.d2h.pageable"}
+    p = benches["host.h2d.pinned"].plans(REFERENCE_LIMITS["sm_90"], False)[0]
+    assert p.work.bytes == 256 * 2**20 and benches["host.h2d.pinned"].source(p) is None  # a copy: no SASS
+    assert benches["host.d2h.pinned"].rate(p.work, 256 * 2**20 / 55e9) == pytest.approx(55e9)
+    small = hostlink.plan(hostlink.COPIES[0], REFERENCE_LIMITS["sm_90"].__class__(
+        sm_count=1, compute_capability=(9, 0), l2_bytes=2**20, free_bytes=400 * 2**20), False)
+    assert small.work.bytes == 100 * 2**20 and "a quarter of the free memory" in small.notes[0]
+    want = hostlink.pattern(1000)
+    assert set(np.unique(want)) == set(range(251)) and hostlink.POISON not in want
+    got = want.copy()
+    got[300:302] = hostlink.POISON
+    assert hostlink.first_difference("x", got, want) == \
+        "x: 2 of 1000 bytes differ (first at byte 300: got 255, expected 49)"  # 300 mod 251 = 49
+    assert hostlink.first_difference("x", want.copy(), want) is None
