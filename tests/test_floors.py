@@ -91,6 +91,12 @@ def test_sfu_plan_declares_one_mufu_result_per_step():
     assert steps == pytest.approx(132 * 16 * 1.7e9 * 2e-3, rel=0.01)
 
 
+def test_a_launch_count_that_differs_is_named():
+    assert latency.count_mismatch("launch.stream", 5, 5) is None
+    assert latency.count_mismatch("launch.graph", 64, 128) == \
+        "launch.graph: the device counted 64 launches, the host made 128"
+
+
 def test_the_chase_walks_one_cycle_through_every_line():
     order = latency.cycle_order(1000)
     chain = latency.chain_of(order)
@@ -368,3 +374,18 @@ def test_host_link_copies_declare_their_bytes_once_and_check_every_byte():
     assert hostlink.first_difference("x", got, want) == \
         "x: 2 of 1000 bytes differ (first at byte 300: got 255, expected 49)"  # 300 mod 251 = 49
     assert hostlink.first_difference("x", want.copy(), want) is None
+
+
+# --- on a GPU: each floor runs, its check passes, and catches what it must ------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["launch.stream", "launch.sync", "launch.graph", "latency.l1", "latency.l2",
+                                  "latency.dram", "sfu.ex2", "sfu.rsqrt", "sfu.sin", "host.h2d.pinned",
+                                  "host.d2h.pinned", "host.h2d.pageable", "host.d2h.pageable"])
+def test_each_new_ceiling_runs_and_checks_on_the_gpu(name, gpu_limits, gpu_runtime):
+    from tests.gpu import run_checked
+
+    bench = next(b for b in select(name) if b.name == name)
+    (plan,) = bench.plans(gpu_limits, True)
+    # the SFU's and the host link's checks read the output the poison replaced: they must see it
+    run_checked(bench, plan, gpu_runtime, poison_is_caught=bench.kind == "special" or bench.level == "host")
