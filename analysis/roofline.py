@@ -773,6 +773,9 @@ def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
                      f"against {ridge_level}")
     clock = f"{roofs.sm_clock_hz / 1e9:.3f} GHz" if roofs.sm_clock_hz else "unknown"
     lines.append(f"SM clock of the roofs: {clock}")
+    floor_s, source = roofs.floor
+    lines.append(f"launch floor: {seconds(floor_s)} a kernel ({source}); a kernel within {LATENCY_BOUND_FACTOR:g}x "
+                 f"of it is latency-bound")
     return lines
 
 

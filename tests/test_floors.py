@@ -270,6 +270,11 @@ def test_kernels_near_the_measured_floor_are_latency_bound_and_saved_against_it(
     assert table.at["busy", "time_at_roof_s"] == pytest.approx(2.8e-6)  # 2.8e6 B / 1e12 B/s: the roofs
     warning = next(w for w in table.attrs["warnings"] if "latency-bound" in w)
     assert "2 kernel(s)" in warning and "launch.stream measured" in warning
+    from analysis.roofline import render_report
+
+    report = render_report(roofs_with_floor(2e-6), roofline_table(roofs_with_floor(2e-6), tiny_kernels()))
+    assert "- launch floor: 2 µs a kernel (launch.stream measured" in report
+    assert report.count("| latency |") == 2
 
 
 def test_without_a_floor_in_the_roofs_the_default_is_used_and_named():
