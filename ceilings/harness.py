@@ -132,12 +132,16 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
         batch = launches_per_sample(first) if budget.measure_s > 0 else 1
         reps = _reps(budget.measure_s, first * batch, budget.min_reps, budget.max_reps)
         probe, probe_error = _clock_probe(runtime)
+        if prepared.own_times:
+            prepared.own_times()  # the probes' and warm-up's: not timed
         samples: list[float] = []
         with ClockSampler(nvml) as sampler:
             for chunk in _chunks(reps, CLOCK_CHUNKS if probe else 1):
                 samples += timer.run(prepared.launch, chunk, batch)
                 if probe:
                     probe.launch()
+        if prepared.own_times:  # one sample a launch, of the part it timed itself
+            samples, batch = prepared.own_times(), 1
         problem = prepared.check()
         if problem:
             problem = f"output check failed: {problem}"

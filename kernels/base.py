@@ -159,6 +159,10 @@ class Prepared:
     poison: Callable[[], None]  # fill outputs with values no correct run produces
     check: Callable[[], str | None]  # after the timed launches: None when right, else what is wrong
     release: Callable[[], None] = lambda: None
+    # A launch that times its own part between CUDA events it records (the ceiling is part of what it
+    # enqueues: kernels.latency's launch.gap, behind a spin that fills the queue): seconds of each launch since
+    # the last call, oldest first. The harness then takes these, not its own times of whole launches.
+    own_times: Callable[[], list[float]] | None = None
 
 
 @dataclass

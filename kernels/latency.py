@@ -6,6 +6,8 @@ load costs when nothing hides it (CUDA C, kernels/cuda/latency.cu).
 - launch.sync: the same kernel, each launch waited for: launch to completion as the host sees it;
 - launch.graph: GRAPH_KERNELS of them captured once in a CUDA graph, the graph launched back to back: the
   GPU's own kernel-to-kernel time when the host's launch cost is out of the way;
+- launch.gap: GAP_KERNELS of them queued on one stream behind a spin kernel that holds it while the host
+  queues them, timed between CUDA events around them: the dependent kernel-to-kernel time with the queue full;
 - latency.l1, latency.l2, latency.dram: one thread chasing pointers through a random cycle over a working set
   that fits L1, fits L2, or is many times L2: nanoseconds per dependent load.
 
@@ -16,6 +18,7 @@ CUDA package.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -26,8 +29,15 @@ from .base import Benchmark, CudaSource, DeviceLimits, Plan, Prepared, Runtime, 
 INDEX_BYTES = 4  # unsigned int: the counter and the chase's indices
 COUNT = CudaSource("latency.cu", "launch_count")
 CHASE = CudaSource("latency.cu", "pointer_chase")
+SPIN = CudaSource("latency.cu", "spin")
 # A graph of this many kernels: its own launch (~a few us) is spread over them, and capturing it is quick.
 GRAPH_KERNELS = 64
+# launch.gap: this many kernels behind a spin of SPIN_CYCLES (~2 ms at 2 GHz, at least SPIN_CYCLES / the
+# fastest plausible clock), while the host queues them at ~5 us each; a launch whose kernels took the host
+# longer to queue than that shortest spin may have drained the queue, and fails the check.
+GAP_KERNELS = 32
+SPIN_CYCLES = 1 << 22
+FASTEST_PLAUSIBLE_HZ = 5e9  # kernels.clock's bound: no GPU clocks faster
 
 # The chase. One node per 128-byte line (a cache line on every architecture since Fermi), so each load is a
 # new line and no load shares a sector with the last; the cycle's order is random (a fixed seed), so no
@@ -58,6 +68,9 @@ FLOORS = (
                             "launch to completion as the host sees it"),
     Floor("launch.graph", GRAPH_KERNELS, f"{GRAPH_KERNELS} one-thread kernels in one CUDA graph, launched back to "
                                          f"back: the kernel-to-kernel time without the host's launch cost"),
+    Floor("launch.gap", GAP_KERNELS, f"{GAP_KERNELS} one-thread kernels queued on one stream behind a spin kernel "
+                                     f"({SPIN_CYCLES} cycles), timed between events around them: the dependent "
+                                     f"kernel-to-kernel time on the GPU with the queue full"),
 )
 
 
@@ -126,6 +139,7 @@ def prepare_floor(floor: Floor, plan: Plan, runtime: Runtime) -> Prepared:
     def one() -> None:
         kernel((1,), (1,), (counter,))
 
+    timed: list[tuple] = []  # launch.gap: (start event, end event, host seconds to queue the kernels)
     if floor.name == "launch.graph":
         with stream:
             stream.begin_capture()
@@ -133,6 +147,20 @@ def prepare_floor(floor: Floor, plan: Plan, runtime: Runtime) -> Prepared:
                 one()
             graph = stream.end_capture()
         run: Callable[[], None] = lambda: graph.launch(stream=stream)
+    elif floor.name == "launch.gap":
+        spin = runtime.cuda_function(SPIN)
+
+        def run() -> None:
+            with stream:
+                spin((1,), (1,), (np.int64(SPIN_CYCLES),))
+                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record(stream)  # reached when the spin ends: the kernels are queued by then
+                queued = time.perf_counter()
+                for _ in range(floor.kernels):
+                    one()
+                queued = time.perf_counter() - queued
+                end.record(stream)
+            timed.append((start, end, queued))
     elif floor.name == "launch.sync":
         def run() -> None:
             with stream:
@@ -154,9 +182,33 @@ def prepare_floor(floor: Floor, plan: Plan, runtime: Runtime) -> Prepared:
 
     def check() -> str | None:
         got = int(counter.get(stream=stream)[0])
-        return count_mismatch(floor.name, got, launched[0] % 2**32)
+        return count_mismatch(floor.name, got, launched[0] % 2**32) or queue_problem(queue_times)
 
-    return Prepared(launch=launch, poison=poison, check=check)
+    queue_times: list[float] = []  # launch.gap: every timed launch's, kept for the check
+
+    def own_times() -> list[float]:
+        """launch.gap: each launch's seconds between its events, since the last call."""
+        if timed:
+            timed[-1][1].synchronize()
+        out = [cupy.cuda.get_elapsed_time(start, end) / 1e3 for start, end, _ in timed]
+        queue_times[:] = [queued for _, _, queued in timed]
+        timed.clear()
+        return out
+
+    return Prepared(launch=launch, poison=poison, check=check,
+                    own_times=own_times if floor.name == "launch.gap" else None)
+
+
+def queue_problem(queue_times: list[float]) -> str | None:
+    """Why launch.gap's times may include the host's launch rate (None when every launch's kernels were queued
+    within the shortest its spin can last)."""
+    shortest = SPIN_CYCLES / FASTEST_PLAUSIBLE_HZ
+    slow = [q for q in queue_times if q > shortest]
+    if not slow:
+        return None
+    return (f"launch.gap: the host took up to {max(slow) * 1e6:.0f} us to queue {GAP_KERNELS} kernels in {len(slow)} "
+            f"of {len(queue_times)} launches, longer than the spin's {shortest * 1e6:.0f} us at least: the queue may "
+            f"have drained, so the gaps may include the host's launch time")
 
 
 def prepare_chase(level: str, plan: Plan, runtime: Runtime) -> Prepared:

@@ -97,6 +97,30 @@ def test_a_launch_count_that_differs_is_named():
         "launch.graph: the device counted 64 launches, the host made 128"
 
 
+def test_a_gap_launch_queued_slower_than_its_spin_fails():
+    shortest = latency.SPIN_CYCLES / 5e9  # 2^22 cycles at the fastest plausible 5 GHz: 839 us
+    assert latency.queue_problem([1e-4, 2e-4]) is None
+    problem = latency.queue_problem([1e-4, shortest * 1.5])
+    assert problem.startswith("launch.gap: the host took up to 1258 us to queue 32 kernels in 1 of 2 launches")
+
+
+def test_a_launch_that_times_itself_gives_the_samples():
+    """measure_plan takes a launch's own times (launch.gap's events around its kernels), not the timer's."""
+    from dataclasses import replace
+
+    from ceilings.harness import SIMULATED_BUDGET, WallTimer, measure_plan
+    from kernels.base import Prepared, Runtime
+
+    own = [[9.0], [1e-4, 2e-4, 6e-4]]  # the probes' (drained, not timed), then the timed launches'
+    prepared = Prepared(launch=lambda: None, poison=lambda: None, check=lambda: None,
+                        own_times=lambda: own.pop(0))
+    bench = replace(next(iter(select("launch.gap"))), prepare=lambda plan, runtime: prepared)
+    (plan,) = bench.plans(REFERENCE_LIMITS["sm_90"], False)
+    m = measure_plan(bench, plan, Runtime(simulate=True), WallTimer(), SIMULATED_BUDGET)
+    assert m.problem is None and m.stats.samples_s == (1e-4, 2e-4, 6e-4) and m.launches_per_sample == 1
+    assert bench.rate(plan.work, m.stats.median_s) == pytest.approx(2e-4 / 32)  # per kernel of the 32
+
+
 def test_the_chase_walks_one_cycle_through_every_line():
     order = latency.cycle_order(1000)
     chain = latency.chain_of(order)
@@ -138,7 +162,8 @@ def test_latency_is_seconds_per_step_and_the_graph_floor_is_per_kernel():
 
 def test_the_new_benchmarks_are_in_the_registry_and_need_a_gpu():
     names = {b.name for b in select("latency,special")}
-    assert names == {"launch.stream", "launch.sync", "launch.graph", "latency.l1", "latency.l2", "latency.dram",
+    assert names == {"launch.stream", "launch.sync", "launch.graph", "launch.gap", "latency.l1", "latency.l2",
+                     "latency.dram",
                      "sfu.ex2", "sfu.rsqrt", "sfu.sin"}
     assert not {b.name for b in select("latency,special", simulate=True)}  # CUDA C: no simulator run
 
@@ -384,7 +409,8 @@ def test_host_link_copies_declare_their_bytes_once_and_check_every_byte():
 # --- on a GPU: each floor runs, its check passes, and catches what it must ------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["launch.stream", "launch.sync", "launch.graph", "latency.l1", "latency.l2",
+@pytest.mark.parametrize("name", ["launch.stream", "launch.sync", "launch.graph", "launch.gap", "latency.l1",
+                                  "latency.l2",
                                   "latency.dram", "sfu.ex2", "sfu.rsqrt", "sfu.sin", "host.h2d.pinned",
                                   "host.d2h.pinned", "host.h2d.pageable", "host.d2h.pageable"])
 def test_each_new_ceiling_runs_and_checks_on_the_gpu(name, gpu_limits, gpu_runtime):

@@ -21,3 +21,11 @@ extern "C" __global__ void pointer_chase(const unsigned int* next, unsigned int*
     state[0] = j;
     state[1] += 1u;
 }
+
+// Holds the stream for `cycles` SM cycles (one thread), so that the host can queue the kernels after it
+// before the first of them may start: their gaps are then the GPU's own, not the host's launch rate.
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
