@@ -616,7 +616,7 @@ def _tensor_warnings(launches: pd.DataFrame, derived: pd.DataFrame, warnings: li
 
 def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: list[str]) -> None:
     """FLOPs per SM cycle above the architecture's peak (ceilings.peaks) point at wrong counters."""
-    from ceilings.peaks import ARCHITECTURES
+    from kernels.arch import ARCHITECTURES
 
     cycles = launches.get("sm__cycles_elapsed.avg")
     sms = launches.get("device__attribute_multiprocessor_count")

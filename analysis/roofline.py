@@ -47,6 +47,18 @@ DEFAULT_TOP = 10
 # the Markdown report lists this many kernels; the CSV has them all
 REPORT_MAX_ROWS = 50
 
+# The launch floor: no kernel launched from the host in a stream of kernels takes less (docs/latency.md). From
+# the roofs file's `launch.stream` ceiling (schema 1.4) when it has a valid one, else this default: what the
+# norm and elementwise kernels of a batch-1 decode profile take whatever their size (issue 22, ~3 us), of the
+# order of the 3.4-3.8 us per short kernel of NVIDIA's CUDA Graphs post (https://developer.nvidia.com/blog/cuda-graphs/).
+LAUNCH_FLOOR_CEILING = "launch.stream"
+DEFAULT_LAUNCH_FLOOR_S = 3e-6
+DEFAULT_FLOOR_SOURCE = "default 3 us (issue 22's decode profile; NVIDIA's CUDA Graphs post): no launch.stream ceiling"
+# A kernel whose time per launch is within this factor of the floor is latency-bound: its time is the floor's
+# more than its work's, and its saving is against the floor, not the roofs.
+LATENCY_BOUND_FACTOR = 1.5
+LATENCY = "latency"  # the `bound` of such a kernel, and its `roof`
+
 # the device name of roofs or a profile that does not say which GPU it is
 UNKNOWN_GPU = "unknown GPU"
 # how to make a profile say which GPU it ran on
@@ -105,6 +117,14 @@ class Roofs:
     # one per tensor-core input type (keys "tensor.bf16", ...): what work of a known type runs at; the drawn
     # "tensor" flat is the best of them, for kernels whose tensor type a profile does not say
     tensor_flats: tuple[Roof, ...] = ()
+    launch_floor: Roof | None = None  # seconds a kernel (LAUNCH_FLOOR_CEILING); None: not measured
+
+    @property
+    def floor(self) -> tuple[float, str]:
+        """(the launch floor in seconds per kernel, where it comes from): measured, else the default."""
+        if self.launch_floor is not None:
+            return self.launch_floor.value, f"{self.launch_floor.ceiling} measured ({self.origin or self.device})"
+        return DEFAULT_LAUNCH_FLOOR_S, DEFAULT_FLOOR_SOURCE
 
     @classmethod
     def from_doc(cls, doc: RoofsRecord | Mapping, origin: str = "") -> Roofs:
@@ -126,6 +146,7 @@ class Roofs:
         if bandwidths[0] is None:
             raise CeilingsError(f"{origin or 'roofs'}: no valid DRAM bandwidth ceiling; a roofline needs one "
                                 f"(rerun `python -m ceilings.measure` with the dram group)")
+        floor = rec.best_by_name().get(LAUNCH_FLOOR_CEILING)
         clocks = [c.clocks.sm_hz for c in rec.ceilings if c.clocks.sm_hz]
         sm_clock = float(np.median(clocks)) if clocks else rec.device.max_sm_clock_hz
         sweeps = tuple(Sweep(s.name, s.points) for s in rec.sweeps if s.name.startswith("intensity."))
@@ -137,7 +158,7 @@ class Roofs:
                    simulated=rec.simulated, source=rec.source, complete=rec.complete, origin=origin,
                    memory_bytes=rec.device.memory_bytes, sweeps=sweeps,
                    compute_capability=rec.device.compute_capability, sm_count=rec.device.sm_count,
-                   max_sm_clock_hz=rec.device.max_sm_clock_hz)
+                   max_sm_clock_hz=rec.device.max_sm_clock_hz, launch_floor=roof("launch", floor))
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -471,6 +492,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     gpus = list(kernels.attrs.get("gpus", []))
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
     rows = []
+    floor_s, floor_source = roofs.floor
+    latency_bound = alone = 0
     for _, k in kernels.iterrows():
         prec = dominant_precision(k)
         if precision is not None and prec not in (NO_FLOPS, None):
@@ -485,19 +508,29 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                **{f"ai_{lv}": ais[lv] for lv in LEVELS}, **provenance}
         rows.append(row)
         why = _judge(row, k, roofs, levels, forced=precision is not None)
+        if _against_floor(row, floor_s, placed=not why):
+            latency_bound += 1
+            alone += bool(why)
+            why = None  # judged against the floor
         if why:
             not_judged.append(f"{row['short_name']}: not judged ({why})")
             reasons.setdefault(why, []).append(row["short_name"])
             row["bytes_kind"] = math.nan
         else:
-            if row["borrowed"]:
+            if row.get("borrowed"):
                 warnings.append(f"{row['short_name']}: {', '.join(row['borrowed'])} charged at the "
                                 f"{row['precision']} roof: the roofs have no ceiling for it")
             if row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
                 warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
                                 f"may be low (clock, incomplete run) or the counters wrong")
+    if latency_bound:
+        warnings.append(f"{latency_bound} kernel(s) latency-bound: within {LATENCY_BOUND_FACTOR:g}x of the launch "
+                        f"floor of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
+                        + (f"; {alone} of them placed by the floor alone (their counters cannot place them: the "
+                           f"saving is at most that)" if alone else ""))
     for why, names in reasons.items():  # one line per reason: a trace can leave hundreds of kernels unjudged
-        shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+        more = len(names) - NAMES_SHOWN
+        shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
         warnings.append(f"{shown}: not judged ({why})" if len(names) == 1 else
                         f"{len(names)} kernels not judged ({why}): {shown}")
     estimated = sum(r["bytes_kind"] == ALGORITHMIC for r in rows)
@@ -637,6 +670,22 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
     return None
 
 
+def _against_floor(row: dict, floor_s: float, *, placed: bool) -> bool:
+    """Mark `row` latency-bound when its time is within LATENCY_BOUND_FACTOR of launches x the floor (no kernel
+    launched from the host beats that) and the floor is above its time at the roofs, also when its counters
+    cannot place it (`placed` false: then by the floor alone); its time at the roof, % and saving are then
+    against the floor. Any other kernel is left as the roofs judged it. Return whether it is latency-bound."""
+    time, launches = row["time_s"], row["launches"]
+    if pd.isna(time) or time <= 0 or pd.isna(launches) or launches <= 0:
+        return False
+    floor_time = launches * floor_s
+    if time > LATENCY_BOUND_FACTOR * floor_time or (placed and row["time_at_roof_s"] > floor_time):
+        return False
+    row.update(bound=LATENCY, roof=LATENCY, time_at_roof_s=floor_time, pct_of_roof=100.0 * floor_time / time,
+               time_saved_s=max(0.0, time - floor_time))
+    return True
+
+
 def totals(table: pd.DataFrame) -> dict[str, float]:
     """Total time, total time at the roofs and the potential saving over the judged kernels (NaN if none)."""
     judged = table[table["pct_of_roof"].notna()]  # at the roofs and timed
@@ -724,6 +773,9 @@ def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
                      f"against {ridge_level}")
     clock = f"{roofs.sm_clock_hz / 1e9:.3f} GHz" if roofs.sm_clock_hz else "unknown"
     lines.append(f"SM clock of the roofs: {clock}")
+    floor_s, source = roofs.floor
+    lines.append(f"launch floor: {seconds(floor_s)} a kernel ({source}); a kernel within {LATENCY_BOUND_FACTOR:g}x "
+                 f"of it is latency-bound")
     return lines
 
 
@@ -741,7 +793,9 @@ def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> 
     rows = []
     for i, r in enumerate((table if limit is None else table.head(limit)).itertuples(), 1):
         judged = not pd.isna(r.pct_of_roof)
-        if r.precision == NO_FLOPS:
+        if r.bound == LATENCY:  # against the launch floor: a time, not a rate (and maybe no counters at all)
+            achieved, roof = ("" if pd.isna(r.flop_per_s) else si(r.flop_per_s, "FLOP/s")), "launch floor"
+        elif r.precision == NO_FLOPS:
             achieved = si(r.bytes / r.time_s, "B/s") if judged else ""
             roof = si(roofs.bandwidth(r.level).value, "B/s") if judged else ""
         else:
@@ -749,7 +803,7 @@ def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> 
             roof = si(r.roof_flop_per_s, "FLOP/s") if judged else ""
         rows.append([
             str(i), str(r.short_name), r.precision if isinstance(r.precision, str) else "unknown",
-            r.bound if judged else "not judged", f"{r.ai:.3g}" if judged else "", achieved, roof,
+            r.bound if judged else "not judged", f"{r.ai:.3g}" if judged and not pd.isna(r.ai) else "", achieved, roof,
             f"{r.pct_of_roof:.1f}%" if judged else "", seconds(r.time_s),
             seconds(r.time_at_roof_s) if judged else "", seconds(r.time_saved_s) if judged else "",
             f"{r.share * 100:.1f}%" if not pd.isna(r.share) else ""])

@@ -22,9 +22,12 @@ from .roofs import RoofsRecord
 PROG = "python -m ceilings.compare"
 SIMULATED_MARK = " (SIMULATED)"
 DATASHEET_PREFIX = "datasheet "
-# Display scale per unit: bandwidth in GB/s, compute in TFLOP/s.
-DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s")}
+# Display scale per unit (kernels.base.UNITS): bandwidth in GB/s, compute in TFLOP/s, special functions in
+# Gop/s, latencies (launches, loads) in us.
+DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s"), "op/s": (1e9, "Gop/s"), "s": (1e-6, "us")}
 PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
+# Drawn only when some file has such a ceiling (schema 1.4), so older files draw as before.
+EXTRA_PANELS = (("op/s", "Special functions (MUFU)"), ("s", "Latency floors (lower is better)"))
 
 
 def run_label(roofs: RoofsRecord, file_label: str) -> str:
@@ -166,8 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.text(args.html, compare_page(table))
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 7), layout="constrained")
-    for ax, (unit, title) in zip(fig.subplots(1, 2), PANELS):
+    panels = [*PANELS, *(p for p in EXTRA_PANELS if (table["unit"] == p[0]).any())]
+    fig = Figure(figsize=(6.5 * len(panels), 7), layout="constrained")
+    for ax, (unit, title) in zip(fig.subplots(1, len(panels)), panels):
         plot_compare(ax, table, unit)
         ax.set_title(title)
     out.figure(args.output, fig, dpi=120, bbox_inches="tight")  # the legends sit under the axes

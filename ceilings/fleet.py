@@ -6,7 +6,8 @@ health check (docs/fleet.md).
 
 GPUs are grouped by model, driver, clocks, power limit, ECC and how the node's GPUs were measured (a roofs
 file's `launch.mode`: at once they share power and PCIe). Each ceiling of a GPU is divided by its group's
-median (or by the reference's figure) and fails below --min-ratio.
+median (or by the reference's figure; a latency floor the other way round, so that twice the launch time is
+0.5) and fails below --min-ratio.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
+
+from kernels.base import relative
 
 from . import atomic
 from .errors import CeilingsError, cli_entry
@@ -349,7 +352,7 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
                     why = "; ".join(dict.fromkeys(c.notes[0] for c in entries if c.notes)) or None
                     outliers.append(Outlier(gpu, ids[config], INVALID, name, None, units[name], None, why))
                 elif baselines[name]:
-                    ratio = mine[name].value / baselines[name]
+                    ratio = relative(mine[name].kind, mine[name].value, baselines[name])
                     gpu_ratios[name] = ratio
                     if ratio < min_ratio:
                         cause = _likely_cause(mine[name], medians, differs)

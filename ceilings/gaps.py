@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 
+from kernels.arch import arch_units
+from kernels.base import format_bytes
+
 from .datasheet import match_device
 from .nvml import LIMITING_REASONS
-from .peaks import arch_units, clock_derived_peaks, missing_reason
+from .peaks import clock_derived_peaks, missing_reason
 from .roofs import CLOCK_DISAGREEMENT_FRACTION, NVML_MIN_SAMPLES, run_sm_clock
 
 # A run clock this far below max boost is worth a note (NVML medians jitter by a few MHz).
@@ -118,8 +121,6 @@ def annotate(ceiling: dict, device: dict) -> dict:
 def _above_peak_note(ceiling: dict, device: dict, value: float, peak: float, key: str) -> str:
     """Why a value above the clock-derived peak is invalid, with its likely cause."""
     if key == "dram":
-        from .sweeps import format_bytes
-
         sizes, l2 = ceiling.get("params", {}).get("array_bytes"), device.get("l2_bytes")
         where = f"arrays of {format_bytes(sizes)} against an L2 of {format_bytes(l2)}" if sizes and l2 else \
             "the buffer sizes"

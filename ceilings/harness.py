@@ -11,6 +11,7 @@ from kernels.base import Benchmark, Plan, Runtime
 
 from .errors import describe
 from .nvml import ClockSampler, Nvml
+from .roofs import NVML_MIN_SAMPLES
 from .stats import SampleStats, summarize
 
 
@@ -131,12 +132,16 @@ def measure_plan(bench: Benchmark, plan: Plan, runtime: Runtime, timer: Timer, b
         batch = launches_per_sample(first) if budget.measure_s > 0 else 1
         reps = _reps(budget.measure_s, first * batch, budget.min_reps, budget.max_reps)
         probe, probe_error = _clock_probe(runtime)
+        if prepared.own_times:
+            prepared.own_times()  # the probes' and warm-up's: not timed
         samples: list[float] = []
         with ClockSampler(nvml) as sampler:
             for chunk in _chunks(reps, CLOCK_CHUNKS if probe else 1):
                 samples += timer.run(prepared.launch, chunk, batch)
                 if probe:
                     probe.launch()
+        if prepared.own_times:  # one sample a launch, of the part it timed itself
+            samples, batch = prepared.own_times(), 1
         problem = prepared.check()
         if problem:
             problem = f"output check failed: {problem}"
@@ -167,6 +172,35 @@ def _clock_probe(runtime: Runtime):
         return None, {"sm_hz_kernel_error": f"clock kernel unavailable: {describe(exc)}"}
 
 
+# NVML's power reading (nvmlDeviceGetPowerUsage) is a 1 s running average on Ampere (but GA100) and later
+# (NVML API reference): a ceiling timed for less reads power from before it ran, so joules per unit of work are
+# given only for ceilings timed at least this long, with at least NVML_MIN_SAMPLES samples of the power.
+ENERGY_MIN_S = 1.0
+# The work a unit of energy is per, by kind: joules per byte, per FLOP, per MUFU result, per dependent step.
+ENERGY_PER = {"bandwidth": ("j_per_byte", lambda w: w.bytes), "compute": ("j_per_flop", lambda w: w.total_flops),
+              "special": ("j_per_op", lambda w: sum(w.special.values())), "latency": ("j_per_step", lambda w: w.steps)}
+
+
+def energy_record(bench: Benchmark, m: Measurement) -> dict:
+    """The `energy` object of a ceiling (schema 1.4; docs/latency.md): NVML's median power over the timed
+    launches x the median time of one launch, per unit of declared work, with the samples' count and how long
+    the ceiling was timed; without the joules, and why, when too short or unsampled. {} with no timing."""
+    if not m.stats:
+        return {}
+    timed = sum(m.stats.samples_s) * m.launches_per_sample
+    power, samples = m.clocks.get("power_w_median"), m.clocks.get("samples") or 0
+    out = {"samples": samples, "timed_s": timed}
+    if power is None or samples < NVML_MIN_SAMPLES or timed < ENERGY_MIN_S:
+        why = ("no NVML power samples" if power is None else
+               f"{samples} NVML power samples, under {NVML_MIN_SAMPLES}" if samples < NVML_MIN_SAMPLES else
+               f"timed {timed:.2f} s, under the {ENERGY_MIN_S:g} s NVML averages its power over")
+        return {**out, "why_none": why}
+    joules = power * m.stats.median_s
+    key, amount = ENERGY_PER[bench.kind]
+    work = amount(m.plan.work)
+    return {**out, "power_w": power, "joules_per_launch": joules, key: joules / work if work else None}
+
+
 def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict:
     """The roofs-file object of one measured ceiling (schema: docs/roofs-schema.md)."""
     value = bench.rate(m.plan.work, m.stats.median_s) if m.stats and m.stats.median_s > 0 else None
@@ -195,6 +229,7 @@ def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict
         "peaks": {},
         "valid": m.problem is None and value is not None,
         "notes": notes,
+        "energy": {} if simulated else energy_record(bench, m),
     }
 
 

@@ -8,105 +8,19 @@ DRAM: peak B/s = 2 x memory clock x bus width / 8. CUDA (cudaDevAttrMemoryClockR
     / 8 = 898 GB/s; H100 SXM: 2619 MHz x 2 x 5120 / 8 = 3352 GB/s);
   - GDDR6/GDDR6X/GDDR7: half the per-pin data rate (T4: 5001 MHz for 10 Gb/s, x 2 x 256 / 8 = 320 GB/s;
     RTX 4090: 10501 MHz for 21 Gb/s; RTX 5090: 14001 MHz for 28 Gb/s).
-So the same factor 2 applies to every memory type as CUDA reports it. Units per SM and sources:
-docs/datasheets.md.
+So the same factor 2 applies to every memory type as CUDA reports it. Units per SM: `kernels.arch` (which also
+sizes the launches); sources: docs/datasheets.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from kernels.arch import ARCHITECTURES, arch_units
 
 DDR_FACTOR = 2  # transfers per reported memory clock (see module docstring)
 
 # Tensor modes that GeForce parts run at half rate with FP32 accumulation (the rate our peak keys use).
 GEFORCE_HALF_RATE_KEYS = frozenset({"tensor.tf32", "tensor.fp16", "tensor.bf16", "tensor.fp8"})
 GEFORCE_MARKER = "geforce"
-
-
-@dataclass(frozen=True)
-class ArchUnits:
-    """Dense per-SM throughput of one architecture (compute capability), in FLOP (or int op) per clock."""
-
-    compute_capability: str
-    name: str
-    fp32_lanes: int
-    fp64_lanes: int
-    fp16_flop_per_clk: int  # non-tensor, packed half2 FMA
-    bf16_flop_per_clk: int | None  # non-tensor; None where the arch has no bf16 arithmetic
-    int32_mad_lanes: int  # IMAD per clock per SM
-    tensor_flop_per_clk: Mapping[str, int]  # peak_key -> dense FLOP/clk/SM
-    geforce_fp32_accumulate_half_rate: bool
-    source: str
-    sm_rates: Mapping[str, int] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        rates = {
-            "fp64": 2 * self.fp64_lanes,
-            "fp32": 2 * self.fp32_lanes,
-            "fp16": self.fp16_flop_per_clk,
-            "int32": 2 * self.int32_mad_lanes,
-        }
-        if self.bf16_flop_per_clk is not None:
-            rates["bf16"] = self.bf16_flop_per_clk
-        rates.update(self.tensor_flop_per_clk)
-        object.__setattr__(self, "sm_rates", MappingProxyType(rates))
-
-
-_PG = "CUDA C++ Programming Guide, arithmetic instruction throughput table"
-ARCHITECTURES: Mapping[str, ArchUnits] = MappingProxyType({a.compute_capability: a for a in (
-    ArchUnits("7.0", "Volta GV100", fp32_lanes=64, fp64_lanes=32, fp16_flop_per_clk=256, bf16_flop_per_clk=None,
-              int32_mad_lanes=64, tensor_flop_per_clk={"tensor.fp16": 1024},
-              geforce_fp32_accumulate_half_rate=False,
-              source=f"Volta whitepaper (2017): 8 tensor cores/SM x 64 FMA/clk; {_PG}"),
-    ArchUnits("7.5", "Turing TU10x", fp32_lanes=64, fp64_lanes=2, fp16_flop_per_clk=256, bf16_flop_per_clk=None,
-              int32_mad_lanes=64, tensor_flop_per_clk={"tensor.fp16": 1024, "tensor.int8": 2048},
-              geforce_fp32_accumulate_half_rate=True,
-              source=f"Turing whitepaper (2018): 8 tensor cores/SM x 64 FP16 FMA/clk; {_PG}"),
-    ArchUnits("8.0", "Ampere GA100", fp32_lanes=64, fp64_lanes=32, fp16_flop_per_clk=512, bf16_flop_per_clk=256,
-              int32_mad_lanes=64,
-              tensor_flop_per_clk={"tensor.fp64": 128, "tensor.tf32": 1024, "tensor.fp16": 2048,
-                                   "tensor.bf16": 2048, "tensor.int8": 4096},
-              geforce_fp32_accumulate_half_rate=False,
-              source=f"A100 whitepaper (2020): 4 tensor cores/SM x 256 FP16 FMA/clk, FP16 78 / BF16 39 TFLOPS; {_PG}"),
-    ArchUnits("8.6", "Ampere GA10x", fp32_lanes=128, fp64_lanes=2, fp16_flop_per_clk=256, bf16_flop_per_clk=256,
-              int32_mad_lanes=64,
-              tensor_flop_per_clk={"tensor.tf32": 512, "tensor.fp16": 1024, "tensor.bf16": 1024,
-                                   "tensor.int8": 2048},
-              geforce_fp32_accumulate_half_rate=True,
-              source=f"GA102 whitepaper v2.0 (2021): 4 tensor cores/SM x 128 FP16 FMA/clk, FP16 = FP32 rate; {_PG}"),
-    ArchUnits("8.9", "Ada Lovelace AD10x", fp32_lanes=128, fp64_lanes=2, fp16_flop_per_clk=256,
-              bf16_flop_per_clk=256, int32_mad_lanes=64,
-              tensor_flop_per_clk={"tensor.tf32": 512, "tensor.fp16": 1024, "tensor.bf16": 1024,
-                                   "tensor.fp8": 2048, "tensor.int8": 2048},
-              geforce_fp32_accumulate_half_rate=True,
-              source=f"Ada whitepaper v2.1 (2023); L4/L40S datasheets (2023); {_PG}"),
-    ArchUnits("9.0", "Hopper GH100", fp32_lanes=128, fp64_lanes=64, fp16_flop_per_clk=512, bf16_flop_per_clk=512,
-              int32_mad_lanes=64,
-              tensor_flop_per_clk={"tensor.fp64": 256, "tensor.tf32": 2048, "tensor.fp16": 4096,
-                                   "tensor.bf16": 4096, "tensor.fp8": 8192, "tensor.int8": 8192},
-              geforce_fp32_accumulate_half_rate=False,
-              source=f"H100 whitepaper (2022): 4 tensor cores/SM x 512 FP16 FMA/clk, 2x A100 per SM; {_PG}"),
-    ArchUnits("10.0", "Blackwell GB100 (B200)", fp32_lanes=128, fp64_lanes=64, fp16_flop_per_clk=512,
-              bf16_flop_per_clk=512, int32_mad_lanes=64,
-              tensor_flop_per_clk={"tensor.fp64": 128, "tensor.tf32": 4096, "tensor.fp16": 8192,
-                                   "tensor.bf16": 8192, "tensor.fp8": 16384, "tensor.int8": 16384},
-              geforce_fp32_accumulate_half_rate=False,
-              source="HGX B200 per-GPU figures (2025) divided by 148 SMs and clock: 2x Hopper tensor per SM, "
-                     "FP64 tensor = FP64 vector; non-tensor FP16 and IMAD assumed as Hopper"),
-    ArchUnits("12.0", "Blackwell GB20x (RTX 50)", fp32_lanes=128, fp64_lanes=2, fp16_flop_per_clk=256,
-              bf16_flop_per_clk=256, int32_mad_lanes=64,
-              tensor_flop_per_clk={"tensor.tf32": 512, "tensor.fp16": 1024, "tensor.bf16": 1024,
-                                   "tensor.fp8": 2048, "tensor.int8": 2048},
-              geforce_fp32_accumulate_half_rate=True,
-              source="RTX Blackwell whitepaper (2025): RTX 5090 figures / (170 SMs x 2.407 GHz); IMAD assumed as Ada"),
-)})
-
-
-def arch_units(compute_capability: str | None) -> ArchUnits | None:
-    """The per-SM unit table for a compute capability like "9.0", or None when none is known."""
-    return ARCHITECTURES.get(compute_capability or "")
 
 
 def dram_peak(memory_clock_hz: float | None, bus_width_bits: int | None) -> float | None:
@@ -138,14 +52,16 @@ def clock_derived_peaks(device: dict, sm_clock_hz: float | None = None) -> dict[
     return peaks
 
 
-# Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices).
-CACHE_LEVEL_KEYS = frozenset({"l1", "l2"})
+# Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices), nor
+# have the latency floors (launches, loads: their peak keys are their names, under these prefixes).
+CACHE_LEVEL_KEYS = frozenset({"l1", "l2", "host"})  # host: the host link, whose figure is the bus's
+LATENCY_KEY_PREFIXES = ("launch.", "latency.")
 
 
 def missing_reason(device: dict, key: str) -> str | None:
     """Why clock_derived_peaks(device) has no `key` (one sentence), or None when it has it or when no
-    table derives it (L1/L2 bandwidth: the measurement is the reference)."""
-    if key in CACHE_LEVEL_KEYS:
+    table derives it (L1/L2 bandwidth, latencies: the measurement is the reference)."""
+    if key in CACHE_LEVEL_KEYS or key.startswith(LATENCY_KEY_PREFIXES):
         return None
     if key == "dram":
         if dram_peak(device.get("memory_clock_hz"), device.get("memory_bus_width_bits")) is None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from kernels.base import merit
+
 from .roofs import run_sm_hz
 
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+# down to nano: a latency ceiling is in seconds (2.5e-6 s -> 2.5 us)
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"),
+             (1e-9, "n"))
 
 
 def format_rate(value: float | None, unit: str) -> str:
-    """4.51e12, 'B/s' -> '4.51 TB/s'; None -> '-'."""
+    """4.51e12, 'B/s' -> '4.51 TB/s'; 2.5e-6, 's' -> '2.5 us'; None -> '-'."""
     if value is None:
         return "-"
     for scale, prefix in _PREFIXES:
@@ -35,7 +39,8 @@ def best_per_name(ceilings: Sequence[dict]) -> list[dict]:
             continue
         current = best[name]
         if c["valid"] and c["value"] is not None and (
-                not current["valid"] or current["value"] is None or c["value"] > current["value"]):
+                not current["valid"] or current["value"] is None
+                or merit(c["kind"], c["value"]) > merit(c["kind"], current["value"])):
             best[name] = c
     return [best[n] for n in order]
 
@@ -102,7 +107,7 @@ def roofs_summary(doc: dict) -> str:
     from .roofs import best_ceiling
 
     lines = []
-    for level in ("dram", "l2", "l1"):
+    for level in ("dram", "l2", "l1", "host"):
         c = best_ceiling(doc, kind="bandwidth", level=level)
         if c:
             lines.append(f"{level.upper()} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
@@ -113,6 +118,9 @@ def roofs_summary(doc: dict) -> str:
         if c:
             lines.append(f"{precision} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
                          f"({c['backend']}:{c['kernel']})")
+    for c in best_per_name(doc["ceilings"]):  # the floors and the SFU (1.4): each by name
+        if c["kind"] in ("latency", "special") and c["valid"] and c["value"] is not None:
+            lines.append(f"{c['name']}: {format_rate(c['value'], c['unit'])} ({c['backend']}:{c['kernel']})")
     prefix = "SIMULATED, meaningless: " if doc["simulated"] else ""
     return "\n".join(prefix + line for line in lines)
 

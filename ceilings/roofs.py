@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernels.base import UNITS, merit
+
 from . import atomic
 from .errors import CeilingsError
 from .inputs import GZIP_MAGIC, loads_json, read_bytes
@@ -21,12 +23,14 @@ SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one
 # and which clock the clock-derived peak used (`peaks.clock_source`), 3 `meta.stopped` (a file is saved after
 # each benchmark, `complete` false until the end). A file without `schema_minor` is 1.0 and still read; a
 # newer minor only adds fields, so it is read too (without what it adds).
-SCHEMA_MINOR = 3
-KINDS = ("bandwidth", "compute")
-LEVELS = ("dram", "l2", "l1")
-UNITS = {"bandwidth": "B/s", "compute": "FLOP/s"}
+# 4: the ceilings beyond FLOPs and bytes: kinds `special` (MUFU results per second) and `latency` (seconds per
+# launch or per dependent load, lower is better), pipes `sfu` and `launch`, `work.special` and `work.steps`,
+# bandwidth level `host` (the host link), `energy` (joules per unit of work from NVML's power).
+SCHEMA_MINOR = 4
+KINDS = tuple(UNITS)
+LEVELS = ("dram", "l2", "l1", "host")  # host: the host link (1.4)
 BACKENDS = ("cuda-c", "numba", "library")
-PIPES = ("memory", "cuda-core", "tensor")
+PIPES = ("memory", "cuda-core", "tensor", "sfu", "launch")
 # launch.launcher: whose environment variables named this task's rank (ceilings.ranks reads them)
 LAUNCHERS = ("slurm", "openmpi", "torchrun")
 # launch.mode: how the GPUs of a node were measured. single: this one alone; sequential: `--device all`, one
@@ -111,6 +115,7 @@ _CEILING = {
     "peaks": (dict, True),
     "valid": (bool, True),
     "notes": (list, True),
+    "energy": (dict, False),  # 1.4
 }
 _STATS = {"rel_iqr": (_NUMBER, False), "noisy": (_BOOL, False)}
 _CLOCKS = {"sm_hz_median": (_NUMBER, False), "mem_hz_median": (_NUMBER, False),
@@ -121,6 +126,10 @@ _CLOCKS = {"sm_hz_median": (_NUMBER, False), "mem_hz_median": (_NUMBER, False),
            "sm_hz_kernel_max": (_NUMBER, False), "sm_hz_kernel_readings": (_INT, False),
            "sm_hz_kernel_error": (_STR, False)}
 _PEAKS = {"clock_source": (_STR, False)}  # 1.2; the figures themselves are free-form
+# 1.4, optional: joules from NVML's power over the timed launches (ceilings.harness.energy_record)
+_ENERGY = {"samples": (_INT, False), "timed_s": (_NUMBER, False), "power_w": (_NUMBER, False),
+           "joules_per_launch": (_NUMBER, False), "j_per_byte": (_NUMBER, False), "j_per_flop": (_NUMBER, False),
+           "j_per_op": (_NUMBER, False), "j_per_step": (_NUMBER, False), "why_none": (_STR, False)}
 _SWEEP = {
     "name": (str, True),
     "x": (dict, True),
@@ -141,7 +150,7 @@ def _as_tuples(*specs: dict) -> None:
             spec[field] = (types if isinstance(types, tuple) else (types,), required)
 
 
-_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _PEAKS, _SWEEP, _UNIT)
+_as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _PEAKS, _ENERGY, _SWEEP, _UNIT)
 _ABSENT = object()
 _XY = (int, float)
 # stats.samples_s as this module writes it (json.dumps, indent=1), and what a list of JSON numbers is made of
@@ -296,17 +305,18 @@ class RoofsRecord:
 
     def best(self, *, kind: str, level: str | None = None, precision: str | None = None,
              pipe: str | None = None) -> Ceiling | None:
-        """The highest valid measured ceiling matching every given field, or None."""
+        """The best valid measured ceiling matching every given field (kernels.base.merit), or None."""
         candidates = [c for c in self.ceilings if c.usable and c.kind == kind
                       and (level is None or c.level == level) and (precision is None or c.precision == precision)
                       and (pipe is None or c.pipe == pipe)]
-        return max(candidates, key=lambda c: c.value, default=None)
+        return max(candidates, key=lambda c: merit(c.kind, c.value), default=None)
 
     def best_by_name(self) -> dict[str, Ceiling]:
-        """name -> its highest valid measured ceiling (several backends may measure one name)."""
+        """name -> its best valid measured ceiling (several backends may measure one name): the highest rate,
+        the lowest latency."""
         best: dict[str, Ceiling] = {}
         for c in self.ceilings:
-            if c.usable and (c.name not in best or c.value > best[c.name].value):
+            if c.usable and (c.name not in best or merit(c.kind, c.value) > merit(c.kind, best[c.name].value)):
                 best[c.name] = c
         return best
 
@@ -401,8 +411,11 @@ def validate(doc: Any) -> dict:
                                 f"{UNITS[ceiling['kind']]}")
         if ceiling["kind"] == "bandwidth" and ceiling["level"] not in LEVELS:
             raise CeilingsError(f"{where}.level: {ceiling['level']!r} is not one of {', '.join(LEVELS)}")
-        if ceiling["kind"] == "compute" and not ceiling["precision"]:
-            raise CeilingsError(f"{where}.precision: missing for a compute ceiling")
+        if ceiling["kind"] == "latency" and ceiling["level"] not in (*LEVELS, None):
+            raise CeilingsError(f"{where}.level: {ceiling['level']!r} is not one of {', '.join(LEVELS)} (a memory "
+                                f"latency) or null (a launch)")
+        if ceiling["kind"] in ("compute", "special") and not ceiling["precision"]:
+            raise CeilingsError(f"{where}.precision: missing for a {ceiling['kind']} ceiling")
         if ceiling["backend"] not in BACKENDS:
             raise CeilingsError(f"{where}.backend: {ceiling['backend']!r} is not one of {', '.join(BACKENDS)}")
         if ceiling["pipe"] not in PIPES:
@@ -423,6 +436,8 @@ def validate(doc: Any) -> dict:
             raise CeilingsError(f"{where}.clocks.sm_hz_kernel_median: {kernel_hz!r} is not a positive clock "
                                 f"(null when not measured)")
         _check_fields(ceiling["peaks"], _PEAKS, f"{where}.peaks")
+        if "energy" in ceiling:
+            _check_fields(ceiling["energy"], _ENERGY, f"{where}.energy")
         source = ceiling["peaks"].get("clock_source")
         if source is not None and source not in CLOCK_SOURCES:
             raise CeilingsError(f"{where}.peaks.clock_source: {source!r} is not one of {', '.join(CLOCK_SOURCES)} "
@@ -553,9 +568,9 @@ def save_roofs(doc: dict, path: str | os.PathLike, *, force: bool = False) -> Pa
 
 def best_ceiling(doc: dict, *, kind: str, level: str | None = None, precision: str | None = None,
                  pipe: str | None = None) -> dict | None:
-    """The highest valid measured ceiling matching every given field, or None."""
+    """The best valid measured ceiling matching every given field (kernels.base.merit), or None."""
     wanted = {"kind": kind, "level": level, "precision": precision, "pipe": pipe}
     candidates = [c for c in doc["ceilings"]
                   if c["valid"] and c["value"] is not None
                   and all(v is None or c.get(k) == v for k, v in wanted.items())]
-    return max(candidates, key=lambda c: c["value"], default=None)
+    return max(candidates, key=lambda c: merit(c["kind"], c["value"]), default=None)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels.base import format_bytes
+
 from .atomic import Outputs
 from .peaks import dram_peak
 from .roofs import best_ceiling
@@ -172,14 +174,6 @@ def dram_theoretical(device: dict) -> float | None:
 
 
 # --- plotting ------------------------------------------------------------------------------------------
-
-def format_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            value = n / size
-            return f"{value:.0f} {unit}" if value == round(value) else f"{value:.3g} {unit}"
-    return f"{n:.0f} B"
-
 
 def _byte_axis(ax, xs: np.ndarray) -> None:
     ax.set_xscale("log", base=2)

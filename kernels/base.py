@@ -13,7 +13,24 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 Backend = Literal["cuda-c", "numba", "library"]
-Kind = Literal["bandwidth", "compute"]
+Kind = Literal["bandwidth", "compute", "special", "latency"]
+# The one vocabulary of what a ceiling's value is in, by kind (ceilings.roofs validates against it): bytes,
+# FLOPs or special-function (MUFU) results per second; a latency in seconds per dependent step (a kernel
+# launch, a load of a pointer chase), where lower is better.
+UNITS = {"bandwidth": "B/s", "compute": "FLOP/s", "special": "op/s", "latency": "s"}
+LOWER_IS_BETTER = frozenset({"latency"})
+
+
+def merit(kind: str, value: float) -> float:
+    """What ranks two values of one kind, higher better: the rate itself, or a latency's negation. Every
+    choice of a best ceiling (roofs, reports, fleets) ranks by it."""
+    return -value if kind in LOWER_IS_BETTER else value
+
+
+def relative(kind: str, value: float, baseline: float) -> float:
+    """How `value` performs against `baseline` (1: as well, below 1: worse): value / baseline for a rate,
+    baseline / value for a latency (twice the launch time performs at 0.5)."""
+    return baseline / value if kind in LOWER_IS_BETTER else value / baseline
 
 CUDA_DIR = Path(__file__).parent / "cuda"
 
@@ -55,11 +72,15 @@ REGISTERS_PER_SM = 65536  # 32-bit registers per SM on every architecture since 
 
 @dataclass(frozen=True)
 class Work:
-    """Declared work of ONE launch. FLOPs by precision (an FMA is 2, a packed half2 FMA 4; int32 MAD 2)."""
+    """Declared work of ONE launch. FLOPs by precision (an FMA is 2, a packed half2 FMA 4; int32 MAD 2);
+    special-function (MUFU) results by function (`ex2`, `rsqrt`, `sin`: kernels.sass.SPECIAL_FUNCTIONS);
+    `steps`: the dependent steps a latency ceiling divides its time by (kernels launched, loads chased)."""
 
     bytes_read: int = 0
     bytes_written: int = 0
     flops: Mapping[str, int] = field(default_factory=dict)
+    special: Mapping[str, int] = field(default_factory=dict)
+    steps: int = 0
 
     @property
     def bytes(self) -> int:
@@ -70,7 +91,13 @@ class Work:
         return sum(self.flops.values())
 
     def as_dict(self) -> dict:
-        return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "flops": dict(self.flops)}
+        """What the roofs file records; `special` and `steps` (schema 1.4) only where there are any."""
+        out = {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "flops": dict(self.flops)}
+        if self.special:
+            out["special"] = dict(self.special)
+        if self.steps:
+            out["steps"] = self.steps
+        return out
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,9 @@ class Plan:
     # for the slowest). kernels.inspect proves it from the compiled kernel's registers and shared memory:
     # ceil(grid / (SMs x blocks that fit on one SM)) must be exactly this.
     waves: int = 1
+    # Kernels one launch runs: 1, or the kernels of a CUDA graph launched as one (kernels.latency); the work
+    # is theirs together, and kernels.inspect proves one kernel's SASS times this.
+    kernels: int = 1
     # What a reader of the result must know about this plan (e.g. arrays smaller than planned for lack of
     # memory); the measurement's record carries them among its notes.
     notes: tuple[str, ...] = ()
@@ -129,6 +159,10 @@ class Prepared:
     poison: Callable[[], None]  # fill outputs with values no correct run produces
     check: Callable[[], str | None]  # after the timed launches: None when right, else what is wrong
     release: Callable[[], None] = lambda: None
+    # A launch that times its own part between CUDA events it records (the ceiling is part of what it
+    # enqueues: kernels.latency's launch.gap, behind a spin that fills the queue): seconds of each launch since
+    # the last call, oldest first. The harness then takes these, not its own times of whole launches.
+    own_times: Callable[[], list[float]] | None = None
 
 
 @dataclass
@@ -202,9 +236,9 @@ class Benchmark:
     plans: Callable[[DeviceLimits, bool], Sequence[Plan]]
     prepare: Callable[[Plan, Runtime], Prepared]
     source: Callable[[Plan], CudaSource | NumbaSource | None]
-    level: str | None = None  # bandwidth: dram | l2 | l1
-    precision: str | None = None  # compute: fp64 | fp32 | fp16 | bf16 | int32 | tf32 | fp8
-    pipe: Literal["memory", "cuda-core", "tensor"] = "memory"
+    level: str | None = None  # bandwidth (dram | l2 | l1 | host: the host link), a memory latency (dram | l2 | l1)
+    precision: str | None = None  # compute: fp64 | fp32 | fp16 | bf16 | int32 | tf32 | fp8; special: fp32
+    pipe: Literal["memory", "cuda-core", "tensor", "sfu", "launch"] = "memory"
     peak_key: str = "dram"
     group: str = "bandwidth"  # for --only and progress: bandwidth | compute | tensor | library | sweep
     sweep_x: Axis | None = None  # set for sweeps: the x axis
@@ -218,12 +252,25 @@ class Benchmark:
 
     @property
     def unit(self) -> str:
-        return "B/s" if self.kind == "bandwidth" else "FLOP/s"
+        return UNITS[self.kind]
 
     def rate(self, work: Work, seconds: float) -> float:
-        """The one place a rate is derived from declared work and time."""
-        amount = work.bytes if self.kind == "bandwidth" else work.total_flops
+        """The one place a ceiling's value is derived from declared work and the time of one launch: a rate
+        (work per second), or for a latency the time per dependent step."""
+        if self.kind == "latency":
+            return seconds / work.steps
+        amount = {"bandwidth": work.bytes, "compute": work.total_flops,
+                  "special": sum(work.special.values())}[self.kind]
         return amount / seconds
+
+
+def format_bytes(n: float) -> str:
+    """A size as plans' notes and the sweeps' axes print it: 1 GiB, 1.5 MiB, 512 B."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == round(value) else f"{value:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def launch_dims(limits: DeviceLimits, block: int, blocks_per_sm: int | None = None) -> int:

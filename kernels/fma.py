@@ -17,6 +17,7 @@ from functools import partial
 
 import numpy as np
 
+from .arch import arch_units
 from .base import Benchmark, CudaSource, DeviceLimits, NumbaSource, Plan, Prepared, Runtime, Work, launch_dims
 
 BLOCK = 256  # 8 blocks of 256 fill the 2048 threads of an Ampere/Hopper SM; a power of two (shift indexing)
@@ -122,8 +123,6 @@ def _arch(limits: DeviceLimits) -> str:
 def instructions_per_clock(lane: Lane, limits: DeviceLimits) -> float:
     """Multiply-add thread-instructions per clock per SM, from the per-architecture unit table (only sizes
     the launch; the harness measures the real time)."""
-    from ceilings.peaks import arch_units
-
     major, minor = limits.compute_capability
     units = arch_units(f"{major}.{minor}") or arch_units(SIZING_ARCH)
     packed = units.bf16_flop_per_clk if lane.lane == "bf16x2" else units.fp16_flop_per_clk

@@ -370,20 +370,26 @@ def collect_jobs(benchmarks: Iterable[Benchmark], archs: Sequence[str]) -> list[
 
 
 def derive(analysis: sass.Analysis, plan: Plan) -> Work | None:
-    """(loop body x loop_trips + once-per-thread) x threads; None when the loop's trips are unknown."""
+    """(loop body x loop_trips + once-per-thread) x threads x kernels; None when the loop's trips are unknown.
+    `steps` (a latency's dependent steps) is not in SASS: the chase's are proven apart (`chase_problems`)."""
     trips = plan.loop_trips if analysis.loop else 0
     if trips is None:
         return None
     body, once = analysis.body, analysis.once
-    flops = {p: (body.flops.get(p, 0) * trips + once.flops.get(p, 0)) * plan.threads
-             for p in sorted(set(body.flops) | set(once.flops))}
-    return Work(bytes_read=(body.read_bytes * trips + once.read_bytes) * plan.threads,
-                bytes_written=(body.write_bytes * trips + once.write_bytes) * plan.threads,
-                flops=flops)
+    threads = plan.threads * plan.kernels  # a graph's kernels are the same kernel, each on plan.threads
+
+    def per_key(field: str) -> dict[str, int]:
+        loop, outside = getattr(body, field), getattr(once, field)
+        return {k: (loop.get(k, 0) * trips + outside.get(k, 0)) * threads for k in sorted({*loop, *outside})}
+
+    return Work(bytes_read=(body.read_bytes * trips + once.read_bytes) * threads,
+                bytes_written=(body.write_bytes * trips + once.write_bytes) * threads,
+                flops=per_key("flops"), special=per_key("special"))
 
 
 def compare(b: Benchmark, declared: Work, derived: Work) -> tuple[list[str], list[str]]:
-    """(differences, notes). int32 is compared only for int32 benchmarks: plain IMADs are also index math."""
+    """(differences, notes). int32 is compared only for int32 benchmarks: plain IMADs are also index math;
+    MUFU results only for special-function benchmarks."""
     reasons, notes = [], []
     int32_compared = b.precision == "int32" or declared.flops.get("int32", 0) > 0
     for p in sorted(set(declared.flops) | set(derived.flops)):
@@ -392,6 +398,13 @@ def compare(b: Benchmark, declared: Work, derived: Work) -> tuple[list[str], lis
             notes.append(f"int32 (plain IMAD) {got} not declared, not compared")
         elif want != got:
             reasons.append(f"{p} FLOPs declared {want} != SASS {got} ({got - want:+})")
+    # MUFU is compared only for SFU ceilings: elsewhere it is index math (MUFU.RCP seeds an integer division)
+    for f in sorted(set(declared.special) | set(derived.special)):
+        want, got = declared.special.get(f, 0), derived.special.get(f, 0)
+        if b.kind != "special":
+            notes.append(f"{f} (MUFU) {got} not declared, not compared: index math")
+        elif want != got:
+            reasons.append(f"{f} MUFU results declared {want} != SASS {got} ({got - want:+})")
     for what in ("bytes_read", "bytes_written"):
         want, got = getattr(declared, what), getattr(derived, what)
         if want != got:
@@ -400,13 +413,25 @@ def compare(b: Benchmark, declared: Work, derived: Work) -> tuple[list[str], lis
 
 
 def _dram_widths(b: Benchmark, analysis: sass.Analysis) -> list[str]:
-    if b.level != "dram" or b.backend != "cuda-c":
+    if b.kind != "bandwidth" or b.level != "dram" or b.backend != "cuda-c":
         return []
     narrow = {op: n for op, n in analysis.global_widths.items() if sass.access_bytes(op) != DRAM_ACCESS_BYTES}
     if not narrow:
         return []
     return ["DRAM kernel uses non-128-bit global accesses: "
             + ", ".join(f"{op} x{n}" for op, n in sorted(narrow.items()))]
+
+
+def chase_problems(b: Benchmark, plan: Plan, analysis: sass.Analysis) -> list[str]:
+    """A memory-latency ceiling (kind latency, a level) must be a pointer chase whose declared steps are its
+    loads: one dependent global load per trip, loop_trips x threads of them."""
+    if b.kind != "latency" or b.level is None:
+        return []
+    problems = [p for p in [sass.chase_problem(analysis.loop_instructions)] if p]
+    loads = (plan.loop_trips or 0) * plan.threads
+    if plan.work.steps != loads:
+        problems.append(f"steps declared {plan.work.steps} != {loads} dependent loads (loop_trips x threads)")
+    return problems
 
 
 def judge(job: _Job, compiled: Compiled | None) -> InspectionResult:
@@ -426,7 +451,7 @@ def judge(job: _Job, compiled: Compiled | None) -> InspectionResult:
     analysis = sass.analyse(function, instructions)
     derived = derive(analysis, plan)
     notes = list(analysis.notes)
-    reasons = _dram_widths(b, analysis)
+    reasons = _dram_widths(b, analysis) + chase_problems(b, plan, analysis)
     usage = compiled.resources.get(function) or {}
     occupancy = occupancy_problem(job, usage)
     if occupancy:

@@ -8,10 +8,11 @@ import importlib
 from .base import Benchmark
 
 # Each module exposes BENCHMARKS: list[Benchmark]. Importing them imports no CUDA package. The order is a run's
-# priority: the tensor roofs (mma.sync, wgmma, cuBLAS), the headline of a Hopper run, then DRAM, then the rest,
-# so that a run cut short at a time limit has saved those first (docs/device-check.md).
-FAMILIES = ("kernels.tensor", "kernels.wgmma", "kernels.library", "kernels.stream", "kernels.cache",
-            "kernels.fma", "kernels.intensity")
+# priority: the tensor roofs (mma.sync, wgmma, cuBLAS), the headline of a Hopper run, then DRAM, then the
+# latency floors, the SFU and the host link (~10 s in all), then the rest, so that a run cut short at a time
+# limit has saved those first (docs/device-check.md).
+FAMILIES = ("kernels.tensor", "kernels.wgmma", "kernels.library", "kernels.stream", "kernels.latency",
+            "kernels.sfu", "kernels.hostlink", "kernels.cache", "kernels.fma", "kernels.intensity")
 
 
 def all_benchmarks() -> list[Benchmark]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # --- what one thread-instruction contributes -------------------------------------------------------------
@@ -53,6 +54,12 @@ GMMA_THREADS = 128
 MMA_BASES = frozenset({"HMMA", "IMMA", "DMMA", "QMMA", "HGMMA", "IGMMA", "QGMMA", "BGMMA"})
 SM90_FP8_NOTE = ("sm_90 has no fp8 mma.sync instruction: ptxas converts the e4m3/e5m2 operands to fp16 "
                  "(F2FP.F16.E4M3.UNPACK_B) and issues HMMA.16816.F32 (fp16) plus FADDs")
+
+# The special-function unit: MUFU.<function> -> its Work.special key, one result per thread-instruction
+# (MUFU.RCP64H and the other fp64 seeds are no such function: not counted).
+SPECIAL_FUNCTIONS = {"EX2": "ex2", "LG2": "lg2", "RCP": "rcp", "RSQ": "rsqrt", "SQRT": "sqrt", "SIN": "sin",
+                     "COS": "cos", "TANH": "tanh"}
+SPECIAL_BASE = "MUFU"
 
 # Global-memory instructions whose bytes the model counts; width modifier -> bytes per thread.
 GLOBAL_LOADS = frozenset({"LDG", "LDGSTS"})  # LDGSTS: cp.async, global -> shared (a global read)
@@ -101,10 +108,11 @@ class Op:
     read_bytes: int = 0
     write_bytes: int = 0
     unsized_global: bool = False  # a global access whose bytes cannot be known
+    special: str | None = None  # a special-function result (SPECIAL_FUNCTIONS value)
 
     @property
     def is_work(self) -> bool:
-        return bool(self.flops or self.read_bytes or self.write_bytes or self.unsized_global)
+        return bool(self.flops or self.read_bytes or self.write_bytes or self.unsized_global or self.special)
 
 
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@(!?U?P(?:T|\d+))\s+)?([A-Z][A-Z0-9_.x]*)\s*([^;]*);")
@@ -182,6 +190,9 @@ def classify(ins: Instruction) -> Op:
     base, mods = ins.base, ins.modifiers
     if base in MMA_BASES:
         return _mma(ins)
+    if base == SPECIAL_BASE:
+        function = SPECIAL_FUNCTIONS.get(mods[0] if mods else "")
+        return Op(ins.opcode, special=function)
     if base in GLOBAL_LOADS or base in GLOBAL_STORES:
         width = access_bytes(ins.opcode)
         if base in GLOBAL_LOADS:
@@ -418,13 +429,16 @@ class Tally:
     flops: dict[str, int] = field(default_factory=dict)  # precision -> FLOPs
     read_bytes: int = 0
     write_bytes: int = 0
+    special: dict[str, int] = field(default_factory=dict)  # special function -> results
+    global_loads: int = 0  # global load instructions (a pointer chase holds one per trip)
 
     @staticmethod
     def of(instructions) -> Tally:
         counts: Counter[str] = Counter()
         work: Counter[str] = Counter()
         flops: Counter[str] = Counter()
-        read = write = 0
+        special: Counter[str] = Counter()
+        read = write = loads = 0
         for ins in instructions:
             op = classify(ins)
             counts[op.key] += 1
@@ -432,9 +446,12 @@ class Tally:
                 work[op.key] += 1
             if op.flops:
                 flops[op.precision] += op.flops
+            if op.special:
+                special[op.special] += 1
             read += op.read_bytes
             write += op.write_bytes
-        return Tally(dict(counts), dict(work), dict(flops), read, write)
+            loads += ins.base in GLOBAL_LOADS
+        return Tally(dict(counts), dict(work), dict(flops), read, write, dict(special), loads)
 
 
 @dataclass(frozen=True)
@@ -450,6 +467,7 @@ class Analysis:
     global_widths: dict[str, int]  # counted (loop + once) global load/store opcodes -> count (128-bit check)
     problems: tuple[str, ...]  # non-empty: the model does not apply (verdict "unprovable")
     notes: tuple[str, ...]
+    loop_instructions: tuple[Instruction, ...] = ()  # the chosen loop's, in address order
 
 
 def _work(instructions) -> list[Instruction]:
@@ -541,7 +559,7 @@ def analyse(function: str, instructions: list[Instruction]) -> Analysis:
     global_widths = dict(Counter(i.opcode for i in body + once
                                  if i.base in GLOBAL_LOADS or i.base in GLOBAL_STORES))
     return Analysis(function, loop.span(by_index) if loop else None, Tally.of(body), Tally.of(once), skipped,
-                    global_widths, tuple(problems), tuple(notes))
+                    global_widths, tuple(problems), tuple(notes), tuple(sorted(body, key=lambda i: i.address)))
 
 
 def _subroutine(instructions: list[Instruction], start: int) -> list[Instruction]:
@@ -735,3 +753,56 @@ def emulates_fp8(instructions: list[Instruction]) -> bool:
     """True when fp8 operands are unpacked to fp16 for HMMA (sm_90's mma.sync fp8, see SM90_FP8_NOTE)."""
     return any(i.base == "F2FP" and "UNPACK_B" in i.modifiers
                and {"E4M3", "E5M2"} & set(i.modifiers) for i in instructions)
+
+
+# --- dependent loads ----------------------------------------------------------------------------------------
+
+_GENERAL_REGISTER = re.compile(r"(?<![\w])R(\d+)(\.64)?\b")
+# Instructions whose first operand is no destination register (a store's is its address).
+NO_DESTINATION = frozenset({"STG", "STS", "STL", "ST", "RED", "REDG", "BRA", "BAR", "EXIT", "RET"})
+
+
+def _registers(operand: str) -> set[int]:
+    """General registers an operand names (R4.64: R4 and R5); RZ none."""
+    found = set()
+    for number, wide in _GENERAL_REGISTER.findall(operand):
+        found |= {int(number), int(number) + 1} if wide else {int(number)}
+    return found
+
+
+def _written(ins: Instruction) -> set[int]:
+    """The general registers an instruction writes: its first operand, widened by a 64-bit result (IMAD.WIDE,
+    LDG.E.64) or a 128-bit one (LDG.E.128)."""
+    first = _registers(ins.operands[0])
+    if len(first) != 1:
+        return first
+    n = first.pop()
+    width = 4 if "128" in ins.modifiers else 2 if {"WIDE", "64"} & set(ins.modifiers) else 1
+    return set(range(n, n + width))
+
+
+def chase_problem(loop: Sequence[Instruction]) -> str | None:
+    """Why a loop is not a pointer chase (None when it is): one global load per trip, whose address is computed
+    from the value that load returned on the trip before, so no load can start before the last one returns.
+    Registers are followed in address order twice round the loop (a value made after the load feeds the next
+    trip); a register written from untouched sources no longer carries the loaded value."""
+    loads = [i for i in loop if i.base in GLOBAL_LOADS]
+    if len(loads) != 1:
+        return (f"a pointer chase has one global load per trip, this loop {len(loads)}: unrolled or independent "
+                f"loads overlap, and their latency hides (keep the loop rolled: #pragma unroll 1)")
+    load = loads[0]
+    address = set().union(*(_registers(o) for o in load.operands[1:] if "[" in o))
+    carried = _written(load)
+    for _ in range(2):
+        for ins in loop:
+            if ins is load or ins.base in NO_DESTINATION or not ins.operands:
+                continue
+            written = _written(ins)
+            if set().union(*(_registers(o) for o in ins.operands[1:])) & carried:
+                carried |= written
+            else:
+                carried -= written
+    if address & carried:
+        return None
+    return (f"the loop's load {load} takes its address from registers the value it loaded does not reach: the "
+            f"loads are independent, not a chase")

@@ -29,6 +29,7 @@ from .base import (
     Prepared,
     Runtime,
     Work,
+    format_bytes,
     launch_dims,
 )
 
@@ -199,8 +200,6 @@ def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool, variant: 
 
 
 def small_arrays_note(array_bytes: int, op: Op, limits: DeviceLimits) -> str:
-    from ceilings.sweeps import format_bytes
-
     return (f"arrays of {format_bytes(array_bytes)} ({array_bytes / limits.l2_bytes:.1f}x L2), not >= "
             f"{DRAM_L2_MULTIPLE}x L2 and >= {format_bytes(DRAM_MIN_ARRAY_BYTES)}: {op.arrays} "
             f"array{'s' if op.arrays > 1 else ''} in {FREE_FRACTION:.0%} of the {format_bytes(limits.free_bytes)} "

@@ -4,7 +4,7 @@ import pytest
 
 from ceilings.datasheet import CLOSE_NAMES, DATASHEETS_CSV, find_datasheet, load_datasheets, match_device
 from ceilings.errors import CeilingsError
-from ceilings.peaks import ARCHITECTURES
+from kernels.arch import ARCHITECTURES
 
 ROWS = load_datasheets()
 GIB = 2**30

@@ -262,7 +262,9 @@ def test_whole_registry_is_green_at_sm80_and_sm90(tmp_path):
             for backend in ("cuda-c", "numba")}
     cuda_c = {f"{name}:cuda-c" for name in ("l1.read", "l2.read", "l2.read.near", "bandwidth.working_set",
                                            "intensity.fp32",
-                                           "intensity.fp64", "tensor.fp16", "tensor.bf16", "tensor.tf32")}
+                                           "intensity.fp64", "tensor.fp16", "tensor.bf16", "tensor.tf32",
+                                           "sfu.ex2", "sfu.rsqrt", "sfu.sin", "launch.stream", "launch.sync",
+                                           "launch.graph", "launch.gap", "latency.l1", "latency.l2", "latency.dram")}
     hopper = {f"wgmma.{t}:cuda-c" for t in ("bf16", "fp16", "fp8")}  # sm_90a wgmma: planned on CC 9.0 only
     for arch, extra in (("sm_80", set()), ("sm_90", hopper)):
         assert {f"{r['benchmark']}:{r['backend']}" for r in results if r["arch"] == arch} == both | cuda_c | extra

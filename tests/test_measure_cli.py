@@ -219,7 +219,7 @@ def test_a_task_of_mpirun_records_its_rank_and_names_its_file(tmp_path):
         ("openmpi", 1, 1, 2, 2)
     assert (launch.job_id, launch.node, launch.gpu_index) == ("4242", "gpu017", None)  # the simulator has no GPU
     assert (launch.mode, launch.gpus_at_once) == ("concurrent", 2)  # both tasks of the node ran at once
-    assert (rec.schema_version, rec.schema_minor, rec.simulated) == (1, 3, True)  # written at the current minor
+    assert (rec.schema_version, rec.schema_minor, rec.simulated) == (1, 4, True)  # written at the current minor (1.4)
 
 
 @pytest.mark.sim

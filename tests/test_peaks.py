@@ -3,7 +3,8 @@
 import pytest
 
 from ceilings.gaps import annotate
-from ceilings.peaks import ARCHITECTURES, clock_derived_peaks, dram_peak, missing_reason
+from ceilings.peaks import clock_derived_peaks, dram_peak, missing_reason
+from kernels.arch import ARCHITECTURES
 
 H100_SXM = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132,
             "max_sm_clock_hz": 1.98e9, "memory_clock_hz": 2.619e9, "memory_bus_width_bits": 5120}

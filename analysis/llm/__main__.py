@@ -17,7 +17,6 @@ from analysis.llm.calibrate import Calibration, Profile, calibrate
 from analysis.llm.models import SHIPPED, Model, load_model
 from analysis.llm.place import (
     COMMUNICATION,
-    DEFAULT_FLOOR_S,
     DEFAULT_MEMORY_FRACTION,
     DEFAULT_SWEEP_MAX,
     MAX_BATCH,
@@ -46,7 +45,14 @@ from analysis.llm.work import (
     check_setup,
     step_ops,
 )
-from analysis.roofline import check_outputs, device_warning, read_kernels, si, unknown_device_warning
+from analysis.roofline import (
+    DEFAULT_LAUNCH_FLOOR_S,
+    check_outputs,
+    device_warning,
+    read_kernels,
+    si,
+    unknown_device_warning,
+)
 from ceilings.atomic import STDOUT, Outputs
 from ceilings.errors import CeilingsError, cli_entry
 
@@ -82,8 +88,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"share of the GPU's memory the server takes, as vLLM's gpu_memory_utilization (default "
                         f"{DEFAULT_MEMORY_FRACTION})")
     p.add_argument("--floors", action="store_true",
-                   help=f"add a latency floor of {DEFAULT_FLOOR_S * 1e6:g} us to every kernel of a class no "
-                        f"profile calibrated (docs/llm.md gives its source)")
+                   help=f"add a latency floor to every kernel of a class no profile calibrated: the roofs file's "
+                        f"launch.stream ceiling, else {DEFAULT_LAUNCH_FLOOR_S * 1e6:g} us (docs/llm.md gives its "
+                        f"source)")
     p.add_argument("--weights", choices=WEIGHT_DTYPES,
                    help="weight type of the decoder layers' matrices (default: --activations)")
     p.add_argument("--activations", choices=ACTIVATION_DTYPES, default="bf16", help="default bf16")
@@ -211,10 +218,12 @@ def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: li
     return cal
 
 
-def _costs(args, calibration: Calibration | None) -> dict[str, dict[str, Cost]]:
-    """Per phase, each class's Cost: the calibrated ones for the profiled phase, --floors' default floor for the
-    other classes (not the all-reduces: their latency is the interconnect's), else at the roof."""
-    floors = {c: Cost(DEFAULT_FLOOR_S) for c in OP_CLASSES if c != COMMUNICATION} if args.floors else {}
+def _costs(args, calibration: Calibration | None, gpu: Gpu) -> dict[str, dict[str, Cost]]:
+    """Per phase, each class's Cost on `gpu`: the calibrated ones for the profiled phase, --floors' floor for
+    the other classes (its roofs' launch floor: measured, else the default; not the all-reduces: their latency
+    is the interconnect's), else at the roof."""
+    floor = gpu.roofs.floor[0]
+    floors = {c: Cost(floor) for c in OP_CLASSES if c != COMMUNICATION} if args.floors else {}
     costs = {phase: dict(floors) for phase in PHASES}
     if calibration is not None:
         costs[calibration.phase].update(calibration.costs)
@@ -277,13 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = _steps(args.step, model)
     gpus = _priced([gpu_of(spec) for spec in args.roofs], args.price)
     calibration = _calibration(args, model, setup, gpus, warnings) if args.calibrate else None
-    costs = _costs(args, calibration)
-    results = [evaluate(model, setup, g, costs, args.memory_fraction) for g in gpus]
+    costs = [_costs(args, calibration, g) for g in gpus]
+    results = [evaluate(model, setup, g, c, args.memory_fraction) for g, c in zip(gpus, costs)]
     sweep = None
     if args.sweep or args.sweep_plot:
-        sweep = pd.concat([batch_sweep(model, setup, g, sweep_batches(args.sweep_max), costs["decode"],
-                                       args.memory_fraction) for g in gpus], ignore_index=True)
-    stepped = pd.concat([steps_table(model, setup, g, steps, costs["decode"]) for g in gpus],
+        sweep = pd.concat([batch_sweep(model, setup, g, sweep_batches(args.sweep_max), c["decode"],
+                                       args.memory_fraction) for g, c in zip(gpus, costs)], ignore_index=True)
+    stepped = pd.concat([steps_table(model, setup, g, steps, c["decode"]) for g, c in zip(gpus, costs)],
                         ignore_index=True) if steps else None
     warnings += _warnings(model, results, args.memory_fraction)
     for w in warnings:

@@ -47,11 +47,6 @@ DEFAULT_MEMORY_FRACTION = 0.9
 # memory besides weights, KV cache and the step's activations: the CUDA context, cuBLAS and NCCL workspaces
 # (an estimate; vLLM measures it by profiling a step)
 WORKSPACE_BYTES = 2**30
-# a kernel's latency floor when --floors asks for one and no profile fitted it: what norm and elementwise kernels
-# of a batch-1 decode profile take whatever their size (issue 22: 0.2 % and 0.7 % efficient, ~3 us), and the
-# order of the time per short kernel NVIDIA's CUDA Graphs post measures (3.4-3.8 us,
-# https://developer.nvidia.com/blog/cuda-graphs/). No roofs file records a launch-latency ceiling yet.
-DEFAULT_FLOOR_S = 3e-6
 
 
 @dataclass(frozen=True)
