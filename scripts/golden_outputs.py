@@ -1,4 +1,4 @@
-"""Same numbers out: save the outputs of `analysis.ncu --csv` (per kernel and --per-launch) on every real
+"""Same numbers out: save the outputs of `analysis.ncu --csv` (per kernel, --per-launch and --per-process) on every real
 Nsight Compute sample and every ncu test file, and of `ceilings.fleet --json` on the test roofs files and a
 synthetic cluster, then compare a later tree's outputs with them byte for byte.
 
@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 SAMPLES = ROOT.parent.parent / "shared" / "ncu-samples"  # /work/shared/ncu-samples from /work/wt/NAME
 NCU_SUFFIXES = (".csv", ".txt", ".log", ".pro", ".profile")
+MULTI_RUNS = 12  # processes in the synthetic multi-run ncu text
 FLEET_CLUSTER = 40  # synthetic roofs files (bench_fleet's) with a slow GPU or two: outliers in the JSON
 
 
@@ -32,6 +33,26 @@ def ncu_inputs() -> list[Path]:
     samples = sorted(p for p in SAMPLES.rglob("*") if p.is_file() and p.suffix in NCU_SUFFIXES)
     tests = sorted(p for p in (ROOT / "tests" / "data" / "ncu").iterdir())
     return samples + tests + [ROOT / "tests" / "data" / "llm" / "decode-step.ncu.csv"]
+
+
+def multi_run_text(path: Path) -> Path:
+    """An ncu text log of RUNS processes: the first half measured the DRAM bytes, the second half the FLOPs of
+    the same launches (passes to merge), each run timing them differently (runs that disagree)."""
+    from bench_ncu import DASH, KERNELS
+
+    sets = ([("dram__bytes_read.sum", "Mbyte", "12.58"), ("gpu__time_duration.sum", "usecond", "10.50")],
+            [("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "4,194,304"),
+             ("gpu__time_duration.sum", "usecond", "13.25")])
+    with path.open("w") as f:
+        for run in range(MULTI_RUNS):
+            metrics = sets[run >= MULTI_RUNS // 2]
+            f.write(f"==PROF== Connected to process {100 + run} (/usr/bin/app)\n[{100 + run}] app@node{run % 3}\n")
+            for launch in range(7 + run % 2):
+                f.write(f"  {KERNELS[launch % 3]} (1024, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 8.0\n"
+                        f"    Section: Command line profiler metrics\n{DASH}")
+                f.write("".join(f"    {m:<70} {u:>15} {v:>30}\n" for m, u, v in metrics))
+                f.write(DASH + "\n")
+    return path
 
 
 def fleet_inputs(tmp: Path) -> dict[str, list[str]]:
@@ -74,10 +95,15 @@ def outputs() -> dict[str, bytes]:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         out = tmp / "out"
-        for path in ncu_inputs():
-            label = str(path.relative_to(SAMPLES) if path.is_relative_to(SAMPLES) else path.relative_to(ROOT))
-            for mode, extra in (("kernel", []), ("launch", ["--per-launch"])):
-                found[f"ncu/{label}.{mode}.csv"] = _run(ncu.main, [str(path), *extra, "--csv", str(out)], out)
+        gene = SAMPLES / "gene_v100_ncu2020.1_csv"
+        cases = [[p] for p in ncu_inputs()] + [
+            [gene / "dram_ncuroof-time-0.csv", gene / "flops_ncuroof-time-0.csv"],  # two passes, two files
+            [multi_run_text(tmp / "multi_run.txt")]]
+        for paths in cases:
+            label = "+".join(str(p.relative_to(SAMPLES) if p.is_relative_to(SAMPLES) else
+                                 p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name) for p in paths)
+            for mode, extra in (("kernel", []), ("launch", ["--per-launch"]), ("process", ["--per-process"])):
+                found[f"ncu/{label}.{mode}.csv"] = _run(ncu.main, [*map(str, paths), *extra, "--csv", str(out)], out)
         for name, inputs in fleet_inputs(tmp).items():
             found[f"fleet/{name}.json"] = _run(fleet.main, [*inputs, "--json", str(out)], out).replace(
                 str(tmp).encode(), b"TMP")  # the cluster's folder: a new temporary name each time
