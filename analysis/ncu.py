@@ -237,7 +237,7 @@ TIME_DISAGREEMENT = 1.2
 # FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
 IMPOSSIBLE_RATE = 1.05
 NAME_IN_WARNING = 60
-GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
+GROUPS_LISTED = 3  # runs (and kernels whose runs disagree) named in a warning; --per-process shows every one
 
 
 @dataclass(frozen=True)
@@ -333,12 +333,17 @@ def _check_times(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: 
     if per_run.shape[1] < 2:
         return
     spread = per_run.max(axis=1) / per_run.min(axis=1)
-    for (g, kernel), ratio in spread[spread > TIME_DISAGREEMENT].items():
+    apart = spread[spread > TIME_DISAGREEMENT]
+    for (g, kernel), ratio in apart.iloc[:GROUPS_LISTED].items():
         times = per_run.loc[(g, kernel)].dropna()
         values = ", ".join(f"{timed[g][int(o)].label} {_ms(t)}" for o, t in times.items())
         used = timed[g][int(times.index[0])]
         warnings.append(f"time_s: runs disagree on {str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x (median per "
                         f"launch: {values}); used {used.label}; choose the timing run with --time-run N")
+    if len(apart) > GROUPS_LISTED:  # one line for the rest: a thousand processes are not a thousand lines
+        warnings.append(f"time_s: runs disagree on {len(apart) - GROUPS_LISTED} more kernel(s) of a group by up to "
+                        f"{apart.iloc[GROUPS_LISTED:].max():.3g}x, timed the same way; choose the timing run with "
+                        f"--time-run N")
 
 
 def _ms(seconds: float) -> str:
@@ -422,7 +427,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     runs, frame = _split_runs([f for _, f in counted], [p for p, _ in counted]) if counted else ([], None)
     groups = _group_runs(runs)
     if len(groups) > 1:
-        listed = "; ".join(", ".join(r.label for r in g) for g in groups[:GROUPS_LISTED])
+        listed = "; ".join(g[0].label + (f" with {len(g) - 1} more pass(es)" if len(g) > 1 else "")
+                           for g in groups[:GROUPS_LISTED])
         more = f"; and {len(groups) - GROUPS_LISTED} more" if len(groups) > GROUPS_LISTED else ""
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
                         f"distinct launches, summed per kernel: {listed}{more}; --per-process shows them apart")

@@ -160,6 +160,21 @@ def test_many_ranks_are_one_warning_naming_the_first_few(tmp_path):
     assert said[0].count("app@node7") == 3 and "; and 7 more; --per-process shows them apart" in said[0]
 
 
+def test_many_disagreeing_groups_are_a_few_lines(tmp_path):
+    """Five processes measured DRAM bytes in 10 us, five others the FLOPs of the same launch in 25 us: five
+    groups of two passes, each disagreeing 2.5x; three are named, the other two are one line."""
+    dram = {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")}
+    flop = {FFMA: ("inst", "1,000"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "25")}
+    f = details_csv(tmp_path / "passes.csv", [(0, pid, "k", dram) for pid in range(100, 105)]
+                    + [(0, pid, "k", flop) for pid in range(105, 110)])
+    t = kernel_table([f])
+    assert t.iloc[0]["launches"] == 5 and t.iloc[0]["flops"] == 5 * 2000
+    said = [w for w in t.attrs["warnings"] if "disagree" in w]
+    assert len(said) == 4 and said[-1].startswith("time_s: runs disagree on 2 more kernel(s) of a group by up to 2.5x")
+    (groups,) = [w for w in t.attrs["warnings"] if "runs measured the same metrics" in w]
+    assert groups.startswith("5 runs") and groups.count("with 1 more pass(es)") == 3 and "; and 2 more;" in groups
+
+
 def test_two_passes_merge_and_disagreeing_times_are_reported_and_choosable(tmp_path, capsys):
     """Pass 1 (pid 1) DRAM bytes, timed 10 us; pass 2 (pid 2) FLOP counters, timed 25 us: 2.5x apart."""
     a = details_csv(tmp_path / "a.csv", [(0, 1, "k", {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")})])
