@@ -24,18 +24,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe
 from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
+from ceilings.lazy import lazy
 
-from .readers import ncu_csv
-from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
-from .readers.registry import detect
 from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
                       launch_time, with_rates)
+from .readers import ncu_csv
+from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -57,6 +57,8 @@ def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFra
     holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
     shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS).
     """
+    from .readers.registry import detect  # every reader, and pandas: not for --help
+
     source = read_source(path)
     source.memo["flops"] = flops
     found = source.memo["binary_format"] or detect(source)
@@ -89,6 +91,8 @@ def read_source(path: str | os.PathLike) -> Source:
         data, file = gunzip(data, p), None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
+    from .readers.registry import detect
+
     source = Source(data, str(p), file)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:

@@ -18,13 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-import numpy as np
-
 from . import atomic
 from .errors import CeilingsError, cli_entry
+from .lazy import lazy
 from .nvml import LIMITING_REASONS
 from .report import format_rate, markdown_table
 from .roofs import Ceiling, RoofsRecord, load_record
+
+np = lazy("numpy")
 
 PROG = "python -m ceilings.fleet"
 # ReFrame's GPU tests fail a node whose worst GPU is under its reference minus 10 %; DCGM's diagnostics pass at

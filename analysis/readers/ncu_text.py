@@ -14,13 +14,14 @@ import re
 from dataclasses import dataclass, field
 from math import isfinite
 
-import pandas as pd
-
 from ceilings.errors import CeilingsError
+from ceilings.lazy import lazy
 
-from .contract import COUNTERS, Format, Source
 from ..metrics import METRIC_ALIASES, canonical_metric
 from ..units import parse_value, unit_factor
+from .contract import COUNTERS, Format, Source
+
+pd = lazy("pandas")
 
 CLI_SECTION = "Command line profiler metrics"
 MIN_METRIC_TABLE_SPANS = 3  # name, unit, value; rule separators ("----- -----") have 2
