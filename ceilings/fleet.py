@@ -252,7 +252,7 @@ def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
     """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice."""
     gpus, seen = [], {}
     for path in paths:
-        roofs = load_record(path)
+        roofs = load_record(path, sweeps=False)  # a fleet judges ceilings; the sweeps' points are most of a record
         if roofs.source:
             raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
         uuid = roofs.device.uuid
