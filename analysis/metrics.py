@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-import pandas as pd
+from ceilings.lazy import lazy
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 SECTOR_BYTES = 32  # DRAM, L2 and L1 sectors are 32 bytes on every architecture ncu supports
 

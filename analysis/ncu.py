@@ -24,18 +24,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe
 from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
+from ceilings.lazy import lazy
 
-from .readers import ncu_csv
-from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
-from .readers.registry import detect
 from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
                       launch_time, with_rates)
+from .readers import ncu_csv
+from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -57,6 +57,8 @@ def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFra
     holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
     shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS).
     """
+    from .readers.registry import detect  # every reader, and pandas: not for --help
+
     source = read_source(path)
     source.memo["flops"] = flops
     found = source.memo["binary_format"] or detect(source)
@@ -89,6 +91,8 @@ def read_source(path: str | os.PathLike) -> Source:
         data, file = gunzip(data, p), None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
+    from .readers.registry import detect
+
     source = Source(data, str(p), file)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:
@@ -237,37 +241,43 @@ TIME_DISAGREEMENT = 1.2
 # FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
 IMPOSSIBLE_RATE = 1.05
 NAME_IN_WARNING = 60
-GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
+GROUPS_LISTED = 3  # runs (and kernels whose runs disagree) named in a warning; --per-process shows every one
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
-    """One pass or process of one input file: its launches (rows of read_profile) and where it came from."""
+    """One pass or process of one input file: where it came from and what it measured."""
 
     number: int  # 1-based, in input order: what --time-run takes
     path: str
-    launches: pd.DataFrame
+    process: str | None  # its first process label, where the file names one
+    # the metrics it measured, beyond times and launch facts: two runs sharing one are distinct launches
+    counters: frozenset[str]
 
     @property
     def label(self) -> str:
-        process = self.launches["process"].dropna()
-        where = f", process {process.iloc[0]}" if len(process) else ""
+        where = f", process {self.process}" if self.process is not None else ""
         return f"run {self.number} ({Path(self.path).name}{where})"
 
-    @property
-    def counters(self) -> set[str]:
-        """The metrics this run measured, beyond times: two runs sharing one are distinct launches."""
-        rest = self.launches.columns.difference(META_COLUMNS).difference(TIME_METRICS)
-        # launch and device facts are the same in every pass over a launch: not measurements
-        return {c for c in rest if self.launches[c].notna().any() and not c.startswith(FACT_PREFIXES)}
 
-
-def _split_runs(frames: Sequence[pd.DataFrame], paths: Sequence[str]) -> list[Run]:
-    runs = []
+def _split_runs(frames: Sequence[pd.DataFrame], paths: Sequence[str]) -> tuple[list[Run], pd.DataFrame]:
+    """Every run of the inputs, and all their launches in one frame, `_run` indexing that list: one pass per
+    file, not one per run (a log of a thousand processes is a thousand runs)."""
+    runs: list[Run] = []
+    parts = []
     for path, df in zip(paths, frames):
-        for _, part in df.groupby("run", sort=False):
-            runs.append(Run(len(runs) + 1, path, part))
-    return runs
+        codes, _ = pd.factorize(df["run"])  # runs in order of appearance; a launch without one (-1) is in none
+        # launch and device facts are the same in every pass over a launch: not measurements
+        measured = np.array([c for c in df.columns.difference(META_COLUMNS).difference(TIME_METRICS)
+                             if not c.startswith(FACT_PREFIXES)], dtype=object)
+        count = codes.max() + 1
+        has = df[list(measured)].notna().groupby(codes).any().reindex(range(count)).to_numpy(dtype=bool)
+        process = df["process"].groupby(codes).first()
+        for code in range(count):
+            label = process.get(code)
+            runs.append(Run(len(runs) + 1, path, None if pd.isna(label) else label, frozenset(measured[has[code]])))
+        parts.append(df[codes >= 0].assign(_run=codes[codes >= 0] + len(runs) - count))
+    return runs, pd.concat(parts, ignore_index=True, sort=False)
 
 
 def _group_runs(runs: Sequence[Run]) -> list[list[Run]]:
@@ -275,50 +285,69 @@ def _group_runs(runs: Sequence[Run]) -> list[list[Run]]:
     --metrics run) are one group; a run that measured a metric a group already has (another process, e.g.
     a second rank under `--target-processes all`) starts a group of its own."""
     groups: list[tuple[list[Run], set[str]]] = []
+    # per metric set, where its search starts: every group before shares a metric with it (it was searched, or
+    # joined, and a group's metrics only grow), so a thousand runs of one set search no group twice
+    start: dict[frozenset[str], int] = {}
     for run in runs:
         metrics = run.counters
-        home = next((g for g in groups if not g[1] & metrics), None)
-        if home is None:
+        i = start.get(metrics, 0) if metrics else 0
+        while i < len(groups) and groups[i][1] & metrics:
+            i += 1
+        if i == len(groups):
             groups.append(([run], set(metrics)))
         else:
-            home[0].append(run)
-            home[1].update(metrics)
+            groups[i][0].append(run)
+            groups[i][1].update(metrics)
+        start[metrics] = i + 1
     return [g for g, _ in groups]
 
 
-def _merge_group(group: Sequence[Run], index: int, time_run: int | None, warnings: list[str]) -> pd.DataFrame:
-    """The group's runs merged by kernel name and launch order; each launch's time from one run: `time_run`
-    if it is in the group, else the first run that timed the launch. Disagreeing runs are reported."""
-    timed = sorted(group, key=lambda r: r.number != time_run)  # the chosen timing run first (stable)
-    parts = []
-    for order, run in enumerate(timed):
-        part = run.launches.sort_values("id", kind="stable").copy()
-        part["time_s"], part["sm_clock_hz"] = launch_time(part), launch_clock(part)
-        part["_order"] = order
-        part["_occ"] = part.groupby("kernel", sort=False).cumcount()
-        parts.append(part)
-    both = pd.concat(parts, ignore_index=True, sort=False)
-    if len(group) > 1:
-        _check_times(both, timed, warnings)
-    both = both.sort_values(["_order", "_occ"], kind="stable")
-    merged = both.groupby(["kernel", "_occ"], sort=False, dropna=False).first().reset_index()
-    merged = merged.sort_values(["run", "id"], kind="stable") if len(group) == 1 else merged
-    merged["_group"] = index
-    labels = [r.launches["process"].dropna() for r in group]
-    merged["process"] = next((p.iloc[0] for p in labels if len(p)), f"group {index + 1}")
-    return merged.drop(columns=["_occ", "_order"])
+def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Sequence[Run]], time_run: int | None,
+                  warnings: list[str]) -> pd.DataFrame:
+    """Each group's runs merged by kernel name and launch order; each launch's time from one run: `time_run`
+    if it is in the group, else the first run that timed the launch. Disagreeing runs are reported. All
+    groups at once: one sort and one groupby over every launch, whatever the number of runs."""
+    timed = [sorted(group, key=lambda r: r.number != time_run) for group in groups]  # the timing run first
+    group_of, order_of = np.empty(len(runs), dtype=np.int64), np.empty(len(runs), dtype=np.int64)
+    for g, group in enumerate(timed):
+        for order, run in enumerate(group):
+            group_of[run.number - 1], order_of[run.number - 1] = g, order
+    sizes = np.array([len(group) for group in groups])
+    frame = frame.assign(_group=group_of[frame["_run"]], _order=order_of[frame["_run"]])
+    frame = frame.sort_values(["_group", "_order", "id"], kind="stable")
+    frame["time_s"], frame["sm_clock_hz"] = launch_time(frame), launch_clock(frame)
+    frame["_occ"] = frame.groupby(["_run", "kernel"], sort=False).cumcount()
+    several = sizes[frame["_group"]] > 1
+    if several.any():
+        _check_times(frame[several], timed, warnings)
+    frame = frame.sort_values(["_group", "_order", "_occ"], kind="stable")
+    merged = frame.groupby(["_group", "kernel", "_occ"], sort=False, dropna=False).first().reset_index()
+    single = sizes[merged["_group"]] == 1  # a group of one run keeps its launch order
+    merged = pd.concat([merged[single].sort_values(["_group", "id"], kind="stable"), merged[~single]])
+    merged = merged.sort_values("_group", kind="stable").reset_index(drop=True)
+    labels = [next((r.process for r in group if r.process is not None), f"group {g + 1}")
+              for g, group in enumerate(groups)]
+    merged["process"] = np.array(labels, dtype=object)[merged["_group"]]
+    return merged.drop(columns=["_occ", "_order", "_run"])
 
 
-def _check_times(both: pd.DataFrame, timed: Sequence[Run], warnings: list[str]) -> None:
-    per_run = both.groupby(["kernel", "_order"], sort=False)["time_s"].median().dropna().unstack()
+def _check_times(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: list[str]) -> None:
+    """Runs of a group whose median time per launch of a kernel differ by more than TIME_DISAGREEMENT."""
+    per_run = frame.groupby(["_group", "kernel", "_order"], sort=False)["time_s"].median().dropna().unstack()
     if per_run.shape[1] < 2:
         return
     spread = per_run.max(axis=1) / per_run.min(axis=1)
-    for kernel, ratio in spread[spread > TIME_DISAGREEMENT].items():
-        values = ", ".join(f"{timed[o].label} {_ms(t)}" for o, t in per_run.loc[kernel].dropna().items())
-        used = timed[int(per_run.loc[kernel].first_valid_index())]
+    apart = spread[spread > TIME_DISAGREEMENT]
+    for (g, kernel), ratio in apart.iloc[:GROUPS_LISTED].items():
+        times = per_run.loc[(g, kernel)].dropna()
+        values = ", ".join(f"{timed[g][int(o)].label} {_ms(t)}" for o, t in times.items())
+        used = timed[g][int(times.index[0])]
         warnings.append(f"time_s: runs disagree on {str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x (median per "
                         f"launch: {values}); used {used.label}; choose the timing run with --time-run N")
+    if len(apart) > GROUPS_LISTED:  # one line for the rest: a thousand processes are not a thousand lines
+        warnings.append(f"time_s: runs disagree on {len(apart) - GROUPS_LISTED} more kernel(s) of a group by up to "
+                        f"{apart.iloc[GROUPS_LISTED:].max():.3g}x, timed the same way; choose the timing run with "
+                        f"--time-run N")
 
 
 def _ms(seconds: float) -> str:
@@ -399,15 +428,16 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
                             f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
 
-    runs = _split_runs([f for _, f in counted], [p for p, _ in counted])
+    runs, frame = _split_runs([f for _, f in counted], [p for p, _ in counted]) if counted else ([], None)
     groups = _group_runs(runs)
     if len(groups) > 1:
-        listed = "; ".join(", ".join(r.label for r in g) for g in groups[:GROUPS_LISTED])
+        listed = "; ".join(g[0].label + (f" with {len(g) - 1} more pass(es)" if len(g) > 1 else "")
+                           for g in groups[:GROUPS_LISTED])
         more = f"; and {len(groups) - GROUPS_LISTED} more" if len(groups) > GROUPS_LISTED else ""
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
                         f"distinct launches, summed per kernel: {listed}{more}; --per-process shows them apart")
-    launches = pd.concat([_merge_group(g, i, time_run, warnings) for i, g in enumerate(groups)],
-                         ignore_index=True) if groups else pd.DataFrame(columns=[*META_COLUMNS, "_group"])
+    launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else \
+        pd.DataFrame(columns=[*META_COLUMNS, "_group"])
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)

@@ -18,12 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry
+from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 PROG = "python -m analysis.roofline"
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
-import pandas as pd
+from ceilings.lazy import lazy
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 # Time units, both the 2019-2023 spelling and the 2024+ one.
 _TIME = {

@@ -14,8 +14,6 @@ import math
 import sys
 from collections.abc import Sequence
 
-import pandas as pd
-
 from analysis.roofline import (
     LEVELS,
     PRECISIONS,
@@ -33,6 +31,9 @@ from analysis.roofline import (
 )
 from ceilings.atomic import STDOUT
 from ceilings.errors import CeilingsError, cli_entry
+from ceilings.lazy import lazy
+
+pd = lazy("pandas")
 
 PROG = "python -m analysis.whatif"
 

@@ -12,12 +12,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from . import atomic
 from .datasheet import Row, find_datasheet
 from .errors import CeilingsError, cli_entry
+from .lazy import lazy
 from .roofs import RoofsRecord
+
+pd = lazy("pandas")
 
 PROG = "python -m ceilings.compare"
 SIMULATED_MARK = " (SIMULATED)"

@@ -19,15 +19,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-import numpy as np
-
 from kernels.base import relative
 
 from . import atomic
 from .errors import CeilingsError, cli_entry
+from .lazy import lazy
 from .nvml import LIMITING_REASONS
 from .report import format_rate, markdown_table
 from .roofs import Ceiling, RoofsRecord, load_record
+
+np = lazy("numpy")
 
 PROG = "python -m ceilings.fleet"
 # ReFrame's GPU tests fail a node whose worst GPU is under its reference minus 10 %; DCGM's diagnostics pass at
@@ -254,7 +255,7 @@ def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
     """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice."""
     gpus, seen = [], {}
     for path in paths:
-        roofs = load_record(path)
+        roofs = load_record(path, sweeps=False)  # a fleet judges ceilings; the sweeps' points are most of a record
         if roofs.source:
             raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
         uuid = roofs.device.uuid

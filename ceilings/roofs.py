@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,7 @@ def _as_tuples(*specs: dict) -> None:
 
 _as_tuples(_TOP, _META, _DEVICE, _NVML, _LAUNCH, _CEILING, _STATS, _CLOCKS, _PEAKS, _ENERGY, _SWEEP, _UNIT)
 _ABSENT = object()
-_XY = (int, float)
+_XY_TYPES = {int, float}  # a sweep point's coordinates as JSON gives them (bool is no number here)
 # stats.samples_s as this module writes it (json.dumps, indent=1), and what a list of JSON numbers is made of
 _SAMPLES_KEY = b'"samples_s": ['
 _NUMBER_BYTES = b"0123456789.eE+-, \t\r\n"
@@ -185,7 +186,7 @@ def run_sm_hz(clocks: Mapping | None) -> float | None:
     return run_sm_clock(clocks)[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a fleet holds thousands of records
 class Clocks:
     """What NVML saw while one benchmark ran; None where it did not answer (no NVML: every field)."""
 
@@ -205,7 +206,7 @@ class Clocks:
                           "samples": self.nvml_samples})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ceiling:
     """One measured ceiling (docs/roofs-schema.md, `ceilings[]`)."""
 
@@ -231,7 +232,7 @@ class Ceiling:
         return self.valid and self.value is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sweep:
     name: str
     x_unit: str
@@ -241,7 +242,7 @@ class Sweep:
     kernel: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Device:
     """The GPU measured; None where its probe failed (the file's `probe_errors` says why) or, in a simulated
     run, for every fact of a real GPU."""
@@ -261,7 +262,7 @@ class Device:
     ecc_enabled: bool | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Meta:
     tool: str | None
     version: str | None
@@ -270,7 +271,7 @@ class Meta:
     host: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Launch:
     """How the run was started (schema 1.1): the launcher's task and how the node's GPUs were measured."""
 
@@ -287,7 +288,7 @@ class Launch:
     gpus_at_once: int | None  # GPUs of the node measured at the same time as this one (1: alone)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RoofsRecord:
     """A validated roofs file, typed. Free-form parts (params, work, raw samples, probe errors) stay in the
     document: readers that need them load it with `load_roofs`."""
@@ -330,11 +331,13 @@ def _check_fields(obj: Any, spec: dict, where: str) -> None:
             if required:
                 raise CeilingsError(f"{where}.{field}: missing")
             continue
-        if type(value) in types:  # what JSON gives: exactly one of the types (a fleet loads thousands of files)
-            if type(value) is str and _CONTROL.search(value):  # a host name with a newline breaks every table
-                raise CeilingsError(f"{where}.{field}: {value[:60]!r} has control characters (a newline, say); no "
-                                    f"name or version has them")
-            if type(value) in (int, float) and not 0 <= value < MAX_NUMBER:  # NaN fails the comparison too
+        kind = type(value)
+        if kind in types:  # what JSON gives: exactly one of the types (a fleet loads thousands of files)
+            if kind is str:
+                if _CONTROL.search(value):  # a host name with a newline breaks every table
+                    raise CeilingsError(f"{where}.{field}: {value[:60]!r} has control characters (a newline, say); "
+                                        f"no name or version has them")
+            elif (kind is float or kind is int) and not 0 <= value < MAX_NUMBER:  # NaN fails the comparison too
                 raise CeilingsError(f"{where}.{field}: {_shown(value)} is not a measurement (a number here is 0 "
                                     f"or more, finite and below 2^64; null when unknown)")
             continue
@@ -447,17 +450,34 @@ def validate(doc: Any) -> dict:
         _check_fields(sweep, _SWEEP, where)
         _check_fields(sweep["x"], _UNIT, f"{where}.x")
         _check_fields(sweep["y"], _UNIT, f"{where}.y")
-        for j, point in enumerate(sweep["points"]):
-            if type(point) is list and len(point) == 2 and type(point[0]) in _XY and type(point[1]) in _XY:
-                continue  # the common case, checked fast; numpy numbers and mistakes below
+        points = sweep["points"]
+        if _plain_points(points):
+            continue  # the common case, checked at C speed; numpy numbers and mistakes below
+        for j, point in enumerate(points):
             if not (isinstance(point, list) and len(point) == 2
                     and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point)):
                 raise CeilingsError(f"{where}.points[{j}]: expected [x, y] numbers, found {point!r}")
     return doc
 
 
-def record(doc: Any) -> RoofsRecord:
-    """The typed record of a roofs document; CeilingsError naming the first bad field."""
+def _plain_points(points: list) -> bool:
+    """Every point a JSON [x, y] pair of numbers (int or float, not bool): what save_roofs writes."""
+    if not points:
+        return True
+    if set(map(type, points)) != {list} or set(map(len, points)) != {2}:
+        return False
+    xs, ys = zip(*points)
+    return set(map(type, xs)) <= _XY_TYPES and set(map(type, ys)) <= _XY_TYPES
+
+
+def _float_pairs(points: list) -> tuple[tuple[float, float], ...]:
+    xs, ys = zip(*points) if points else ((), ())
+    return tuple(zip(map(float, xs), map(float, ys)))
+
+
+def record(doc: Any, *, sweeps: bool = True) -> RoofsRecord:
+    """The typed record of a roofs document; CeilingsError naming the first bad field. Without `sweeps`, the
+    record has none (they are validated still): a reader of the ceilings alone keeps thousands of records."""
     validate(doc)
     device, nvml, meta = doc["device"], doc["device"].get("nvml", {}), doc["meta"]
     launch = doc.get("launch")
@@ -479,22 +499,28 @@ def record(doc: Any) -> RoofsRecord:
         launch=None if launch is None else Launch(**{field: launch[field] for field in _LAUNCH}),
         ceilings=tuple(_ceiling(c) for c in doc["ceilings"]),
         sweeps=tuple(Sweep(name=s["name"], x_unit=s["x"]["unit"], y_unit=s["y"]["unit"],
-                           points=tuple((float(x), float(y)) for x, y in s["points"]),
-                           backend=s["backend"], kernel=s["kernel"]) for s in doc["sweeps"]),
+                           points=_float_pairs(s["points"]),
+                           backend=s["backend"], kernel=s["kernel"]) for s in doc["sweeps"] if sweeps),
     )
+
+
+def _shared(text: str | None) -> str | None:
+    """One copy of a name every file repeats (a fleet of thousands of files holds each once)."""
+    return text if text is None else sys.intern(text)
 
 
 def _ceiling(c: dict) -> Ceiling:
     clocks = c["clocks"]
     reasons = clocks.get("throttle_reasons")
-    return Ceiling(name=c["name"], kind=c["kind"], level=c["level"], precision=c["precision"], pipe=c["pipe"],
-                   peak_key=c["peak_key"], value=None if c["value"] is None else float(c["value"]),
-                   unit=c["unit"], backend=c["backend"], kernel=c["kernel"], valid=c["valid"],
+    return Ceiling(name=_shared(c["name"]), kind=_shared(c["kind"]), level=_shared(c["level"]),
+                   precision=_shared(c["precision"]), pipe=_shared(c["pipe"]), peak_key=_shared(c["peak_key"]),
+                   value=None if c["value"] is None else float(c["value"]), unit=_shared(c["unit"]),
+                   backend=_shared(c["backend"]), kernel=_shared(c["kernel"]), valid=c["valid"],
                    notes=tuple(c["notes"]),
                    clocks=Clocks(sm_hz_median=clocks.get("sm_hz_median"), mem_hz_median=clocks.get("mem_hz_median"),
                                  power_w_median=clocks.get("power_w_median"),
                                  temperature_c_max=clocks.get("temperature_c_max"),
-                                 throttle_reasons=None if reasons is None else tuple(reasons),
+                                 throttle_reasons=None if reasons is None else tuple(map(sys.intern, reasons)),
                                  sm_hz_kernel_median=clocks.get("sm_hz_kernel_median"),
                                  nvml_samples=clocks.get("samples")),
                    rel_iqr=c["stats"].get("rel_iqr"), noisy=c["stats"].get("noisy"))
@@ -551,10 +577,11 @@ def load_roofs(path: str | os.PathLike) -> dict:
     return _in_file(path, validate, _read(path))
 
 
-def load_record(path: str | os.PathLike) -> RoofsRecord:
-    """Read a roofs file as the typed record; every problem is a CeilingsError naming the file and the field."""
+def load_record(path: str | os.PathLike, *, sweeps: bool = True) -> RoofsRecord:
+    """Read a roofs file as the typed record (`sweeps`: as `record`'s); every problem is a CeilingsError naming
+    the file and the field."""
     path = Path(path)
-    return _in_file(path, record, _read(path, samples=False))
+    return _in_file(path, lambda doc: record(doc, sweeps=sweeps), _read(path, samples=False))
 
 
 def dumps(doc: dict) -> str:

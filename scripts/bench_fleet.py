@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ceilings import fleet
 from ceilings.roofs import save_roofs
 
+ROOT = Path(__file__).resolve().parents[1]
 GPUS_PER_NODE = 8
 # (name, kind, level, precision, pipe, peak_key, backend, value): an H100's figures, roughly
 CEILINGS = [
@@ -85,6 +89,44 @@ def roofs_doc(rng: random.Random, node: int, gpu: int, samples: int) -> dict:
     }
 
 
+# what a user would write instead: every file parsed whole, the median of each ceiling per GPU model
+BASELINE = """
+import json, pathlib, sys
+import pandas as pd
+rows = []
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    doc = json.loads(path.read_bytes())
+    rows += [(doc["device"]["name"], c["name"], c["value"]) for c in doc["ceilings"]]
+frame = pd.DataFrame(rows, columns=["gpu", "ceiling", "value"])
+print(frame.groupby(["gpu", "ceiling"])["value"].median().to_string())
+"""
+
+
+def process(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak memory (GB) of one whole process."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode not in (0, 1):  # 1: some GPU falls short, as the synthetic cluster has
+        raise SystemExit(f"{argv}: exit {child.returncode}")
+    return time.perf_counter() - t0, usage.ru_maxrss / 1e6  # ru_maxrss is in KiB on Linux
+
+
+def compare(folder: Path, repeat: int) -> None:
+    """`python -m ceilings.fleet FOLDER --json` against BASELINE, whole processes alternating, medians."""
+    ours, theirs = [], []
+    for _ in range(repeat):
+        ours.append(process([sys.executable, "-m", "ceilings.fleet", str(folder), "--json",
+                             str(folder.parent / "fleet.json"), "--force"]))
+        theirs.append(process([sys.executable, "-c", BASELINE, str(folder)]))
+    (t_ours, m_ours), (t_base, m_base) = ([statistics.median(r[i] for r in runs) for i in (0, 1)]
+                                          for runs in (ours, theirs))
+    print(f"whole processes, medians of {repeat}: ceilings.fleet --json {t_ours:.2f} s, {m_ours:.2f} GB; json.load "
+          f"+ pandas median {t_base:.2f} s, {m_base:.2f} GB; ratio {t_ours / t_base:.2f}x time, "
+          f"{m_ours / m_base:.2f}x memory (targets <= 1.3x, <= 1.5x)")
+
+
 def best_of(repeat: int, fn):
     times, result = [], None
     for _ in range(repeat):
@@ -99,16 +141,22 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10_000, help="roofs files (GPUs) to aggregate")
     parser.add_argument("--samples", type=int, default=150, help="raw launch times per ceiling (--quick: ~50-200)")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--compare", action="store_true",
+                        help="only the whole-process comparison with json.load + pandas median (time, memory)")
     args = parser.parse_args()
     rng = random.Random(15)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) / "roofs"
+        folder.mkdir()
         t0 = time.perf_counter()
         for i in range(args.files):
             node, gpu = divmod(i, GPUS_PER_NODE)
             save_roofs(roofs_doc(rng, node, gpu, args.samples), folder / f"roofs-gpu{node:04d}-{gpu}.json")
         size = sum(p.stat().st_size for p in folder.iterdir())
         print(f"wrote {args.files} files, {size / 1e6:.0f} MB, in {time.perf_counter() - t0:.1f} s")
+        if args.compare:
+            compare(folder, args.repeat)
+            return 0
         load_s, gpus = best_of(args.repeat, lambda: fleet.load_gpus(fleet.collect([str(folder)])))
         analyze_s, result = best_of(args.repeat, lambda: fleet.analyze(gpus))
         markdown_s, _ = best_of(args.repeat, lambda: fleet.markdown(result))

@@ -22,6 +22,22 @@ def test_importing_does_not_import_heavy_packages(module):
     assert out.stdout.strip() == "[]"
 
 
+COMMANDS = ["ceilings.measure", "ceilings.compare", "ceilings.fleet", "kernels.inspect", "analysis.ncu",
+            "analysis.roofline", "analysis.whatif", "analysis.llm", "analysis.profile"]
+HEAVY = {"pandas", "numpy", "matplotlib", "cupy", "numba", "torch"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_imports_no_heavy_package(command):
+    """`python -m COMMAND --help` prints its help before any heavy package is imported (scripts/bench_help.py
+    times it); the help itself is printed, so the module did run."""
+    code = (f"import runpy, sys\nsys.argv = [{command!r}, '--help']\n"
+            f"try:\n    runpy.run_module({command!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY)!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert "usage:" in out.stdout and out.stdout.strip().endswith("[]")
+
+
 def test_reader_contract_imports_no_reader():
     """The contract is the readers' shared vocabulary; the registry, not the contract, knows the readers."""
     code = ("import sys, analysis.readers.contract; "

@@ -160,6 +160,21 @@ def test_many_ranks_are_one_warning_naming_the_first_few(tmp_path):
     assert said[0].count("app@node7") == 3 and "; and 7 more; --per-process shows them apart" in said[0]
 
 
+def test_many_disagreeing_groups_are_a_few_lines(tmp_path):
+    """Five processes measured DRAM bytes in 10 us, five others the FLOPs of the same launch in 25 us: five
+    groups of two passes, each disagreeing 2.5x; three are named, the other two are one line."""
+    dram = {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")}
+    flop = {FFMA: ("inst", "1,000"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "25")}
+    f = details_csv(tmp_path / "passes.csv", [(0, pid, "k", dram) for pid in range(100, 105)]
+                    + [(0, pid, "k", flop) for pid in range(105, 110)])
+    t = kernel_table([f])
+    assert t.iloc[0]["launches"] == 5 and t.iloc[0]["flops"] == 5 * 2000
+    said = [w for w in t.attrs["warnings"] if "disagree" in w]
+    assert len(said) == 4 and said[-1].startswith("time_s: runs disagree on 2 more kernel(s) of a group by up to 2.5x")
+    (groups,) = [w for w in t.attrs["warnings"] if "runs measured the same metrics" in w]
+    assert groups.startswith("5 runs") and groups.count("with 1 more pass(es)") == 3 and "; and 2 more;" in groups
+
+
 def test_two_passes_merge_and_disagreeing_times_are_reported_and_choosable(tmp_path, capsys):
     """Pass 1 (pid 1) DRAM bytes, timed 10 us; pass 2 (pid 2) FLOP counters, timed 25 us: 2.5x apart."""
     a = details_csv(tmp_path / "a.csv", [(0, 1, "k", {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")})])
@@ -298,6 +313,44 @@ def test_a_report_shifted_right_with_application_output_between_is_read(tmp_path
     assert got["kernel"].tolist() == expected["kernel"].tolist()
     metric = [c for c in expected.columns if c.endswith("time_duration.sum")][0]
     assert got[metric].tolist() == expected[metric].tolist()
+
+
+def test_print_details_named_tables_indented_with_application_output_are_read():
+    """ncu 2025 `--print-details` as a bot prints it (the GPU MODE cluster bot on B200): kernel headings at 4
+    spaces, no "Section:" lines, each table under a "Table Name :" line (one with a "Table Description :"),
+    and the benchmark's own lines at the margin: between two kernels, between a table's first dash row and
+    its header, and between two rows. Values read by hand from tests/data/ncu/text_print_details.txt."""
+    rows = read_profile(DATA / "text_print_details.txt")
+    assert rows["kernel"].str.split("<").str[0].tolist() == ["void gemv_kernel", "void copy_kernel", "void gemv_kernel"]
+    assert rows["grid"].tolist() == ["(112, 1, 1)", "(64, 1, 1)", "(112, 4, 1)"] and set(rows["cc"]) == {"10.0"}
+    assert rows["GPU Throughput/Memory [%]"].tolist() == [4.37, 2.39, 16.62]
+    assert rows["Pipe Utilization (% of active cycles)/Tensor (All)"].tolist() == [0.55, 0, 1.65]
+    # the header came after the benchmark's line; the last row after another one
+    assert rows["Warp State (All Cycles)/Stall Long Scoreboard"].tolist() == [10.24, 11.74, 9.45]
+    assert rows["Warp State (All Cycles)/Selected"].tolist() == [1, 1, 1]
+    t = kernel_table([DATA / "text_print_details.txt"])
+    assert t["launches"].tolist() == [2, 1] and t["time_s"].isna().all()  # these tables time nothing: said so
+    assert any("no kernel has time_s, flops, dram_bytes" in w for w in t.attrs["warnings"])
+
+
+def test_print_details_at_ncus_own_indent_and_inside_sections(tmp_path):
+    """The same report as ncu prints it (headings at 2 spaces) reads the same; a named table inside a
+    "Section:" (ncu 2025's default print) is keyed by its section, as the section's other tables."""
+    text = (DATA / "text_print_details.txt").read_text()
+    plain = tmp_path / "plain.txt"
+    plain.write_text("\n".join(line[2:] if line.startswith("  ") else line for line in text.split("\n")))
+    assert read_profile(plain).equals(read_profile(DATA / "text_print_details.txt"))
+    dash = "    ---------------- ----------- ------------"
+    sections = tmp_path / "sections.txt"
+    sections.write_text("\n".join([
+        "[9] bench@node", "  k(float *) (1, 1, 1)x(32, 1, 1), Context 1, Stream 7, Device 0, CC 9.0", "",
+        "    Section: GPU Speed Of Light Throughput", dash, "    Metric Name      Metric Unit Metric Value", dash,
+        "    Duration                  us        606.56", dash, "", "    GPU Throughput Chart",
+        "    Table Name : GPU Throughput", dash, "    Metric Name      Metric Unit Metric Value", dash,
+        "    Memory [%]                 %        86.36", dash, ""]))
+    row = read_profile(sections).iloc[0]
+    assert row["gpu__time_duration.sum"] == pytest.approx(606.56e-6)
+    assert row["GPU Speed Of Light Throughput/Memory [%]"] == 86.36
 
 
 def test_print_summary_per_gpu_old_layout():

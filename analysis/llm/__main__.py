@@ -11,8 +11,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-import pandas as pd
-
 from analysis.llm.calibrate import Calibration, Profile, calibrate
 from analysis.llm.models import SHIPPED, Model, load_model
 from analysis.llm.place import (
@@ -55,6 +53,9 @@ from analysis.roofline import (
 )
 from ceilings.atomic import STDOUT, Outputs
 from ceilings.errors import CeilingsError, cli_entry
+from ceilings.lazy import lazy
+
+pd = lazy("pandas")
 
 PROG = "python -m analysis.llm"
 

@@ -21,12 +21,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
-
 from analysis.llm.place import COMMUNICATION, Cost
 from analysis.llm.work import OP_CLASSES
 from ceilings.errors import CeilingsError
+from ceilings.lazy import lazy
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 OTHER = "other"  # a kernel no pattern matches
 # (op class, kernel-name pattern), tried in order, first match wins (re.search, case-insensitive): kernel names

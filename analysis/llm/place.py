@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-import pandas as pd
-
 from analysis.llm.models import Model
 from analysis.llm.work import (
     Op,
@@ -30,6 +28,9 @@ from analysis.llm.work import (
     weights_bytes,
 )
 from analysis.roofline import AtRoof, Roofs, target_roofs, time_at_roofs
+from ceilings.lazy import lazy
+
+pd = lazy("pandas")
 
 LEVEL = "dram"  # the work model counts DRAM traffic
 PLACED_COLUMNS = ("phase", "op", "op_class", "count", "roof", "flops", "bytes", "weights_bytes", "kv_read_bytes",

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import pandas as pd
-
 from analysis.llm.calibrate import Calibration
 from analysis.llm.models import Model
 from analysis.llm.place import Result
 from analysis.llm.work import CUDA_CORE, Setup, kv_bytes_per_token, parameters
 from analysis.roofline import seconds, si
+from ceilings.lazy import lazy
+
+pd = lazy("pandas")
 
 ATTENTION_NAMES = {"flash": "FlashAttention (one fused kernel)", "naive": "naive attention (scores in DRAM)"}
 HARDWARE_HEADER = ("GPU", "TTFT", "decode step", "per token", "tokens/s", "weights + KV", "memory", "usable",

@@ -19,7 +19,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from ceilings.lazy import lazy
+
+pd = lazy("pandas")
 
 COUNTERS = "counters"
 TIMES = "times"

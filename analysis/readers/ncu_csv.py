@@ -13,15 +13,16 @@ import re
 import warnings
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from ceilings.errors import CeilingsError, describe
+from ceilings.lazy import lazy
 
-from .contract import COUNTERS, Format, Source
 from ..metrics import EXTENSIVE, canonical_metric
-from .ncu_text import GPU_NAME_METRIC, metric_key
 from ..units import parse_values, unit_factor, unit_factors
+from .contract import COUNTERS, Format, Source
+from .ncu_text import GPU_NAME_METRIC, metric_key
+
+np = lazy("numpy")
+pd = lazy("pandas")
 
 OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,)")
 # A line after the ncu header that does not start with '"': application output, ==PROF== lines, or the rest

@@ -3,8 +3,10 @@
 Handles the `--metrics` layout ("Section: Command line profiler metrics"), the section layouts (2020 and
 2023+ tables, with or without the Metric Name/Unit/Value header), `--print-summary per-kernel` (Average
 column), old and new kernel headings, NVTX blocks (the ranges a launch ran in), rule text, application
-output and `==PROF==` lines, and several runs in one file (each `[PID] process@host` line starts a run); a
-report shifted right as a whole (kernel headings at 4 spaces or more, a bot's log) is moved back first.
+output and `==PROF==` lines (also inside a table), the named tables of `--print-details` (ncu 2025: "Table
+Name :" lines, with or without sections), and several runs in one file (each `[PID] process@host` line starts
+a run); a report shifted right as a whole (kernel headings at 4 spaces or more, a bot's log) is moved back
+first.
 Table rows are cut at the column spans of their dash rows, never split on spaces.
 """
 
@@ -14,13 +16,14 @@ import re
 from dataclasses import dataclass, field
 from math import isfinite
 
-import pandas as pd
-
 from ceilings.errors import CeilingsError
+from ceilings.lazy import lazy
 
-from .contract import COUNTERS, Format, Source
 from ..metrics import METRIC_ALIASES, canonical_metric
 from ..units import parse_value, unit_factor
+from .contract import COUNTERS, Format, Source
+
+pd = lazy("pandas")
 
 CLI_SECTION = "Command line profiler metrics"
 MIN_METRIC_TABLE_SPANS = 3  # name, unit, value; rule separators ("----- -----") have 2
@@ -41,12 +44,16 @@ _GPU_HEADING = re.compile(r"^  Device (?P<dev>\d+)(?:, CC (?P<cc>\d+\.\d+))?\s*$
 _GPU_KERNEL = re.compile(r"^    (?P<name>\S.*?)(?:, Invocations (?P<n>\d+)|, Block Size \d+, Grid Size \d+, "
                          r"(?P<old>\d+) invocations)\s*$")
 _SPANS = re.compile(r"-+")
-# any kernel heading, found cheaply: the scanner matches them exactly
-_ANY_HEADING = re.compile(r"^  \S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)", re.MULTILINE)
-# the same heading indented deeper: the whole report shifted right (a bot or CI log that indents what the
-# tool printed, application output interleaved at the left margin)
-_INDENTED_HEADING = re.compile(r"^(?P<indent>   +)\S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)",
-                               re.MULTILINE)
+# any kernel heading, found cheaply (the scanner matches them exactly): at ncu's 2 spaces, or deeper when the
+# whole report is shifted right (a bot or CI log that indents what the tool printed, application output
+# interleaved at the left margin)
+_ANY_HEADING = re.compile(r"^(?P<indent>  +)\S.*(?:, Context \d+, Stream \d+|, Device \d+, CC \d+\.\d+)",
+                          re.MULTILINE)
+HEADING_INDENT = 2
+PER_GPU = "per-gpu"  # what _find answers for a `--print-summary per-gpu` layout; else the report's shift
+# `--print-details` (ncu 2025) names each table on a line of its own, with or without a "Section:" above:
+# "    Table Name : GPU Throughput", then maybe "    Table Description : ...", then the table
+TABLE_NAME = "    Table Name : "
 # an NVTX range inside a heading's "NVTX Start/End Ranges:" / "NVTX Push/Pop Stack ..." block: "<0,name>"
 _NVTX_RANGE = re.compile(r"^\s+<\d+,(.*)>\s*$")
 NVTX_BLOCK = "    NVTX "
@@ -138,6 +145,8 @@ def scan_text(text: str, path: str) -> list[Launch]:
     expect_header = False  # the first line after an opening dash row may be a header
     header_sep_pending = False  # a header row is followed by its own dash row
     process: str | None = None
+    table_name: str | None = None  # the "Table Name :" line above the next table
+    table_section: str | None = None  # what names the open table's metrics: its section, else its table name
     in_nvtx = False  # inside a heading's NVTX block
     # Caches: a big log repeats few distinct dash rows, headings, and (name, unit) cells per table layout.
     span_cache: dict[str, list[tuple[int, int]]] = {}
@@ -156,6 +165,8 @@ def scan_text(text: str, path: str) -> list[Launch]:
                 stripped = line.strip()
                 if not stripped or stripped.startswith("=="):
                     continue
+                if line[:1] != " " and not _PROCESS.match(line):
+                    continue  # the application's output at the margin, printed into the table
                 if _is_dash_row(stripped):
                     if header_sep_pending:
                         header_sep_pending = False
@@ -190,7 +201,7 @@ def scan_text(text: str, path: str) -> list[Launch]:
                 entry = row_cache.get(cells)
                 if entry is None:
                     name = line[:u0].strip()
-                    entry = row_cache[cells] = (metric_key(section, name) if name else None,
+                    entry = row_cache[cells] = (metric_key(table_section, name) if name else None,
                                                 unit_factor(line[u0:u1].strip()))
                 key, factor = entry
                 if key is not None and key not in current.metrics:
@@ -206,9 +217,12 @@ def scan_text(text: str, path: str) -> list[Launch]:
             if in_nvtx:
                 continue
         if line.startswith("    Section: "):
-            section = line[13:].strip()
+            section, table_name = line[13:].strip(), None
             continue
-        if current is not None and section is None and line.startswith(NVTX_BLOCK):
+        if line.startswith(TABLE_NAME):
+            table_name = line[len(TABLE_NAME):].strip()
+            continue
+        if current is not None and section is None and table_name is None and line.startswith(NVTX_BLOCK):
             in_nvtx = True
             continue
         first = line[:1]
@@ -237,10 +251,10 @@ def scan_text(text: str, path: str) -> list[Launch]:
                                  launches=int(g["n"]) if g.get("n") else 1, process=process)
                 launches.append(current)
                 launch_in_run += 1
-                section = None
+                section = table_name = None
                 continue
         stripped = line.strip()
-        if current is not None and section is not None and _is_dash_row(stripped) and line.startswith("    "):
+        if current is not None and (section or table_name) and _is_dash_row(stripped) and line.startswith("    "):
             table_spans = span_cache.get(line)
             if table_spans is None:
                 table_spans = span_cache[line] = _spans(line)
@@ -249,7 +263,8 @@ def scan_text(text: str, path: str) -> list[Launch]:
                 spans, table_start_line = table_spans, lineno
                 (u0, u1), (v0, v1) = spans[1], spans[2]
                 value_to_end = len(spans) == MIN_METRIC_TABLE_SPANS
-                row_cache = row_caches.setdefault((section, u0, u1), {})
+                table_section = section or table_name  # a named table outside any section: its name
+                row_cache = row_caches.setdefault((table_section, u0, u1), {})
             continue
 
     if in_table:
@@ -264,19 +279,19 @@ def _per_gpu(source: Source) -> bool:
 
 
 def _find(source: Source):
-    """A kernel heading (old or new style, at its own indent or shifted right) or a per-gpu summary's GPU
-    heading."""
-    if _ANY_HEADING.search(source.text) or _per_gpu(source) or _INDENTED_HEADING.search(source.text):
-        return True
-    return None
+    """PER_GPU for a per-gpu summary (its GPU heading), else how far right of ncu's 2 spaces the first kernel
+    heading (old or new style) is: the whole report's shift; None without either."""
+    if _per_gpu(source):
+        return PER_GPU
+    m = _ANY_HEADING.search(source.text)
+    return None if m is None else len(m["indent"]) - HEADING_INDENT
 
 
-def dedent_report(text: str) -> str:
-    """A report shifted right (its kernel headings deeper than ncu's 2 spaces) moved back: every line indented
-    at least as deep as the first heading loses the shift; lines at the margin (the application's) stay."""
-    m = _INDENTED_HEADING.search(text)
-    shift = " " * (len(m["indent"]) - 2)
-    return "\n".join(line[len(shift):] if line.startswith(shift) else line for line in text.split("\n"))
+def dedent_report(text: str, shift: int) -> str:
+    """A report shifted right by `shift` spaces moved back: every line indented at least that deep loses the
+    shift; lines at the margin (the application's) stay."""
+    pad = " " * shift
+    return "\n".join(line[shift:] if line.startswith(pad) else line for line in text.split("\n"))
 
 
 def merge_section_blocks(launches: list[Launch]) -> list[Launch]:
@@ -298,13 +313,13 @@ def merge_section_blocks(launches: list[Launch]) -> list[Launch]:
     return out
 
 
-def _read(source: Source, _found) -> pd.DataFrame:
-    per_gpu = _per_gpu(source)
+def _read(source: Source, found) -> pd.DataFrame:
+    per_gpu = found == PER_GPU
     text = source.text
     if per_gpu:
         text = per_gpu_as_per_kernel(text)
-    elif not _ANY_HEADING.search(text):
-        text = dedent_report(text)
+    elif found:
+        text = dedent_report(text, found)
     launches = scan_text(text, source.path)
     if per_gpu:
         launches = merge_section_blocks(launches)
