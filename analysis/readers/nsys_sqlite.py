@@ -265,5 +265,6 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
 
 
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
-                _read_sqlite, binary=True)
-REPORT = Format(".nsys-rep (through nsys export)", TIMES, _is_report, _read_report, binary=True)
+                _read_sqlite, binary=True, head=len(MAGIC))
+REPORT = Format(".nsys-rep (through nsys export)", TIMES, _is_report, _read_report, binary=True,
+                head=BINARY_PROBE_BYTES)
