@@ -28,17 +28,17 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def open_ranges(starts, ends, points) -> tuple[list[tuple[int, ...]], int]:
+def open_ranges(starts, ends, points) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """For each point, the indices of the ranges that contain it (start <= point <= end), in index order, at
-    most the last MAX_DEPTH of them; and how many points were inside more than MAX_DEPTH ranges.
+    most the last MAX_DEPTH of them; and which points were inside more than MAX_DEPTH ranges (a bool array).
+    Times are numbers of one kind (integer nanoseconds stay integers: exact at any size).
 
     The ranges must be sorted by start (callers sort them outermost first: by start, then the longer), so
     index order is outermost first. A range that ends before it starts contains no point. Points in the same
     set of ranges share one tuple. One sweep over the ranges' starts and ends in time order; each point is
     placed by two binary searches (the number of starts at or before it and of ends before it).
     """
-    starts, ends = np.asarray(starts, dtype="float64"), np.asarray(ends, dtype="float64")
-    points = np.asarray(points, dtype="float64")
+    starts, ends, points = np.asarray(starts), np.asarray(ends), np.asarray(points)
     valid = np.flatnonzero(ends >= starts)
     starts, ends = starts[valid], ends[valid]
     by_end = np.argsort(ends, kind="stable")
@@ -64,4 +64,4 @@ def open_ranges(starts, ends, points) -> tuple[list[tuple[int, ...]], int]:
         states[upto] = tuple(active[-MAX_DEPTH:])
         if len(active) > MAX_DEPTH:
             deep.append(upto)
-    return [states[s] for s in seen.tolist()], int(np.isin(seen, deep).sum())
+    return [states[s] for s in seen.tolist()], np.isin(seen, deep)

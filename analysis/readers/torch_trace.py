@@ -161,8 +161,8 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
             spans.append((e["ts"], e.get("dur", 0), tie if _is_number(tie) else 0))
         ts, durs, ties = np.array(spans, dtype="float64").reshape(-1, 3).T
         order = np.lexsort((ties, -durs, ts))
-        chains, n = open_ranges(ts[order], (ts + durs)[order], [t for t, _ in todo])
-        deep += n
+        chains, cut = open_ranges(ts[order], (ts + durs)[order], np.array([t for t, _ in todo], dtype="float64"))
+        deep += int(cut.sum())
         ranked = order.tolist()
         named: dict[tuple, tuple] = {}  # queries in the same ranges share one chain
         for chain, (_, key) in zip(chains, todo):
