@@ -98,11 +98,12 @@ def _fetch(con: sqlite3.Connection, query: str, columns: int) -> np.ndarray:
 
 
 def _by_value(values: np.ndarray, convert) -> list:
-    """convert(value) for each of `values`, computed once per distinct value (a million launches, a few
-    hundred names, sizes and devices)."""
-    unique, inverse = np.unique(values, axis=0 if values.ndim > 1 else None, return_inverse=True)
-    converted = [convert(v) for v in unique.tolist()]
-    return [converted[i] for i in inverse.reshape(-1).tolist()]
+    """convert(value) for each of `values` (for each row of a 2-d array: a tuple), computed once per distinct
+    value (a million launches, a few hundred names, sizes and devices)."""
+    codes, unique = pd.factorize(pd.MultiIndex.from_arrays(values.T) if values.ndim > 1 else values)
+    converted = np.empty(len(unique), dtype=object)
+    converted[:] = [convert(v) for v in unique.tolist()]
+    return converted[codes].tolist()
 
 
 def _gpus(con: sqlite3.Connection, tables: set[str]) -> dict[int, tuple[str | None, str | None]]:
