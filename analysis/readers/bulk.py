@@ -28,15 +28,16 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def open_ranges(starts, ends, points) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """For each point, the indices of the ranges that contain it (start <= point <= end), in index order, at
-    most the last MAX_DEPTH of them; and which points were inside more than MAX_DEPTH ranges (a bool array).
-    Times are numbers of one kind (integer nanoseconds stay integers: exact at any size).
+def open_ranges(starts, ends, points) -> tuple[np.ndarray, list[tuple[int, ...]], np.ndarray]:
+    """The ranges that contain each point (start <= point <= end): for each point the number of its set of
+    ranges, an index into `sets`; `sets`: each set's range indices in index order, at most the last MAX_DEPTH;
+    `deep`: for each set, whether more than MAX_DEPTH ranges were open there (only the innermost kept).
 
     The ranges must be sorted by start (callers sort them outermost first: by start, then the longer), so
-    index order is outermost first. A range that ends before it starts contains no point. Points in the same
-    set of ranges share one tuple. One sweep over the ranges' starts and ends in time order; each point is
-    placed by two binary searches (the number of starts at or before it and of ends before it).
+    index order is outermost first. A range that ends before it starts contains no point. Times are numbers
+    of one kind (integer nanoseconds stay integers: exact at any size). One sweep over the ranges' starts and
+    ends in time order; each point is placed by two binary searches (the number of starts at or before it
+    and of ends before it), so a million points cost a few array operations and the sets a Python step each.
     """
     starts, ends, points = np.asarray(starts), np.asarray(ends), np.asarray(points)
     valid = np.flatnonzero(ends >= starts)
@@ -50,18 +51,18 @@ def open_ranges(starts, ends, points) -> tuple[list[tuple[int, ...]], np.ndarray
     kinds, which = kinds[order].tolist(), valid[which[order]].tolist()
     # a point sees the events before it: the starts at or before it and the ends before it
     seen = np.searchsorted(starts, points, side="right") + np.searchsorted(ends[by_end], points, side="left")
-    states: dict[int, tuple[int, ...]] = {}
-    deep: list[int] = []
+    states, of_point = np.unique(seen, return_inverse=True)
+    sets: list[tuple[int, ...]] = []
+    deep: list[bool] = []
     active: list[int] = []  # indices of the ranges begun and not over, in index order
     done = 0
-    for upto in np.unique(seen).tolist():
+    for upto in states.tolist():
         for kind, i in zip(kinds[done:upto], which[done:upto]):
             if kind:
                 del active[bisect_left(active, i)]
             else:
                 active.append(i)
         done = upto
-        states[upto] = tuple(active[-MAX_DEPTH:])
-        if len(active) > MAX_DEPTH:
-            deep.append(upto)
-    return [states[s] for s in seen.tolist()], np.isin(seen, deep)
+        sets.append(tuple(active[-MAX_DEPTH:]))
+        deep.append(len(active) > MAX_DEPTH)
+    return of_point.reshape(-1), sets, np.array(deep, dtype=bool)

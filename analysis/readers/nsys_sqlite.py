@@ -73,6 +73,8 @@ PID_MASK = 0xFFFFFF
 KERNEL_COLUMNS = ("start", "end", "deviceId", "correlationId", "globalPid", "demangledName",
                   "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 CHUNK_ROWS = 65536  # rows fetched at a time
+SQL_PARAMETERS = 900  # parameters of one query (SQLite's limit was 999 before 3.32)
+NULL = -(2**63)  # a NULL integer as fetched: no exported value is this
 NEVER = np.iinfo("int64").max  # the end of a range never closed: it lasts to the end of the trace
 EXPORT_TIMEOUT_S = 1800  # a report of a long run exports for minutes; a hung nsys must not hang the command
 
@@ -95,6 +97,15 @@ def _fetch(con: sqlite3.Connection, query: str, columns: int) -> np.ndarray:
     cursor = con.execute(query)
     parts = [np.array(rows, dtype="int64") for rows in iter(lambda: cursor.fetchmany(CHUNK_ROWS), [])]
     return np.concatenate(parts) if parts else np.empty((0, columns), dtype="int64")
+
+
+def _strings(con: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
+    """StringIds' values of `ids` (those it has), looked up by primary key a batch at a time."""
+    out = {}
+    for batch in np.array_split(ids, len(ids) // SQL_PARAMETERS + 1):
+        out.update(con.execute(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(batch))})",
+                               batch.tolist()))
+    return out
 
 
 def _by_value(values: np.ndarray, convert) -> list:
@@ -161,26 +172,34 @@ def _ranges(con: sqlite3.Connection) -> tuple[dict, dict, int]:
             never_closed)
 
 
-def _enclosing(ranges: dict, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[list, np.ndarray]:
-    """For each call (its key in `ranges`, start, end): (key, indices of the ranges of its key that enclose it,
-    start <= call start and call end <= end, outermost first, at most MAX_DEPTH), or None where its key has
-    none; and which calls were inside more than MAX_DEPTH ranges."""
-    found: list = [None] * len(keys)
-    deep = np.zeros(len(keys), dtype=bool)
+def _enclosing(ranges: dict, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray
+               ) -> tuple[np.ndarray, list[tuple], list[bool]]:
+    """The ranges that enclose each call (its key in `ranges`, start, end): start <= call start and call end
+    <= end. For each call the number of its set (-1 where its key has no ranges); each set as (key, indices
+    of the key's ranges, outermost first, at most MAX_DEPTH); for each set whether ranges were left out."""
+    of_call = np.full(len(keys), -1, dtype="int64")
+    sets: list[tuple] = []
+    deep: list[bool] = []
     order = np.argsort(keys, kind="stable")
-    bounds = np.flatnonzero(np.diff(keys[order])) + 1
-    for rows in np.split(order, bounds) if len(order) else []:
+    for rows in np.split(order, np.flatnonzero(np.diff(keys[order])) + 1) if len(order) else []:
         key = keys[rows[0]].item()
         if key not in ranges:
             continue
         r_start, r_end, _ = ranges[key]
-        chains, deep[rows] = open_ranges(r_start, r_end, starts[rows])
-        # a range open at the call's start that is over before its end does not enclose it
+        which, found, cut = open_ranges(r_start, r_end, starts[rows])
+        of_call[rows] = which + len(sets)
+        deep += cut.tolist()
+        sets += [(key, chain) for chain in found]
+        # a range open at the call's start but over before its end does not enclose it: such calls get a set
+        # of their own (few: API calls last microseconds)
         by_end = np.sort(r_end)
-        some_over = (np.searchsorted(by_end, ends[rows]) - np.searchsorted(by_end, starts[rows])) > 0
-        for row, chain, over, end in zip(rows.tolist(), chains, some_over.tolist(), ends[rows].tolist()):
-            found[row] = (key, tuple(i for i in chain if r_end[i] >= end) if over else chain)
-    return found, deep
+        over = np.flatnonzero(np.searchsorted(by_end, ends[rows]) > np.searchsorted(by_end, starts[rows]))
+        for row, end in zip(rows[over].tolist(), ends[rows[over]].tolist()):
+            chain = sets[of_call[row]][1]
+            deep.append(deep[of_call[row]])
+            sets.append((key, tuple(i for i in chain if r_end[i] >= end)))
+            of_call[row] = len(sets) - 1
+    return of_call, sets, deep
 
 
 def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: np.ndarray
@@ -199,21 +218,23 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: 
     known = np.flatnonzero(calls["tid"].notna().to_numpy())
     tid = calls["tid"].to_numpy()[known].astype("int64")
     start, end = calls["start"].to_numpy()[known].astype("int64"), calls["end"].to_numpy()[known].astype("int64")
-    on_thread, deep_thread = _enclosing(by_thread, tid, start, end)
-    in_process, deep_process = _enclosing(by_process, tid >> TID_BITS, start, end)
-    out: list[tuple | None] = [None] * len(corr)
-    named: dict[tuple, tuple] = {}  # launches in the same ranges (most of them) share one tuple of names
-    cut = 0
-    for row, thread, proc, deep in zip(known.tolist(), on_thread, in_process, (deep_thread | deep_process).tolist()):
-        if (thread, proc) not in named:
-            spans = [(ranges[key][0][i], -ranges[key][1][i], ranges[key][2][i])
-                     for ranges, found in ((by_thread, thread), (by_process, proc)) if found
-                     for key, chain in [found] for i in chain]
-            spans.sort(key=lambda s: (s[0], s[1]))  # stable: a thread's range before a process's of the same span
-            named[thread, proc] = (tuple(text for _, _, text in spans[-MAX_DEPTH:]), len(spans) > MAX_DEPTH)
-        out[row], over = named[thread, proc]
-        cut += deep or over
-    return out, cut, never_closed
+    thread_set, thread_sets, thread_deep = _enclosing(by_thread, tid, start, end)
+    process_set, process_sets, process_deep = _enclosing(by_process, tid >> TID_BITS, start, end)
+    # launches in the same thread and process ranges (most of them) share one tuple of names
+    pairs, unique = pd.factorize(pd.MultiIndex.from_arrays([thread_set, process_set]))
+    names = np.empty(len(unique), dtype=object)
+    cut = np.zeros(len(unique), dtype=bool)
+    for n, (t, p) in enumerate(unique.tolist()):
+        found = [(ranges, sets[i]) for ranges, sets, i in ((by_thread, thread_sets, t), (by_process, process_sets, p))
+                 if i >= 0]
+        spans = [(ranges[key][0][i], -ranges[key][1][i], ranges[key][2][i]) for ranges, (key, chain) in found
+                 for i in chain]
+        spans.sort(key=lambda s: (s[0], s[1]))  # stable: a thread's range before a process's of the same span
+        names[n] = tuple(text for _, _, text in spans[-MAX_DEPTH:])
+        cut[n] = len(spans) > MAX_DEPTH or (t >= 0 and thread_deep[t]) or (p >= 0 and process_deep[p])
+    out = np.full(len(corr), None, dtype=object)
+    out[known] = names[pairs]
+    return out.tolist(), int(cut[pairs].sum()), never_closed
 
 
 @paused_gc()
@@ -231,15 +252,15 @@ def read_export(db: str, label: str) -> pd.DataFrame:
                 what = f"column {', '.join(missing)} in CUPTI_ACTIVITY_KIND_KERNEL" if missing else "StringIds table"
                 raise CeilingsError(f"{label}: an nsys export without the {what}, which this reader needs; "
                                     f"{remedy} with a current nsys")
-            kernels = _fetch(con, "SELECT start IS NULL OR end IS NULL OR end < start, coalesce(start, 0), "
-                                  "coalesce(end, 0), coalesce(deviceId, -1), coalesce(globalPid, 0), "
-                                  "coalesce(correlationId, 0), coalesce(demangledName, -1), " + ", ".join(
-                                      f"coalesce({c}, 0)" for c in KERNEL_COLUMNS[6:]) +
-                             " FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid", 13)
-            broken, start, end, device, gpid, corr, name_id = kernels[:, :7].T
-            names = dict(con.execute("SELECT id, value FROM StringIds WHERE id IN "
-                                     "(SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL)"))
-            broken = (broken != 0) | ~np.isin(name_id, np.fromiter(names, dtype="int64", count=len(names)))
+            # in the table's order, then sorted by start here (as ORDER BY start, rowid: SQLite's sort costs more)
+            kernels = _fetch(con, f"SELECT coalesce(start, {NULL}), coalesce(end, {NULL}), coalesce(deviceId, -1), "
+                                  f"coalesce(globalPid, 0), coalesce(correlationId, 0), coalesce(demangledName, {NULL}), "
+                                  + ", ".join(f"coalesce({c}, 0)" for c in KERNEL_COLUMNS[6:]) +
+                             " FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid", 12)
+            kernels = kernels[np.argsort(kernels[:, 0], kind="stable")]
+            start, end, device, gpid, corr, name_id = kernels[:, :6].T
+            names = _strings(con, np.unique(name_id))
+            broken = (start == NULL) | (end < start) | ~np.isin(name_id, np.fromiter(names, "int64", len(names)))
             if broken.any():
                 start_ns, end_ns, name_id, name = con.execute(
                     "SELECT k.start, k.end, k.demangledName, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL AS k LEFT JOIN "
@@ -258,7 +279,7 @@ def read_export(db: str, label: str) -> pd.DataFrame:
     facts = _by_value(device, lambda d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None))))
     df = pd.DataFrame({"process": _by_value(gpid, _pid), "kernel": _by_value(name_id, names.__getitem__),
                        "launches": 1, TIME_METRIC: (end - start) * 1e-9,
-                       "grid": _by_value(kernels[:, 7:10], _dims), "block": _by_value(kernels[:, 10:13], _dims),
+                       "grid": _by_value(kernels[:, 6:9], _dims), "block": _by_value(kernels[:, 9:12], _dims),
                        "device": [f[0] for f in facts], "gpu": [f[1] for f in facts], "cc": [f[2] for f in facts],
                        "nvtx": nvtx, "source": "nsys", "name_truncated": False})
     if len(df):  # one run per process, in the order of their first kernel; id: the launch's place in its run

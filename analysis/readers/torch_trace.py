@@ -161,14 +161,12 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
             spans.append((e["ts"], e.get("dur", 0), tie if _is_number(tie) else 0))
         ts, durs, ties = np.array(spans, dtype="float64").reshape(-1, 3).T
         order = np.lexsort((ties, -durs, ts))
-        chains, cut = open_ranges(ts[order], (ts + durs)[order], np.array([t for t, _ in todo], dtype="float64"))
-        deep += int(cut.sum())
+        which, sets, cut = open_ranges(ts[order], (ts + durs)[order], np.array([t for t, _ in todo], dtype="float64"))
+        deep += int(cut[which].sum())
         ranked = order.tolist()
-        named: dict[tuple, tuple] = {}  # queries in the same ranges share one chain
-        for chain, (_, key) in zip(chains, todo):
-            if chain not in named:
-                named[chain] = tuple(members[ranked[r]] for r in chain)
-            out[key] = named[chain]
+        chains = [tuple(members[ranked[r]] for r in chain) for chain in sets]  # queries in one set share one chain
+        for w, (_, key) in zip(which.tolist(), todo):
+            out[key] = chains[w]
     return out, deep
 
 
