@@ -36,8 +36,10 @@ NVTX ranges of a launch, as nvtx_kern_sum.py places kernels: those that enclose 
 thread's only. Start/end ranges are process ranges (NVTX docs: one may end on another thread than it began):
 any of the call's process (nvtx_kern_sum.py matches these on the thread too). A range never closed lasts to
 the end of the trace (nvtx_kern_sum.py: `ifnull(ne.end, max)`); one without a name is left out. Outermost
-first: by start, then the longer. A launch whose API call the export lacks has nvtx None (unknown); without
-NVTX_EVENTS every launch has ().
+first: by start, then the longer (then by name). A launch whose API call the export lacks has nvtx None
+(unknown); without NVTX_EVENTS every launch has (). A launch keeps at most the innermost MAX_DEPTH (64) of the
+ranges open at its call's start (more means ranges pushed and never popped, which would make each launch's list
+grow with the run): a note counts the launches cut and the ranges never closed.
 
 `.nsys-rep` (and the older `.qdrep`): no source consulted states its magic bytes, so a report is recognised by
 its name and binary content (a NUL byte in its first 64 KiB) and handed to nsys, which checks the rest.
@@ -138,7 +140,8 @@ def _launches(con: sqlite3.Connection, tables: set[str], process: np.ndarray, co
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables:
         return None
     calls = _fetch(con, "SELECT correlationId, globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "
-                        "globalTid IS NOT NULL AND correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)", 4)
+                        "globalTid IS NOT NULL AND correlationId IN "
+                        "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)", 4)
     calls = pd.DataFrame({"process": calls[:, 1] >> TID_BITS, "corr": calls[:, 0], "start": calls[:, 2],
                           "end": calls[:, 3], "tid": calls[:, 1]})
     calls = calls[~calls.duplicated(["process", "corr"], keep=False)]
@@ -254,7 +257,8 @@ def read_export(db: str, label: str) -> pd.DataFrame:
                                     f"{remedy} with a current nsys")
             # in the table's order, then sorted by start here (as ORDER BY start, rowid: SQLite's sort costs more)
             kernels = _fetch(con, f"SELECT coalesce(start, {NULL}), coalesce(end, {NULL}), coalesce(deviceId, -1), "
-                                  f"coalesce(globalPid, 0), coalesce(correlationId, 0), coalesce(demangledName, {NULL}), "
+                                  f"coalesce(globalPid, 0), coalesce(correlationId, 0), "
+                                  f"coalesce(demangledName, {NULL}), "
                                   + ", ".join(f"coalesce({c}, 0)" for c in KERNEL_COLUMNS[6:]) +
                              " FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid", 12)
             kernels = kernels[np.argsort(kernels[:, 0], kind="stable")]

@@ -16,8 +16,8 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
   come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
   outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
   it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
-  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions are tensor-core FLOPs, fp32
-  CUDA-core unless the kernel's name says TF32 tensor cores.
+  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions
+  are tensor-core FLOPs, fp32 CUDA-core unless the kernel's name says TF32 tensor cores.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
 - The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
