@@ -4,11 +4,11 @@ once and compared byte for byte after a change to a reader.
     python scripts/same_numbers.py save DIR [--shared ../shared]    # before the change
     python scripts/same_numbers.py check DIR [--shared ../shared]   # after: every CSV byte-identical, else exit 1
 
-Inputs: SHARED/torch-traces/* (--shared: ../shared by default), tests/data/ncu/* and tests/data/nsys/*, a
-small synthetic torch trace (scripts/bench_torch.py's, two copies of a real one), and nsys exports built here
-(tests/test_nsys_sqlite.py's export; scripts/bench_nsys.py's, balanced and unbalanced). Views: `analysis.ncu
-FILE --csv`, with --per-launch, and --by op, module and annotation; and read_profile's NVTX / annotation ranges
-of every launch (a view of its own: the CSVs show only the innermost). What is compared: each view's bytes (or its one-line
+Inputs: SHARED/torch-traces/* (--shared: ../shared by default), tests/data/ncu/* and tests/data/nsys/*, a small
+synthetic torch trace (scripts/bench_torch.py's, two copies of a real one), and nsys exports built here
+(tests/test_nsys_sqlite.py's export; scripts/bench_nsys.py's, balanced and unbalanced). Views: `analysis.ncu FILE
+--csv`, with --per-launch, and --by op, module and annotation; and read_profile's NVTX / annotation ranges of every
+launch (a view of its own: the CSVs show only the innermost). What is compared: each view's bytes (or its one-line
 error); the warnings are compared and their differences listed, not failed on (a new warning is allowed).
 """
 
@@ -66,7 +66,8 @@ def tables(folder: Path, shared: Path) -> dict[str, dict]:
                 table = csv.read_text()
             except CeilingsError as exc:
                 table = f"error: {exc}"
-            out[f"{name} [{view}]"] = {"csv": table, "warnings": err.getvalue().replace(str(folder), "TMP").replace(str(ROOT), "ROOT")}
+            said = err.getvalue().replace(str(folder), "TMP").replace(str(ROOT), "ROOT")
+            out[f"{name} [{view}]"] = {"csv": table, "warnings": said}
         try:
             ranges = "\n".join(map(repr, read_profile(path)["nvtx"]))
         except CeilingsError as exc:

@@ -85,9 +85,19 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
-def _dims(values: tuple) -> str | None:
-    """'(x, y, z)'; None where the export has no size (0 is the exported default of a missing value)."""
-    return "(" + ", ".join(str(v) for v in values) + ")" if all(v >= 1 for v in values) else None
+def _packed_dims(columns: tuple[str, str, str]) -> str:
+    """SQL packing a launch's x, y, z sizes into one integer (x in bits 0-30, y from 31, z from 47; fetching one
+    value a row, not three, is most of the reading time), 0 where the export has no size (0, the exported
+    default of a missing value) or one no CUDA launch has (y or z above 65535, x above 2^31 - 1)."""
+    x, y, z = columns
+    return (f"CASE WHEN typeof({x}) = 'integer' AND typeof({y}) = 'integer' AND typeof({z}) = 'integer' AND "
+            f"{x} BETWEEN 1 AND {2**31 - 1} AND {y} BETWEEN 1 AND 65535 AND {z} BETWEEN 1 AND 65535 "
+            f"THEN {x} + ({y} << 31) + ({z} << 47) ELSE 0 END")
+
+
+def _dims(packed: int) -> str | None:
+    """'(x, y, z)' of _packed_dims' integer; None where the export has no size."""
+    return f"({packed & (2**31 - 1)}, {(packed >> 31) & 65535}, {packed >> 47})" if packed else None
 
 
 def _pid(global_id: int) -> str | None:
@@ -111,9 +121,9 @@ def _strings(con: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
 
 
 def _by_value(values: np.ndarray, convert) -> list:
-    """convert(value) for each of `values` (for each row of a 2-d array: a tuple), computed once per distinct
-    value (a million launches, a few hundred names, sizes and devices)."""
-    codes, unique = pd.factorize(pd.MultiIndex.from_arrays(values.T) if values.ndim > 1 else values)
+    """convert(value) for each of `values`, computed once per distinct value (a million launches, a few
+    hundred names, sizes and devices)."""
+    codes, unique = pd.factorize(values)
     converted = np.empty(len(unique), dtype=object)
     converted[:] = [convert(v) for v in unique.tolist()]
     return converted[codes].tolist()
@@ -259,8 +269,8 @@ def read_export(db: str, label: str) -> pd.DataFrame:
             kernels = _fetch(con, f"SELECT coalesce(start, {NULL}), coalesce(end, {NULL}), coalesce(deviceId, -1), "
                                   f"coalesce(globalPid, 0), coalesce(correlationId, 0), "
                                   f"coalesce(demangledName, {NULL}), "
-                                  + ", ".join(f"coalesce({c}, 0)" for c in KERNEL_COLUMNS[6:]) +
-                             " FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid", 12)
+                                  f"{_packed_dims(KERNEL_COLUMNS[6:9])}, {_packed_dims(KERNEL_COLUMNS[9:])} "
+                                  "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid", 8)
             kernels = kernels[np.argsort(kernels[:, 0], kind="stable")]
             start, end, device, gpid, corr, name_id = kernels[:, :6].T
             names = _strings(con, np.unique(name_id))
@@ -283,7 +293,7 @@ def read_export(db: str, label: str) -> pd.DataFrame:
     facts = _by_value(device, lambda d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None))))
     df = pd.DataFrame({"process": _by_value(gpid, _pid), "kernel": _by_value(name_id, names.__getitem__),
                        "launches": 1, TIME_METRIC: (end - start) * 1e-9,
-                       "grid": _by_value(kernels[:, 6:9], _dims), "block": _by_value(kernels[:, 9:12], _dims),
+                       "grid": _by_value(kernels[:, 6], _dims), "block": _by_value(kernels[:, 7], _dims),
                        "device": [f[0] for f in facts], "gpu": [f[1] for f in facts], "cc": [f[2] for f in facts],
                        "nvtx": nvtx, "source": "nsys", "name_truncated": False})
     if len(df):  # one run per process, in the order of their first kernel; id: the launch's place in its run
