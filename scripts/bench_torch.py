@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -75,17 +74,25 @@ def write_trace(path: Path, mb: float, seed: Path = SEED_TRACE) -> int:
     return kernels
 
 
+# Runs a command and prints its peak RSS. Started from this small process, not from the benchmark (which holds
+# the generated input): Linux counts a process's memory before exec, a copy of its parent's, in its peak.
+LAUNCHER = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+sys.stderr.write(done.stderr.decode(errors="replace")[-2000:])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(done.returncode)
+"""
+
+
 def run(command: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (GB) of one process running `command` to completion."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, *command], cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{command[:3]}... failed ({proc.returncode}): {stderr.decode()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1e6  # ru_maxrss: KiB on Linux
+    if done.returncode != 0:
+        raise SystemExit(f"{command[:3]}... failed ({done.returncode}): {done.stderr}")
+    return seconds, int(done.stdout) / 1e6  # ru_maxrss: KiB on Linux
 
 
 def compare(commands: dict[str, list[str]], repeat: int, baseline: str | None = None) -> dict:
