@@ -208,9 +208,13 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
     by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
     out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
-    out["tensor_rule"] = [f"x{n:.0f} per instruction (CC {c})" if n == n else "" for n, c in zip(per_hmma, cc)]
-    # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80)
-    out["tensor_type"] = [_one_type({"fp16": h, "fp64": d}) for h, d in zip(real_hmma, dmma)]
+    # per CC, not per launch (a million nsys launches have no counters, only a CC)
+    rules = {c: f"x{n:.0f} per instruction (CC {c})" for c, n in HMMA_FLOPS_PER_INST.items()}
+    out["tensor_rule"] = cc.map(rules).where(per_hmma.notna(), "")
+    # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80); one type
+    # where only one of them has FLOPs (_one_type)
+    fp16, fp64 = real_hmma > 0, dmma > 0
+    out["tensor_type"] = np.where(fp16 & ~fp64, "fp16", np.where(fp64 & ~fp16, "fp64", None))
     out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _times(moves, per_hmma).fillna(0)
     return out
 

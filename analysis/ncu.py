@@ -453,7 +453,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                             f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
                             "no rates")
         # with --nvtx, nsys rows without ranges serve as times only: their other kernels may be outside it
-        ranged = nsys_rows["nvtx"].map(lambda r: bool(r) if isinstance(r, tuple) else False).any()
+        ranged = any(isinstance(r, tuple) and len(r) > 0 for r in nsys_rows["nvtx"])
         time_only = _time_only_rows(nsys_rows, set(launches["kernel"])) if nvtx is None or ranged else \
             nsys_rows.iloc[0:0]
         if not len(launches):
@@ -617,8 +617,9 @@ def _time_only_rows(nsys_rows: pd.DataFrame, profiled: set[str]) -> pd.DataFrame
     truncated = rows["name_truncated"].astype(bool)
     rows.loc[truncated, "kernel"] = rows.loc[truncated, "kernel"] + "…"
     # a cut name is never merged with another row, of its run or of another run: which kernel it is, is unknown
-    rows["_key"] = rows["kernel"].where(~truncated, rows["kernel"] + "#" + rows.index.astype(str))
-    rows["process"] = "nsys run " + (rows["run"].astype(int) + 1).astype(str)
+    rows["_key"] = rows["kernel"]
+    rows.loc[truncated, "_key"] = rows.loc[truncated, "kernel"] + "#" + rows.index[truncated].astype(str)
+    rows["process"] = rows["run"].map({run: f"nsys run {int(run) + 1}" for run in rows["run"].unique()})
     return rows.reset_index(drop=True)
 
 

@@ -288,3 +288,16 @@ def test_a_truncated_sqlite_file_is_a_one_line_error(tmp_path):
     with pytest.raises(CeilingsError) as err:
         read_profile(cut)
     assert str(err.value).startswith(f"{cut}: an SQLite file that cannot be read (")
+
+
+def test_ranges_pushed_and_never_popped_keep_the_innermost_64_and_are_counted(tmp_path):
+    """70 ranges pushed at 100..169 ns on thread T1A and never popped (end NULL), then the launch of kernel 10
+    at 900-950 (RUNTIME): it is inside all 70, train (0-10000) and the process range epoch (500-9000). By
+    start, epoch is the innermost: the innermost 64 are leaked7..leaked69 and epoch."""
+    leaked = [(100 + i, None, 59, f"leaked{i}", None, T1A) for i in range(70)]
+    kernels = [KERNELS[0]]
+    df = read_profile(make_export(tmp_path / "report.sqlite", kernels=kernels, nvtx=NVTX[:1] + NVTX[4:5] + leaked))
+    assert df["nvtx"].tolist() == [(*(f"leaked{i}" for i in range(7, 70)), "epoch")]
+    assert df.attrs["notes"] == ["1 launch(es) inside more than 64 NVTX ranges at once (70 range(s) never closed: "
+                                 "pushed and not popped): only the innermost 64 of each are kept; pop every range "
+                                 "pushed"]

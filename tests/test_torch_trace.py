@@ -417,3 +417,29 @@ def test_an_op_and_its_same_length_child_nest_by_external_id(tmp_path):
               x("kernel", "mul_kernel", 20, 3, pid=0, tid=7, correlation=1)]
     t = read_profile(trace(tmp_path / "tie.json", events))
     assert t.iloc[0]["op"] == "aten::mul"
+
+
+def test_a_launch_inside_more_than_64_ranges_keeps_the_innermost_and_is_counted(tmp_path):
+    """70 record_function ranges opened at 0..69 us and lasting past the launch at 100 us, then an op around
+    it: the kernel keeps the op (innermost) and the last 63 ranges opened, and a note counts it."""
+    events = [x("user_annotation", f"range{i}", i, 1000) for i in range(70)]
+    events += [x("cpu_op", "aten::relu", 90, 20),
+               x("cuda_runtime", "cudaLaunchKernel", 100, 5, correlation=7),
+               x("kernel", "relu_kernel", 200, 10, pid=0, tid=7, correlation=7, device=0)]
+    df = read_profile(trace(tmp_path / "t.json", events))
+    assert df["op"].tolist() == ["aten::relu"]
+    assert df["nvtx"].tolist() == [tuple(f"range{i}" for i in range(7, 70))]
+    assert any(n.startswith("1 kernel(s) launched inside more than 64 nested") for n in df.attrs["notes"])
+
+
+def test_a_trace_is_recognised_from_its_opening_before_formats_found_anywhere(tmp_path):
+    """JSON may break lines between tokens: this trace's second line reads like an ncu CSV header
+    ('"ID",...,"Kernel Name",...'), which the CSV formats look for anywhere in a file. The trace's opening
+    decides: it is read as the trace it is."""
+    events = [x("cpu_op", "aten::relu", 90, 20), x("cuda_runtime", "cudaLaunchKernel", 100, 5, correlation=7),
+              x("kernel", "relu_kernel", 200, 10, pid=0, tid=7, correlation=7, device=0)]
+    text = json.dumps({"schemaVersion": 1, "deviceProperties": [A100], "traceEvents": events})
+    path = tmp_path / "t.json"
+    path.write_text(text[:-1] + ', "x": [\n"ID","Kernel Name","Metric Name","Metric Value"]}')
+    df = read_profile(path)
+    assert df.attrs["format"] == "torch.profiler trace" and df["kernel"].tolist() == ["relu_kernel"]

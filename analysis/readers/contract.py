@@ -2,13 +2,17 @@
 This module imports no reader (the registry, analysis.readers.registry, lists them).
 
 Every reader follows one contract. `find(source)` looks at a file's content (never its name) and returns
-None when the file is not in that format, else whatever `read` needs to start (an offset, a match). `read(
+None when the file is not in that format, else whatever `read` needs to start (an offset, a match). A format
+recognised by its first bytes (a magic number, a JSON document's opening) says how many in `head`: its `find`
+is given only those (a 500 MB trace is recognised from 64 KiB), and such formats are tried before the ones
+whose headers may be anywhere in a file (an ncu CSV after the application's output). `read(
 source, found)` returns one row per launch (or per kernel of a summary, with `launches` = N and values per
 launch) with the columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in
 base units (bytes, seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters,
 and often times) or TIMES (times only, matched to counters by kernel name).
 
-A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose `find` answers wins.
+A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose
+`find` answers wins.
 """
 
 from __future__ import annotations
@@ -61,3 +65,8 @@ class Format:
     find: Callable[[Source], Any]
     read: Callable[[Source, Any], pd.DataFrame]
     binary: bool = False  # recognised by magic bytes, before a file is taken for text
+    head: int | None = None  # `find` needs only the first `head` bytes (module docstring); None: all of them
+
+    def recognise(self, source: Source):
+        """`find` on the bytes it needs: the first `head`, or all."""
+        return self.find(source if self.head is None else Source(source.data[:self.head], source.path))

@@ -81,4 +81,4 @@ def _action_row(action, run: int, index: int) -> dict:
 
 
 REPORT = Format(".ncu-rep (through ncu_report)", COUNTERS, lambda src: True if src.data.startswith(MAGIC) else None,
-                _read_ncu_rep, binary=True)
+                _read_ncu_rep, binary=True, head=len(MAGIC))

@@ -36,8 +36,10 @@ NVTX ranges of a launch, as nvtx_kern_sum.py places kernels: those that enclose 
 thread's only. Start/end ranges are process ranges (NVTX docs: one may end on another thread than it began):
 any of the call's process (nvtx_kern_sum.py matches these on the thread too). A range never closed lasts to
 the end of the trace (nvtx_kern_sum.py: `ifnull(ne.end, max)`); one without a name is left out. Outermost
-first: by start, then the longer. A launch whose API call the export lacks has nvtx None (unknown); without
-NVTX_EVENTS every launch has ().
+first: by start, then the longer (then by name). A launch whose API call the export lacks has nvtx None
+(unknown); without NVTX_EVENTS every launch has (). A launch keeps at most the innermost MAX_DEPTH (64) of the
+ranges open at its call's start (more means ranges pushed and never popped, which would make each launch's list
+grow with the run): a note counts the launches cut and the ranges never closed.
 
 `.nsys-rep` (and the older `.qdrep`): no source consulted states its magic bytes, so a report is recognised by
 its name and binary content (a NUL byte in its first 64 KiB) and handed to nsys, which checks the rest.
@@ -45,8 +47,6 @@ its name and binary content (a NUL byte in its first 64 KiB) and handed to nsys,
 
 from __future__ import annotations
 
-import heapq
-import math
 import shutil
 import sqlite3
 import subprocess
@@ -56,10 +56,12 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ceilings.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
 
+from .bulk import MAX_DEPTH, open_ranges, paused_gc
 from .contract import TIMES, Format, Source
 from .nsys import TIME_METRIC
 
@@ -72,6 +74,10 @@ TID_BITS = 24
 PID_MASK = 0xFFFFFF
 KERNEL_COLUMNS = ("start", "end", "deviceId", "correlationId", "globalPid", "demangledName",
                   "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+CHUNK_ROWS = 65536  # rows fetched at a time
+SQL_PARAMETERS = 900  # parameters of one query (SQLite's limit was 999 before 3.32)
+NULL = -(2**63)  # a NULL integer as fetched: no exported value is this
+NEVER = np.iinfo("int64").max  # the end of a range never closed: it lasts to the end of the trace
 EXPORT_TIMEOUT_S = 1800  # a report of a long run exports for minutes; a hung nsys must not hang the command
 
 
@@ -79,13 +85,48 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
-def _dims(values: tuple) -> str | None:
-    """'(x, y, z)'; None where the export has no size (0 is the exported default of a missing value)."""
-    return "(" + ", ".join(str(v) for v in values) + ")" if all(v and v >= 1 for v in values) else None
+def _packed_dims(columns: tuple[str, str, str]) -> str:
+    """SQL packing a launch's x, y, z sizes into one integer (x in bits 0-30, y from 31, z from 47; fetching one
+    value a row, not three, is most of the reading time), 0 where the export has no size (0, the exported
+    default of a missing value) or one no CUDA launch has (y or z above 65535, x above 2^31 - 1)."""
+    x, y, z = columns
+    return (f"CASE WHEN typeof({x}) = 'integer' AND typeof({y}) = 'integer' AND typeof({z}) = 'integer' AND "
+            f"{x} BETWEEN 1 AND {2**31 - 1} AND {y} BETWEEN 1 AND 65535 AND {z} BETWEEN 1 AND 65535 "
+            f"THEN {x} + ({y} << 31) + ({z} << 47) ELSE 0 END")
 
 
-def _pid(global_id: int | None) -> str | None:
+def _dims(packed: int) -> str | None:
+    """'(x, y, z)' of _packed_dims' integer; None where the export has no size."""
+    return f"({packed & (2**31 - 1)}, {(packed >> 31) & 65535}, {packed >> 47})" if packed else None
+
+
+def _pid(global_id: int) -> str | None:
     return str((global_id >> TID_BITS) & PID_MASK) if global_id else None
+
+
+def _fetch(con: sqlite3.Connection, query: str, columns: int) -> np.ndarray:
+    """The integer rows of `query` as an int64 array, CHUNK_ROWS at a time (never a million tuples at once)."""
+    cursor = con.execute(query)
+    parts = [np.array(rows, dtype="int64") for rows in iter(lambda: cursor.fetchmany(CHUNK_ROWS), [])]
+    return np.concatenate(parts) if parts else np.empty((0, columns), dtype="int64")
+
+
+def _strings(con: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
+    """StringIds' values of `ids` (those it has), looked up by primary key a batch at a time."""
+    out = {}
+    for batch in np.array_split(ids, len(ids) // SQL_PARAMETERS + 1):
+        out.update(con.execute(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(batch))})",
+                               batch.tolist()))
+    return out
+
+
+def _by_value(values: np.ndarray, convert) -> list:
+    """convert(value) for each of `values`, computed once per distinct value (a million launches, a few
+    hundred names, sizes and devices)."""
+    codes, unique = pd.factorize(values)
+    converted = np.empty(len(unique), dtype=object)
+    converted[:] = [convert(v) for v in unique.tolist()]
+    return converted[codes].tolist()
 
 
 def _gpus(con: sqlite3.Connection, tables: set[str]) -> dict[int, tuple[str | None, str | None]]:
@@ -101,79 +142,115 @@ def _gpus(con: sqlite3.Connection, tables: set[str]) -> dict[int, tuple[str | No
     return {device: next(iter(f)) for device, f in facts.items() if len(f) == 1}
 
 
-def _launches(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], tuple[int, int, int]] | None:
-    """(process key, correlationId) -> (start, end, globalTid) of the API call; None without the table. A key
-    that two calls share is left out: which of them launched the kernel is unknown."""
+def _launches(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: np.ndarray
+              ) -> pd.DataFrame | None:
+    """For each kernel (its process key, -1 where unknown, and correlationId) the API call that launched it:
+    columns start, end, tid (globalTid), NaN where the export has none; None without the table. A key that
+    two calls share is left out: which of them launched the kernel is unknown."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables:
         return None
-    calls, shared = {}, set()
-    for corr, tid, start, end in con.execute(
-            "SELECT correlationId, globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME "
-            "WHERE correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)"):
-        key = (tid >> TID_BITS, corr)
-        if key in calls:
-            shared.add(key)
-        calls[key] = (start, end, tid)
-    for key in shared:
-        del calls[key]
-    return calls
+    calls = _fetch(con, "SELECT correlationId, globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "
+                        "globalTid IS NOT NULL AND correlationId IN "
+                        "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)", 4)
+    calls = pd.DataFrame({"process": calls[:, 1] >> TID_BITS, "corr": calls[:, 0], "start": calls[:, 2],
+                          "end": calls[:, 3], "tid": calls[:, 1]})
+    calls = calls[~calls.duplicated(["process", "corr"], keep=False)]
+    kernels = pd.DataFrame({"process": process, "corr": corr})
+    return kernels.merge(calls, on=["process", "corr"], how="left")  # the kernels' order, one row each
 
 
-def _ranges(con: sqlite3.Connection) -> tuple[dict, dict]:
-    """The NVTX ranges as (start, end, name): push/pop ones by thread (globalTid), start/end ones by process."""
+def _ranges(con: sqlite3.Connection) -> tuple[dict, dict, int]:
+    """The NVTX ranges, push/pop ones by thread (globalTid), start/end ones by process: for each key the
+    ranges' starts and ends (a range never closed ends at NEVER) as arrays and names as a list, outermost
+    first (by start, then the longer; then by name); and how many were never closed."""
     name = "coalesce(s.value, e.text)" if "textId" in _columns(con, "NVTX_EVENTS") else "e.text"
     join = "LEFT JOIN StringIds AS s ON s.id = e.textId" if name != "e.text" else ""
-    by_thread, by_process = defaultdict(list), defaultdict(list)
+    by_thread, by_process, never_closed = defaultdict(list), defaultdict(list), 0
     for start, end, kind, text, tid in con.execute(
             f"SELECT e.start, e.end, e.eventType, {name}, e.globalTid FROM NVTX_EVENTS AS e {join} "
             f"WHERE e.eventType IN ({', '.join(map(str, PUSH_POP + START_END))}) AND {name} IS NOT NULL"):
-        span = (start, math.inf if end is None else end, text)
+        span = (start, NEVER if end is None else end, text)
+        never_closed += end is None
         if kind in PUSH_POP:
             by_thread[tid].append(span)
         else:
             by_process[tid >> TID_BITS].append(span)
-    return by_thread, by_process
+
+    def arrays(spans: list[tuple]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        spans.sort(key=lambda s: (s[0], -s[1], s[2]))
+        return (np.array([s[0] for s in spans], dtype="int64"), np.array([s[1] for s in spans], dtype="int64"),
+                [s[2] for s in spans])
+
+    return ({k: arrays(v) for k, v in by_thread.items()}, {k: arrays(v) for k, v in by_process.items()},
+            never_closed)
 
 
-def _enclosing(ranges: dict, calls: dict, found: dict[int, list]) -> None:
-    """Adds to found[row] the ranges of key that enclose each call (key -> [(start, end, row)]): a sweep over
-    the calls by start, keeping the ranges begun and not yet over."""
-    for key, todo in calls.items():
-        spans, active, i = sorted(ranges.get(key, ())), [], 0
-        for start, end, row in sorted(todo):
-            while i < len(spans) and spans[i][0] <= start:
-                heapq.heappush(active, (spans[i][1], i))
-                i += 1
-            while active and active[0][0] < start:  # over before this call, and so before every later one
-                heapq.heappop(active)
-            found[row] += [spans[j] for over, j in active if over >= end]
+def _enclosing(ranges: dict, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray
+               ) -> tuple[np.ndarray, list[tuple], list[bool]]:
+    """The ranges that enclose each call (its key in `ranges`, start, end): start <= call start and call end
+    <= end. For each call the number of its set (-1 where its key has no ranges); each set as (key, indices
+    of the key's ranges, outermost first, at most MAX_DEPTH); for each set whether ranges were left out."""
+    of_call = np.full(len(keys), -1, dtype="int64")
+    sets: list[tuple] = []
+    deep: list[bool] = []
+    order = np.argsort(keys, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(keys[order])) + 1) if len(order) else []:
+        key = keys[rows[0]].item()
+        if key not in ranges:
+            continue
+        r_start, r_end, _ = ranges[key]
+        which, found, cut = open_ranges(r_start, r_end, starts[rows])
+        of_call[rows] = which + len(sets)
+        deep += cut.tolist()
+        sets += [(key, chain) for chain in found]
+        # a range open at the call's start but over before its end does not enclose it: such calls get a set
+        # of their own (few: API calls last microseconds)
+        by_end = np.sort(r_end)
+        over = np.flatnonzero(np.searchsorted(by_end, ends[rows]) > np.searchsorted(by_end, starts[rows]))
+        for row, end in zip(rows[over].tolist(), ends[rows[over]].tolist()):
+            chain = sets[of_call[row]][1]
+            deep.append(deep[of_call[row]])
+            sets.append((key, tuple(i for i in chain if r_end[i] >= end)))
+            of_call[row] = len(sets) - 1
+    return of_call, sets, deep
 
 
-def _nvtx(con: sqlite3.Connection, tables: set[str], kernels: list[tuple]) -> list[tuple | None]:
-    """Each kernel's NVTX range names, outermost first (module docstring); kernels: (process key, corr)."""
+def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: np.ndarray
+          ) -> tuple[list[tuple | None], int, int]:
+    """Each kernel's NVTX range names, outermost first (module docstring); how many launches were inside more
+    than MAX_DEPTH ranges (the innermost MAX_DEPTH kept) and how many ranges were never closed. process: the
+    kernels' process keys (-1: unknown)."""
     if "NVTX_EVENTS" not in tables:
-        return [()] * len(kernels)
-    by_thread, by_process = _ranges(con)
+        return [()] * len(corr), 0, 0
+    by_thread, by_process, never_closed = _ranges(con)
     if not by_thread and not by_process:
-        return [()] * len(kernels)
-    calls = _launches(con, tables)
+        return [()] * len(corr), 0, 0
+    calls = _launches(con, tables, process, corr)
     if calls is None:
-        return [None] * len(kernels)
-    on_thread, in_process, found = defaultdict(list), defaultdict(list), defaultdict(list)
-    known = set()
-    for row, key in enumerate(kernels):
-        call = calls.get(key)
-        if call is not None:
-            start, end, tid = call
-            on_thread[tid].append((start, end, row))
-            in_process[tid >> TID_BITS].append((start, end, row))
-            known.add(row)
-    _enclosing(by_thread, on_thread, found)
-    _enclosing(by_process, in_process, found)
-    return [tuple(text for _, _, text in sorted(found[row], key=lambda s: (s[0], -s[1]))) if row in known
-            else None for row in range(len(kernels))]
+        return [None] * len(corr), 0, never_closed
+    known = np.flatnonzero(calls["tid"].notna().to_numpy())
+    tid = calls["tid"].to_numpy()[known].astype("int64")
+    start, end = calls["start"].to_numpy()[known].astype("int64"), calls["end"].to_numpy()[known].astype("int64")
+    thread_set, thread_sets, thread_deep = _enclosing(by_thread, tid, start, end)
+    process_set, process_sets, process_deep = _enclosing(by_process, tid >> TID_BITS, start, end)
+    # launches in the same thread and process ranges (most of them) share one tuple of names
+    pairs, unique = pd.factorize(pd.MultiIndex.from_arrays([thread_set, process_set]))
+    names = np.empty(len(unique), dtype=object)
+    cut = np.zeros(len(unique), dtype=bool)
+    for n, (t, p) in enumerate(unique.tolist()):
+        found = [(ranges, sets[i]) for ranges, sets, i in ((by_thread, thread_sets, t), (by_process, process_sets, p))
+                 if i >= 0]
+        spans = [(ranges[key][0][i], -ranges[key][1][i], ranges[key][2][i]) for ranges, (key, chain) in found
+                 for i in chain]
+        spans.sort(key=lambda s: (s[0], s[1]))  # stable: a thread's range before a process's of the same span
+        names[n] = tuple(text for _, _, text in spans[-MAX_DEPTH:])
+        cut[n] = len(spans) > MAX_DEPTH or (t >= 0 and thread_deep[t]) or (p >= 0 and process_deep[p])
+    out = np.full(len(corr), None, dtype=object)
+    out[known] = names[pairs]
+    return out.tolist(), int(cut[pairs].sum()), never_closed
 
 
+@paused_gc()
 def read_export(db: str, label: str) -> pd.DataFrame:
     """The launches of the SQLite export at path `db`; messages name `label` (the file the user passed)."""
     remedy = "export it again (`nsys export --type sqlite --output FILE.sqlite REPORT.nsys-rep`)"
@@ -188,32 +265,45 @@ def read_export(db: str, label: str) -> pd.DataFrame:
                 what = f"column {', '.join(missing)} in CUPTI_ACTIVITY_KIND_KERNEL" if missing else "StringIds table"
                 raise CeilingsError(f"{label}: an nsys export without the {what}, which this reader needs; "
                                     f"{remedy} with a current nsys")
-            rows = con.execute(
-                "SELECT k.start, k.end, k.deviceId, k.globalPid, k.correlationId, s.value, k.demangledName, "
-                "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ "
-                "FROM CUPTI_ACTIVITY_KIND_KERNEL AS k LEFT JOIN StringIds AS s ON s.id = k.demangledName "
-                "ORDER BY k.start").fetchall()
+            # in the table's order, then sorted by start here (as ORDER BY start, rowid: SQLite's sort costs more)
+            kernels = _fetch(con, f"SELECT coalesce(start, {NULL}), coalesce(end, {NULL}), coalesce(deviceId, -1), "
+                                  f"coalesce(globalPid, 0), coalesce(correlationId, 0), "
+                                  f"coalesce(demangledName, {NULL}), "
+                                  f"{_packed_dims(KERNEL_COLUMNS[6:9])}, {_packed_dims(KERNEL_COLUMNS[9:])} "
+                                  "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid", 8)
+            kernels = kernels[np.argsort(kernels[:, 0], kind="stable")]
+            start, end, device, gpid, corr, name_id = kernels[:, :6].T
+            names = _strings(con, np.unique(name_id))
+            broken = (start == NULL) | (end < start) | ~np.isin(name_id, np.fromiter(names, "int64", len(names)))
+            if broken.any():
+                start_ns, end_ns, name_id, name = con.execute(
+                    "SELECT k.start, k.end, k.demangledName, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL AS k LEFT JOIN "
+                    "StringIds AS s ON s.id = k.demangledName ORDER BY k.start, k.rowid LIMIT 1 OFFSET ?",
+                    (int(np.argmax(broken)),)).fetchone()
+                why = f"kernel name id {name_id} not in StringIds" if name is None else \
+                    f"a kernel from {start_ns} to {end_ns} ns"
+                raise CeilingsError(f"{label}: a broken nsys export ({why}); {remedy}")
             gpus = _gpus(con, tables)
-            nvtx = _nvtx(con, tables, [(gp >> TID_BITS if gp and corr else None, corr)
-                                       for _, _, _, gp, corr, *_ in rows])
+            # a launch's process key (globalPid without its thread bits), -1 where its process or call is unknown
+            nvtx, deep, never_closed = _nvtx(con, tables, np.where((gpid != 0) & (corr != 0), gpid >> TID_BITS, -1),
+                                             corr)
     except sqlite3.Error as exc:
         raise CeilingsError(f"{label}: an SQLite file that cannot be read ({describe(exc)}); truncated copy? "
                             f"{remedy}") from None
-    out = []
-    for (start, end, device, gp, _, name, name_id, *dims), ranges in zip(rows, nvtx):
-        if name is None or start is None or end is None or end < start:
-            why = f"kernel name id {name_id} not in StringIds" if name is None else f"a kernel from {start} to {end} ns"
-            raise CeilingsError(f"{label}: a broken nsys export ({why}); {remedy}")
-        gpu, cc = gpus.get(device, (None, None))
-        out.append({"process": _pid(gp), "kernel": name, "launches": 1, TIME_METRIC: (end - start) * 1e-9,
-                    "grid": _dims(dims[:3]), "block": _dims(dims[3:]),
-                    "device": None if device is None else str(device), "gpu": gpu, "cc": cc, "nvtx": ranges,
-                    "source": "nsys", "name_truncated": False})
-    df = pd.DataFrame(out)
+    facts = _by_value(device, lambda d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None))))
+    df = pd.DataFrame({"process": _by_value(gpid, _pid), "kernel": _by_value(name_id, names.__getitem__),
+                       "launches": 1, TIME_METRIC: (end - start) * 1e-9,
+                       "grid": _by_value(kernels[:, 6], _dims), "block": _by_value(kernels[:, 7], _dims),
+                       "device": [f[0] for f in facts], "gpu": [f[1] for f in facts], "cc": [f[2] for f in facts],
+                       "nvtx": nvtx, "source": "nsys", "name_truncated": False})
     if len(df):  # one run per process, in the order of their first kernel; id: the launch's place in its run
         df.insert(0, "run", pd.factorize(df["process"].fillna(""))[0])
         df.insert(1, "id", df.groupby("run").cumcount())
         df = df.sort_values(["run", "id"], kind="stable").reset_index(drop=True)
+    if deep:
+        df.attrs["notes"] = [f"{deep} launch(es) inside more than {MAX_DEPTH} NVTX ranges at once ({never_closed} "
+                             f"range(s) never closed: pushed and not popped): only the innermost {MAX_DEPTH} of each "
+                             f"are kept; pop every range pushed"]
     return df
 
 
@@ -265,5 +355,6 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
 
 
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
-                _read_sqlite, binary=True)
-REPORT = Format(".nsys-rep (through nsys export)", TIMES, _is_report, _read_report, binary=True)
+                _read_sqlite, binary=True, head=len(MAGIC))
+REPORT = Format(".nsys-rep (through nsys export)", TIMES, _is_report, _read_report, binary=True,
+                head=BINARY_PROBE_BYTES)

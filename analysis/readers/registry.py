@@ -18,11 +18,10 @@ def formats() -> tuple[Format, ...]:
 
 def detect(source: Source, binary: bool = False) -> tuple[Format, Any] | None:
     """The first format that recognises `source`, and what its `find` returned: of the binary formats
-    (magic bytes) or of the text ones."""
-    for fmt in formats():
-        if fmt.binary != binary:
-            continue
-        found = fmt.find(source)
+    (magic bytes) or of the text ones. Those recognised by their first bytes (`head`) are tried first, in
+    the order of formats(), so that a large file of such a format is never scanned by the others' finders."""
+    for fmt in sorted((f for f in formats() if f.binary == binary), key=lambda f: f.head is None):
+        found = fmt.recognise(source)
         if found is not None:
             return fmt, found
     return None

@@ -16,8 +16,8 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
   come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
   outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
   it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
-  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions are tensor-core FLOPs, fp32
-  CUDA-core unless the kernel's name says TF32 tensor cores.
+  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions
+  are tensor-core FLOPs, fp32 CUDA-core unless the kernel's name says TF32 tensor cores.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
 - The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
@@ -29,12 +29,14 @@ import math
 import re
 from collections import defaultdict
 
+import numpy as np
 import pandas as pd
 
 from ceilings.errors import CeilingsError
 from ceilings.inputs import loads_json
 
 from ..metrics import canonical_metric
+from .bulk import MAX_DEPTH, open_ranges, paused_gc
 from .contract import COUNTERS, Format, Source
 
 US = 1e-6  # trace times are microseconds
@@ -49,6 +51,7 @@ STEP_PREFIX = "ProfilerStep#"
 # deviceProperties that are ncu device attributes, as those metrics: they tell another GPU without a name
 DEVICE_FACTS = {"numSms": "device__attribute_multiprocessor_count", "totalGlobalMem": "device__attribute_total_memory"}
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+FLOW_START = "ac2g start"  # _events' key of the flows from launches to kernels ("ph": "s", "cat": "ac2g")
 MEMORY_CATEGORIES = ("gpu_memcpy", "gpu_memset")
 MODULE_PREFIX = "nn.Module: "
 # the roofline precision of work done in each dtype by the operators with FLOP rules (GEMM, conv, attention)
@@ -63,12 +66,14 @@ TF32_KERNEL = re.compile(r"tensorop_s\d+gemm|tf32|_s1688|_s16816")
 # "gemvx") run on CUDA cores whatever the dtype, computing in fp32 (the float compute type among their
 # template arguments): their half-precision work is fp32 CUDA-core work, not tensor work
 CUDA_CORE_KERNEL = re.compile(r"gemv", re.IGNORECASE)
-PROBE_BYTES = 4096  # "traceEvents" or "deviceProperties" appear in the first few KiB of a Kineto trace
+PROBE_BYTES = 4096  # "deviceProperties" or "schemaVersion" appear in the first few KiB of a Kineto trace
+HEAD_BYTES = PROBE_BYTES * 16  # and "traceEvents" in the first 64 KiB
 
 
 def _find(source: Source):
+    """A JSON object that opens like a Kineto trace (given the trace's first HEAD_BYTES: TRACE.head)."""
     head = source.data[:PROBE_BYTES].lstrip()
-    if not head.startswith(b"{") or not (b'"traceEvents"' in source.data[:PROBE_BYTES * 16]
+    if not head.startswith(b"{") or not (b'"traceEvents"' in source.data
                                          or b'"deviceProperties"' in head or b'"schemaVersion"' in head):
         return None
     return True
@@ -85,25 +90,38 @@ def _load(source: Source) -> dict:
     return doc
 
 
-def _events(doc: dict) -> list[dict]:
-    """The trace's complete ("X") events, in today's vocabulary (CATEGORIES, ARGUMENTS): old traces' events
-    are renamed in place."""
-    events = []
+def _events(doc: dict) -> dict[str, list[dict]]:
+    """The trace's complete ("X") events by category, in today's vocabulary (CATEGORIES, ARGUMENTS: old
+    traces' events are renamed in place), and under FLOW_START the flow events that begin at a launch."""
+    by_cat: dict[str, list[dict]] = defaultdict(list)
+    today: dict = {}  # each category as written -> as today's traces write it (millions of events, a few names)
     for e in doc["traceEvents"]:
-        if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
+        if type(e) is not dict:
             continue
-        cat = str(e.get("cat", "")).lower()
-        cat = CATEGORIES.get(cat, cat)
+        ph = e.get("ph")
+        if ph != "X" or "ts" not in e:
+            if ph == "s" and e.get("cat") == "ac2g":
+                by_cat[FLOW_START].append(e)
+            continue
+        written = e.get("cat", "")
+        try:
+            cat = today[written]
+        except (KeyError, TypeError):  # a new name; an unhashable one (a list) is text like any other
+            cat = str(written).lower()
+            cat = CATEGORIES.get(cat, cat)
+            if isinstance(written, str):
+                today[written] = cat
         if cat == "cpu_op" and str(e.get("name", "")).startswith(STEP_PREFIX):
             cat = "user_annotation"
-        e["cat"] = cat
+        if cat != written:
+            e["cat"] = cat
         args = e.get("args")
-        if isinstance(args, dict):
+        if type(args) is dict and not args.keys().isdisjoint(ARGUMENTS):
             for old, new in ARGUMENTS.items():
                 if old in args and new not in args:
                     args[new] = args.pop(old)
-        events.append(e)
-    return events
+        by_cat[cat].append(e)
+    return by_cat
 
 
 def _device(doc: dict, path: str) -> dict:
@@ -121,33 +139,38 @@ def _device(doc: dict, path: str) -> dict:
     return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None, **facts}
 
 
-def _enclosing(events: list[dict], queries: list[tuple]) -> dict:
-    """For each query (pid, tid, ts, key): the events on that thread whose interval contains ts, outermost
-    first. One sweep per thread over the events open so far. Operators nest, but record_function ranges
-    need not (a ProfilerStep#N begins inside the optimizer step's range): ended ranges are dropped at every
-    query, not only from the top."""
-    by_thread: dict[tuple, list] = defaultdict(list)
-    for order, e in enumerate(events):  # 0 before 1: an event starting at a query's time contains it
-        # same start and length (integer-microsecond traces): the parent first, by its smaller External id
-        tie = (e.get("args") or {}).get("External id", order)
-        by_thread[(e.get("pid"), e.get("tid"))].append((e["ts"], 0, -e.get("dur", 0), tie, e))
+def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
+    """For each query (pid, tid, ts, key): the indices in `events` of the events on that thread whose interval
+    contains ts, outermost first (by start, then the longer; same start and length, as integer-microsecond
+    traces have: the parent first, by its smaller External id). Operators nest, but record_function ranges
+    need not (a ProfilerStep#N begins inside the optimizer step's range): every event open at ts counts, at
+    most the innermost MAX_DEPTH. Also how many queries were inside more."""
+    by_thread: dict[tuple, list[int]] = defaultdict(list)
+    for i, e in enumerate(events):
+        by_thread[(e.get("pid"), e.get("tid"))].append(i)
+    asked: dict[tuple, list[tuple]] = defaultdict(list)
     for pid, tid, ts, key in queries:
-        by_thread[(pid, tid)].append((ts, 1, 0, 0, key))
-    out = {}
-    for items in by_thread.values():
-        items.sort(key=lambda item: (item[0], item[1], item[2], item[3] if isinstance(item[3], (int, float)) else 0))
-        stack: list[dict] = []
-        for ts, kind, _, _, thing in items:
-            while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < ts:
-                stack.pop()
-            if kind == 0:
-                stack.append(thing)
-            else:
-                stack = [e for e in stack if e["ts"] + e.get("dur", 0) >= ts]
-                out[thing] = list(stack)
-    return out
+        asked[(pid, tid)].append((ts, key))
+    out, deep = {}, 0
+    for thread, todo in asked.items():
+        members = by_thread.get(thread, [])
+        spans = []
+        for i in members:
+            e = events[i]
+            tie = (e.get("args") or {}).get("External id", i)
+            spans.append((e["ts"], e.get("dur", 0), tie if _is_number(tie) else 0))
+        ts, durs, ties = np.array(spans, dtype="float64").reshape(-1, 3).T
+        order = np.lexsort((ties, -durs, ts))
+        which, sets, cut = open_ranges(ts[order], (ts + durs)[order], np.array([t for t, _ in todo], dtype="float64"))
+        deep += int(cut[which].sum())
+        ranked = order.tolist()
+        chains = [tuple(members[ranked[r]] for r in chain) for chain in sets]  # queries in one set share one chain
+        for w, (_, key) in zip(which.tolist(), todo):
+            out[key] = chains[w]
+    return out, deep
 
 
+@paused_gc()
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
 
@@ -160,10 +183,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
 
     doc = _load(source)
     device = _device(doc, source.path)
-    events = _events(doc)
-    by_cat: dict[str, list[dict]] = defaultdict(list)
-    for e in events:
-        by_cat[e.get("cat")].append(e)
+    by_cat = _events(doc)
     kernels = sorted(by_cat.get("kernel", []), key=lambda e: e["ts"])
     ranges = by_cat.get("cuda_profiler_range", [])
     if not kernels and not ranges:
@@ -179,14 +199,13 @@ def _read(source: Source, _found) -> pd.DataFrame:
             corr = (e.get("args") or {}).get("correlation")
             if corr is not None:
                 launches[corr] = e
-    flows_start = {f.get("id"): f for f in doc["traceEvents"]
-                   if isinstance(f, dict) and f.get("cat") == "ac2g" and f.get("ph") == "s"}
+    flows_start = {f.get("id"): f for f in by_cat.get(FLOW_START, [])}
     ops_by_external = {(e.get("args") or {}).get("External id"): e for e in by_cat.get("cpu_op", [])}
     around = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", []) + [
         e for e in by_cat.get("python_function", []) if str(e.get("name", "")).startswith(MODULE_PREFIX)]
     queries = [(*where, i) for i, k in enumerate(kernels)
                if (where := _launch_point(k.get("args") or {}, launches, flows_start, ops_by_external))]
-    chains = _enclosing(around, queries)
+    chains, deep = _enclosing(around, queries)
     # correlation ids grow with every CUDA call: a kernel without a launch in the trace whose id is older
     # than the trace's first runtime call was launched before the profiler's CPU side began recording
     first_call = min((c for c in launches if _is_number(c)), default=None)
@@ -197,26 +216,37 @@ def _read(source: Source, _found) -> pd.DataFrame:
 
     rows, unlinked = [], 0
     counted_op: dict[int, tuple[dict, list[int]]] = {}  # id(op event) -> (op, rows of its kernels)
+    placing: dict[tuple, tuple] = {}  # a chain -> what it says of a kernel (kernels share a few thousand chains)
+    ruled_ops: dict[int, bool] = {}  # index in `around` -> the op has a FLOP rule
     for i, k in enumerate(kernels):
         args = k.get("args") or {}
-        chain = chains.get(i, [])
-        ops = [e for e in chain if e.get("cat") == "cpu_op"]
-        if not ops and i not in early:
+        chain = chains.get(i, ())
+        if chain not in placing:
+            ops = [j for j in chain if around[j].get("cat") == "cpu_op"]
+            annotations = tuple(str(around[j]["name"]) for j in chain if around[j].get("cat") == "user_annotation")
+            modules = [str(around[j]["name"])[len(MODULE_PREFIX):] for j in chain
+                       if around[j].get("cat") == "python_function"]
+            for j in ops:
+                if j not in ruled_ops:
+                    ruled_ops[j] = _work(around[j], op_work) is not None
+            # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
+            ruled = next((around[j] for j in ops if ruled_ops[j]), None)
+            innermost = str(around[ops[-1]]["name"]) if ops else None
+            placing[chain] = (bool(ops), annotations, modules[-1] if modules else None, innermost, ruled)
+        linked, annotations, module, innermost, ruled = placing[chain]
+        if not linked and i not in early:
             unlinked += 1
-        annotations = tuple(str(e["name"]) for e in chain if e.get("cat") == "user_annotation")
-        modules = [str(e["name"])[len(MODULE_PREFIX):] for e in chain if e.get("cat") == "python_function"]
         row = {"run": 0, "id": len(rows), "kernel": str(k.get("name")), "launches": 1,
                "grid": _dim3(args.get("grid")), "block": _dim3(args.get("block")),
                "device": None if args.get("device") is None else str(args["device"]), **device,
-               "process": process, "nvtx": annotations, "module": modules[-1] if modules else None,
-               "op": str(ops[-1]["name"]) if ops else None, "time_s": float(k.get("dur", math.nan)) * US,
+               "process": process, "nvtx": annotations, "module": module,
+               "op": innermost, "time_s": float(k.get("dur", math.nan)) * US,
                "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
-        ruled = [op for op in ops if _work(op, op_work) is not None]
-        if ruled:  # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
-            counted_op.setdefault(id(ruled[0]), (ruled[0], []))[1].append(len(rows))
+        if ruled is not None:
+            counted_op.setdefault(id(ruled), (ruled, []))[1].append(len(rows))
             # the op's own compute kernel: launched by an op of the rule table (not a copy, clone or bias add)
-            row["_direct"] = str(ops[-1]["name"]) in FLOP_OPS
-            row["op"] = str(ruled[0]["name"])
+            row["_direct"] = innermost in FLOP_OPS
+            row["op"] = str(ruled["name"])
         rows.append(row)
     if not ranges:
         _shape_work(rows, counted_op, op_work, shapes)
@@ -232,6 +262,9 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if unlinked:
         notes.append(f"{unlinked} kernel(s) whose launching operator is not in the trace (no cpu_op around their "
                      f"launch): kept, without an op")
+    if deep:
+        notes.append(f"{deep} kernel(s) launched inside more than {MAX_DEPTH} nested operators, modules and "
+                     f"annotations (ranges never closed?): only the innermost {MAX_DEPTH} of each are read")
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
 
@@ -248,7 +281,8 @@ def _read(source: Source, _found) -> pd.DataFrame:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A JSON number (not a bool, which Python counts as an int)."""
+    return type(value) is int or type(value) is float
 
 
 def _busy_per_device(rows: list[dict]) -> float | None:
@@ -326,12 +360,10 @@ def operator_work(path) -> pd.DataFrame:
     from ..torch_flops import op_work
 
     source = read_source(path)
-    if _find(source) is None:
+    if TRACE.recognise(source) is None:
         raise CeilingsError(f"{path}: not a torch.profiler trace")
     rows = []
-    for e in _events(_load(source)):
-        if e.get("cat") != "cpu_op":
-            continue
+    for e in _events(_load(source)).get("cpu_op", []):
         a = e.get("args") or {}
         dims = a.get("Input Dims") or []
         work = op_work(str(e.get("name")), dims, a.get("Input type") or [], a.get("Concrete Inputs"))
@@ -362,4 +394,4 @@ def _busy_seconds(intervals: list[tuple[float, float]]) -> float | None:
     return total * US
 
 
-TRACE = Format("torch.profiler trace", COUNTERS, _find, _read)
+TRACE = Format("torch.profiler trace", COUNTERS, _find, _read, head=HEAD_BYTES)
