@@ -34,8 +34,8 @@ from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
 from .readers import ncu_csv
 from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
 from .readers.registry import detect
-from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
-                      launch_time, with_rates)
+from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive,
+                      impossible_rates, launch_clock, launch_time, with_rates)
 
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -234,8 +234,6 @@ def _first_error(data: bytes) -> str:
 FACT_PREFIXES = ("launch__", "device__attribute_")
 # two runs' times of one kernel (median per launch) that differ by more than this factor are reported
 TIME_DISAGREEMENT = 1.2
-# FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
-IMPOSSIBLE_RATE = 1.05
 NAME_IN_WARNING = 60
 GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
 
@@ -411,7 +409,6 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
-    _impossible_rates(launches, derived, warnings)
     if len(nsys_rows):
         needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
         times = _nsys_times(list(launches["kernel"].unique()), nsys_rows, warnings)
@@ -458,9 +455,11 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if by == "module" and table["module"].isna().all():
         notes.append("--by module: the profile records no nn.Module ranges (torch.profiler records them as "
                      "python_function events with with_stack=True; analysis.torch_profile sets it)")
-    out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
-    out.attrs["missing"] = table.attrs["missing"]
     out.attrs["gpus"] = _gpus(table, launches)
+    # an impossible rate first: it makes the row's numbers wrong
+    out.attrs["warnings"] = (impossible_rates(out, out.attrs["gpus"]) + warnings + notes
+                             + out.attrs.get("warnings", []) + diagnosis)
+    out.attrs["missing"] = table.attrs["missing"]
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
     busy = [f.attrs.get("busy_all_s" if include_early else "busy_s") for _, f in counted]
     whole = pattern is None and nvtx is None and not len(nsys_rows)
@@ -614,43 +613,20 @@ def _tensor_warnings(launches: pd.DataFrame, derived: pd.DataFrame, warnings: li
                         f"FLOPs and are not in flops (see the ops_tensor_int column)")
 
 
-def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: list[str]) -> None:
-    """FLOPs per SM cycle above the architecture's peak (ceilings.peaks) point at wrong counters."""
-    from ceilings.peaks import ARCHITECTURES
-
-    cycles = launches.get("sm__cycles_elapsed.avg")
-    sms = launches.get("device__attribute_multiprocessor_count")
-    if cycles is None or sms is None:
-        return
-    rates = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16"}
-    for prec, key in rates.items():
-        peak = launches["cc"].map(lambda cc: ARCHITECTURES[cc].sm_rates.get(key) if cc in ARCHITECTURES else None)
-        per_cycle = derived[f"flops_{prec}"] / (cycles * sms)
-        bad = per_cycle > IMPOSSIBLE_RATE * peak.astype("float64")
-        if bad.any():
-            i = bad.idxmax()
-            warnings.append(f"flops_{prec}: {int(bad.sum())} launch(es) report more FLOPs per SM cycle than CC "
-                            f"{launches.at[i, 'cc']} can do (first: {str(launches.at[i, 'kernel'])[:NAME_IN_WARNING]!r}, "
-                            f"{per_cycle[i]:.4g} > {peak[i]:.0f}): the counters are wrong or mislabelled")
-
-
 # what a profile records about its GPU beyond name and CC (ncu's device attributes; a torch trace's
 # deviceProperties are read into the same metrics): enough to tell another GPU when no name is given
 GPU_FACTS = {"sm_count": "device__attribute_multiprocessor_count",
              "max_sm_clock_hz": "device__attribute_max_gpu_frequency_khz",
              "memory_bytes": "device__attribute_total_memory"}
-# the clock attribute is in kHz by its name, but an output that gives its unit ("khz") is already scaled to
-# Hz by the reader: an SM clock is 0.1-10 GHz, so a value under this is still kHz
-KHZ_BELOW = 1e8
 
 
 def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
-    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers)."""
+    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers, base
+    units: the readers give the kHz clock attribute in Hz)."""
     facts = table[["gpu", "cc", "device"]].copy()
     for key, metric in GPU_FACTS.items():
-        if metric in launches.columns and len(launches) == len(facts):
-            values = launches[metric].to_numpy(dtype="float64")
-            facts[key] = np.where(values < KHZ_BELOW, values * 1e3, values) if key == "max_sm_clock_hz" else values
+        if metric in launches.columns:
+            facts[key] = launches[metric].to_numpy(dtype="float64")
     facts = facts.drop_duplicates()
     facts = facts[facts.notna().any(axis=1)]
     return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}

@@ -21,7 +21,7 @@ from ceilings.errors import CeilingsError, describe
 from .contract import COUNTERS, Format, Source
 from ..metrics import EXTENSIVE, canonical_metric
 from .ncu_text import GPU_NAME_METRIC, metric_key
-from ..units import parse_values, unit_factor, unit_factors
+from ..units import metric_factor, parse_values, unit_factors
 
 OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,)")
 # A line after the ncu header that does not start with '"': application output, ==PROF== lines, or the rest
@@ -241,7 +241,7 @@ def read_details(src: Source, start: int) -> pd.DataFrame:
     if gpu_rows.any():  # a string metric: the device's name
         named = pd.Series(df["Metric Value"][gpu_rows].astype(str).to_numpy(), index=launch[gpu_rows])
         meta["gpu"] = named[~named.index.duplicated()].reindex(meta.index).astype(object)
-    values = parse_values(df["Metric Value"]).to_numpy() * unit_factors(df["Metric Unit"])
+    values = parse_values(df["Metric Value"]).to_numpy() * unit_factors(df["Metric Unit"], df["Metric Name"])
     names = df["Metric Name"].cat
     if "Section Name" in df.columns:
         sections = df["Section Name"].cat
@@ -291,7 +291,7 @@ def read_raw(src: Source, start: int) -> pd.DataFrame:
     for col in header:
         if col in RAW_META or not col or "_Range:" in col or col == GPU_NAME_METRIC:  # RAW_META, NVTX, or an empty cell (a trailing ",")
             continue
-        series = pd.Series(parse_values(df[col]).to_numpy() * unit_factor(unit_of.get(col, "")), index=df.index)
+        series = pd.Series(parse_values(df[col]).to_numpy() * metric_factor(col, unit_of.get(col, "")), index=df.index)
         key = canonical_metric(col)
         metrics[key] = metrics[key].fillna(series) if key in metrics else series
     out = pd.concat([meta, pd.DataFrame(metrics).reset_index(drop=True)], axis=1)
@@ -342,7 +342,7 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     first = named.drop_duplicates(keys)
     launch = pd.Series(range(len(first)), index=pd.MultiIndex.from_frame(first[keys]))
     codes = launch.reindex(pd.MultiIndex.from_frame(named[keys])).to_numpy()
-    values = parse_values(named["Average"]).to_numpy() * unit_factors(named["Metric Unit"])
+    values = parse_values(named["Average"]).to_numpy() * unit_factors(named["Metric Unit"], named["Metric Name"])
     metrics = pd.DataFrame({"_launch": codes, "metric": [metric_key(sec, name) for sec, name in
                                                          zip(named.get("Section Name", [None] * len(named)),
                                                              named["Metric Name"])],
