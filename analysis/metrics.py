@@ -383,8 +383,10 @@ def impossible_rates(table: pd.DataFrame, gpus: Sequence[Mapping]) -> list[str]:
             out.append(f"{IMPOSSIBLE} {len(over)} kernel(s) report more {kind} than their GPU can do: {named}{more}; "
                        f"the counters, shapes, time or precision of those rows are wrong, not the kernels fast")
     if unchecked:
+        named = "; ".join(str(g.get("gpu") or "the unnamed GPU") for g in gpus)
         why = ("the profile does not say which GPU it ran on (collect device__attribute_display_name with ncu)"
-               if not any(g.get("gpu") for g in gpus) else f"no datasheet row (ceilings/data/datasheets.csv) or compute capability, SM count "
-               f"and max SM clock for {'; '.join(str(g.get('gpu') or 'the unnamed GPU') for g in gpus)}")
+               if not any(g.get("gpu") for g in gpus) else
+               f"neither a datasheet row (ceilings/data/datasheets.csv) nor the compute capability's units "
+               f"(ceilings.peaks) with SM count and max SM clock give a peak for {named}")
         out.append(f"{', '.join(unchecked)} not checked against a physical peak: {why}")
     return out
