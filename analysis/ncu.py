@@ -456,6 +456,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         notes.append("--by module: the profile records no nn.Module ranges (torch.profiler records them as "
                      "python_function events with with_stack=True; analysis.torch_profile sets it)")
     out.attrs["gpus"] = _gpus(table, launches)
+    conventions = {f.attrs.get("attention_flops") for f in frames} - {None}
+    if conventions:  # how causal attention was counted (--flops), in the CSV and JSON beside the numbers
+        out["attention_flops"] = conventions.pop()
     # an impossible rate first: it makes the row's numbers wrong
     out.attrs["warnings"] = (impossible_rates(out, out.attrs["gpus"]) + warnings + notes
                              + out.attrs.get("warnings", []) + diagnosis)

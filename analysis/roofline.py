@@ -507,6 +507,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                         f"their % of roof a lower bound; profile with ncu for DRAM bytes")
     # the kernel table's index is kept, so tables judged against different roofs align row by row
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS), index=kernels.index)
+    if "attention_flops" in kernels.columns:  # a torch trace's --flops convention for causal attention
+        table["attention_flops"] = kernels["attention_flops"]
     table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
     table.attrs["warnings"] = warnings
     table.attrs["not_judged"] = not_judged

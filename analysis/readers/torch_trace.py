@@ -235,7 +235,8 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
 
-    if not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values()):
+    attention = not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values())
+    if attention:
         other = next(c for c in FLOP_CONVENTIONS if c != convention)
         notes.append(f"attention FLOPs count {FLOP_CONVENTIONS[convention]} (--flops {convention}); --flops "
                      f"{other} counts {FLOP_CONVENTIONS[other]}")
@@ -243,7 +244,9 @@ def _read(source: Source, _found) -> pd.DataFrame:
         notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
                      f"shapes; their times are the profiler's ranges, not kernel times")
     # busy_all_s: with the kernels launched before the trace began (kernel_table's include_early)
-    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all)
+    # attention_flops: the convention its attention FLOPs follow, for the table's column of that name
+    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all,
+                    attention_flops=convention if attention else None)
     return df
 
 
