@@ -236,6 +236,7 @@ FACT_PREFIXES = ("launch__", "device__attribute_")
 TIME_DISAGREEMENT = 1.2
 NAME_IN_WARNING = 60
 GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
+KERNELS_LISTED = 3  # kernels named in a warning that covers many
 
 
 @dataclass
@@ -312,11 +313,17 @@ def _check_times(both: pd.DataFrame, timed: Sequence[Run], warnings: list[str]) 
     if per_run.shape[1] < 2:
         return
     spread = per_run.max(axis=1) / per_run.min(axis=1)
-    for kernel, ratio in spread[spread > TIME_DISAGREEMENT].items():
+    apart = spread[spread > TIME_DISAGREEMENT]
+    if apart.empty:
+        return
+    said = []  # one warning for them all: a profile of many kernels would print one line each
+    for kernel, ratio in apart.head(KERNELS_LISTED).items():
         values = ", ".join(f"{timed[o].label} {_ms(t)}" for o, t in per_run.loc[kernel].dropna().items())
         used = timed[int(per_run.loc[kernel].first_valid_index())]
-        warnings.append(f"time_s: runs disagree on {str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x (median per "
-                        f"launch: {values}); used {used.label}; choose the timing run with --time-run N")
+        said.append(f"{str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x ({values}; used {used.label})")
+    more = f"; and {len(apart) - KERNELS_LISTED} more" if len(apart) > KERNELS_LISTED else ""
+    warnings.append(f"time_s: runs disagree on {len(apart)} kernel(s) by more than {TIME_DISAGREEMENT}x (median per "
+                    f"launch): {'; '.join(said)}{more}; choose the timing run with --time-run N")
 
 
 def _ms(seconds: float) -> str:

@@ -467,6 +467,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
 
     not_judged: list[str] = []
     reasons: dict[str, list[str]] = {}  # why -> the kernels not judged for it
+    above: list[str] = []  # the kernels faster than their roof, with their % of it
     total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
     gpus = list(kernels.attrs.get("gpus", []))
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
@@ -494,8 +495,12 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                 warnings.append(f"{row['short_name']}: {', '.join(row['borrowed'])} charged at the "
                                 f"{row['precision']} roof: the roofs have no ceiling for it")
             if row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
-                warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
-                                f"may be low (clock, incomplete run) or the counters wrong")
+                above.append(f"{row['short_name']} at {row['pct_of_roof']:.0f}%")
+    if above:  # one line for them all, as for the reasons below
+        shown = ", ".join(above[:NAMES_SHOWN]) + (f" and {len(above) - NAMES_SHOWN} more" if len(above) > NAMES_SHOWN
+                                                  else "")
+        warnings.append(f"{len(above)} kernel(s) run above their roof ({shown} of it); the roofs may be low "
+                        f"(clock, incomplete run) or the counters wrong")
     for why, names in reasons.items():  # one line per reason: a trace can leave hundreds of kernels unjudged
         shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
         warnings.append(f"{shown}: not judged ({why})" if len(names) == 1 else
