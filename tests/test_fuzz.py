@@ -350,3 +350,23 @@ def test_absurd_shapes_give_an_impossible_rate_naming_the_kernel(tmp_path, capsy
                                                   "computeMinor": 0, "numSms": 132}], "traceEvents": events}))
     rc, _, err = _call(ncu.main, [f, "--json", tmp_path / "t.out"], capsys)
     assert rc == 0 and "IMPOSSIBLE RATE: 1 kernel(s) report more fp32 FLOP/s" in err and "'sgemm_huge'" in err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "1" * 400, "1e30", "0", "2.5"])
+def test_a_kernel_table_csv_with_an_impossible_launch_count_is_refused(value, tmp_path, capsys):
+    """analysis.ncu's own CSV read back: its first kernel's launches (2) replaced; a 400-digit count, which
+    read_csv keeps as a Python int, too."""
+    lines = (DATA / "roofline" / "kernels.csv").read_text().splitlines()
+    cells = lines[1].rsplit('",', 1)
+    lines[1] = cells[0] + '",' + value + cells[1][cells[1].index(","):]
+    f = tmp_path / "k.csv"
+    f.write_text("\n".join(lines) + "\n")
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and "gemm_kernel" in err and "launches" in err and "whole number from 1 up" in err, err
+
+
+def test_a_torch_event_with_a_wrong_typed_field_is_refused_by_name(tmp_path, capsys):
+    f = tmp_path / "t.pt.trace.json"
+    f.write_text(json.dumps(_trace(dur="12")))
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and "traceEvents[0] ('k'): dur = '12', not a number of microseconds" in err, err

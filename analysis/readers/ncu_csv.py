@@ -31,6 +31,7 @@ NON_CSV_LINE = re.compile(rb'\n[^"\n]')
 # The start of a data row ('"12",') or of a repeated header ('"ID",'): never the rest of a quoted field.
 RECORD_START = re.compile(rb'"(?:\d+|ID)",')
 MAX_ID = 1 << 40  # launch IDs are below this: a launch's key is run x MAX_ID + ID
+MAX_LAUNCHES = 2.0**63  # a count of launches is an int64
 # Cells of the value column that read_csv itself reads as NaN (ncu's 'n/a'; nan and inf are missing too);
 # other words ('(!) nan', 'PolicySpread') make it a column of strings, parsed by units.parse_values.
 VALUE_NA = ["", "n/a", "N/A", "nan", "NaN", "-nan", "inf", "-inf"]
@@ -355,18 +356,29 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
         df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str, "gpu": str, "process": str, "tensor_type": str}, encoding_errors="replace")
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable kernel table CSV ({describe(exc)})") from None
-    launches = pd.to_numeric(df["launches"], errors="coerce")
-    if df["kernel"].isna().any() or launches.isna().any() or (launches <= 0).any():
+    launches = _numbers(df["launches"])
+    if df["kernel"].isna().any() or launches.isna().any():
         raise CeilingsError(f"{path}: kernel table CSV with a row lacking kernel or launches; truncated file?")
+    bad = ~((launches >= 1) & (launches < MAX_LAUNCHES) & (launches % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise CeilingsError(f"{path}: kernel {str(df['kernel'].iloc[i])[:80]!r}: {df['launches'].iloc[i]} launches; a "
+                            f"count is a whole number from 1 up; edited or corrupt file?")
     out = pd.DataFrame({"run": 0, "id": df["id"] if "id" in df.columns else np.arange(len(df)),
                         "kernel": df["kernel"], "launches": launches.astype("int64")})
     for col in EXTENSIVE:  # a column an older table lacks (ops_tensor_int, alg_bytes) is missing
-        out[col] = pd.to_numeric(df[col], errors="coerce") / launches if col in df.columns else float("nan")
+        out[col] = _numbers(df[col]) / launches if col in df.columns else float("nan")
     if "sm_clock_hz" in df.columns:
-        out["sm_clock_hz"] = pd.to_numeric(df["sm_clock_hz"], errors="coerce")
+        out["sm_clock_hz"] = _numbers(df["sm_clock_hz"])
     for col in ("grid", "block", "device", "cc", "gpu", "process", "tensor_type"):
         out[col] = df[col].astype("object").where(df[col].notna(), None) if col in df.columns else None
     return out
+
+
+def _numbers(column: pd.Series) -> pd.Series:
+    """A column as floats, text NaN; through text, as read_csv keeps an integer too long for int64 as a Python
+    int, which to_numeric cannot make a float (a 400-digit count becomes inf, refused by the value check)."""
+    return pd.to_numeric(column.astype(str), errors="coerce")
 
 
 SUMMARY_KEYS = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device"]
@@ -384,8 +396,10 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     records = csv_records(src.data, start)
     header = _header(records[0], src.path)
     try:
-        df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False)
-    except pd.errors.ParserError as exc:
+        with warnings.catch_warnings():  # a row longer than the header: an error, not cells dropped quietly
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False)
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
         raise parse_error(src.path, exc, record_lines(src.data, start, records), "ncu summary CSV") from None
     keys = [k for k in SUMMARY_KEYS if k in df.columns]
     named = df[df["Metric Name"] != ""]

@@ -85,13 +85,22 @@ def _load(source: Source) -> dict:
     return doc
 
 
-def _events(doc: dict) -> list[dict]:
+def _events(doc: dict, path: str) -> list[dict]:
     """The trace's complete ("X") events, in today's vocabulary (CATEGORIES, ARGUMENTS): old traces' events
-    are renamed in place."""
+    are renamed in place. An event whose ts or dur is no finite number (dur: 0 or more), or whose args are
+    no object, is refused here, naming it: the reader's arithmetic takes them as they are."""
     events = []
-    for e in doc["traceEvents"]:
+    for i, e in enumerate(doc["traceEvents"]):
         if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
             continue
+        wrong = next((f"{key} = {str(e[key])[:40]!r}, not a number of microseconds" for key in ("ts", "dur")
+                      if key in e and not (_is_number(e[key]) and math.isfinite(e[key])
+                                           and (key == "ts" or e[key] >= 0))), None)
+        if wrong is None and not isinstance(e.get("args", {}), dict):
+            wrong = f"args = {str(e['args'])[:40]!r}, not an object"
+        if wrong:
+            raise CeilingsError(f"{path}: traceEvents[{i}] ({str(e.get('name'))[:60]!r}): {wrong}; edited or "
+                                f"corrupt trace? Profile again")
         cat = str(e.get("cat", "")).lower()
         cat = CATEGORIES.get(cat, cat)
         if cat == "cpu_op" and str(e.get("name", "")).startswith(STEP_PREFIX):
@@ -160,7 +169,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
 
     doc = _load(source)
     device = _device(doc, source.path)
-    events = _events(doc)
+    events = _events(doc, source.path)
     by_cat: dict[str, list[dict]] = defaultdict(list)
     for e in events:
         by_cat[e.get("cat")].append(e)
@@ -332,7 +341,7 @@ def operator_work(path) -> pd.DataFrame:
     if _find(source) is None:
         raise CeilingsError(f"{path}: not a torch.profiler trace")
     rows = []
-    for e in _events(_load(source)):
+    for e in _events(_load(source), source.path):
         if e.get("cat") != "cpu_op":
             continue
         a = e.get("args") or {}
