@@ -370,3 +370,18 @@ def test_a_torch_event_with_a_wrong_typed_field_is_refused_by_name(tmp_path, cap
     f.write_text(json.dumps(_trace(dur="12")))
     rc, _, err = _call(ncu.main, [f], capsys)
     assert rc == 2 and "traceEvents[0] ('k'): dur = '12', not a number of microseconds" in err, err
+
+
+def test_an_input_found_while_working_is_refused_as_an_output_at_once(tmp_path):
+    """A run that finds more inputs (files in a folder) learns them through add_inputs: an output already
+    wanted that is one of them is refused there, before anything is computed or written."""
+    from ceilings.atomic import Outputs
+    from ceilings.errors import CeilingsError
+
+    found = tmp_path / "found.json"
+    found.write_text("{}")
+    out = Outputs(force=True)
+    out.want("--json", found)
+    with pytest.raises(CeilingsError, match="--json .*found.json: that is an input of this run"):
+        out.add_inputs([found])
+    assert found.read_text() == "{}"

@@ -665,7 +665,7 @@ def test_outputs_are_kept_without_force_and_checked_before_any_work(option, name
     args = [*ROOFLINE_ARGS, option, str(old), other_option, str(other)]
     assert roofline.main(args) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"{option} {old}: the file exists; pass --force" in err
+    assert err.count("\n") == 1 and f"{option} {old} exists; pass --force" in err
     assert old.read_text() == "old\n" and not other.exists() and fixture_reader.calls == []
     assert roofline.main([*args, "--force"]) == 0
     assert old.read_bytes() != b"old\n" and other.exists()

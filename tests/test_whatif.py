@@ -178,7 +178,7 @@ def test_csv_is_kept_without_force_and_checked_before_any_work(tmp_path, fixture
     args = [str(KERNELS), "--roofs", str(ROOFS), "--on", str(twice_as_fast(tmp_path)), "--csv", str(old)]
     assert whatif.main(args) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"--csv {old}: the file exists; pass --force" in err
+    assert err.count("\n") == 1 and f"--csv {old} exists; pass --force" in err
     assert old.read_text() == "old\n" and fixture_reader.calls == []
     assert whatif.main([*args, "--force"]) == 0
     assert len(pd.read_csv(old)) == 2 * 7
