@@ -373,9 +373,9 @@ def steps_table(model: Model, setup: Setup, gpu: Gpu, steps: Sequence[tuple[int,
     what speculation gives)."""
     rows = []
     for tokens, context in steps:
-        ops = step_ops(model, setup, tokens, context)
-        time_s = step_time(gpu.roofs, ops, costs, gpu.link)
+        placed = place(gpu.roofs, step_ops(model, setup, tokens, context), "step", costs, gpu.link)  # once
+        time_s = phase_total(placed, "time_s")
         rows.append({"gpu": gpu.label, "tokens": tokens, "context": context, "time_s": time_s,
-                     "time_at_roof_s": step_time(gpu.roofs, ops, None, gpu.link),
+                     "time_at_roof_s": phase_total(placed, "time_at_roof_s"),
                      "time_per_token_s": time_s / (setup.batch * tokens)})
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
