@@ -6,6 +6,7 @@ Every derived quantity is missing (NaN) when the metrics it needs are absent: ne
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 from ceilings.lazy import lazy
 
@@ -294,3 +295,104 @@ def with_rates(table: pd.DataFrame) -> pd.DataFrame:
     t["flop_per_s"] = t["flops"] / time
     t["dram_bytes_per_s"] = t["dram_bytes"] / time
     return t
+
+
+# ------------------------------------------------------------------------------ rates no GPU can reach
+# A rate above what its GPU can physically do is a wrong count, shape, time or precision, never a fast
+# kernel. The limit is the peak times a margin: 5 % over a peak derived from the profile's own clock and SM
+# count (exact physics, rounding aside); 25 % over a datasheet figure, whose boost clock is typical, not the
+# maximum (an RTX 4090 boosts to 2.79 GHz against its datasheet's 2.52).
+DERIVED_MARGIN = 1.05
+DATASHEET_MARGIN = 1.25
+# tensor FLOPs of a 2:4 sparse kernel are the dense work, done at up to twice the dense rate
+SPARSE_FACTOR = 2
+# tensor FLOPs of no known input type: twice again over the best listed type, for types narrower than the
+# tables list (FP4 on Blackwell runs at twice FP8)
+UNTYPED_TENSOR_FACTOR = 2 * SPARSE_FACTOR
+# table column -> the peak key (ceilings.peaks) it is held against; tensor: tensor.<its type>
+RATE_LIMITS = {"flops_fp64": "fp64", "flops_fp32": "fp32", "flops_fp16": "fp16", "flops_tensor": "tensor",
+               "dram_bytes": "dram"}
+RATE_KINDS = {"flops_fp64": "fp64 FLOP/s", "flops_fp32": "fp32 FLOP/s", "flops_fp16": "fp16 FLOP/s",
+              "flops_tensor": "tensor FLOP/s", "dram_bytes": "DRAM B/s"}  # what each rate is, in words
+IMPOSSIBLE = "IMPOSSIBLE RATE:"  # the first words of the warning
+KERNELS_NAMED = 3
+KERNEL_NAME_CUT = 60
+
+
+def physical_peaks(gpu: Mapping) -> dict[str, tuple[float, str]]:
+    """The most a GPU of kernel_table's attrs["gpus"] can do, by peak key (FLOP/s; `dram` in B/s), margin
+    included, each with its source: its compute capability's units per SM x SM count x max SM clock
+    (ceilings.peaks; facts the profile lacks from the GPU's datasheet row), and the datasheet row's own
+    figures; the larger where both give one. Empty when neither is known."""
+    from ceilings import datasheet, peaks
+
+    row = datasheet.match_device(gpu["gpu"], gpu.get("memory_bytes")) if gpu.get("gpu") else None
+    out = {k: (v * DATASHEET_MARGIN, f"{row.display_name} datasheet, +{DATASHEET_MARGIN - 1:.0%}")
+           for k, v in row.peaks().items()} if row else {}
+    cc = gpu.get("cc") or (row.compute_capability if row else None)
+    sms = gpu.get("sm_count") or (row.sm_count if row else None)
+    clock = gpu.get("max_sm_clock_hz") or (row.boost_clock_mhz * 1e6 if row else None)
+    derived = peaks.clock_derived_peaks({"compute_capability": cc, "sm_count": sms, "max_sm_clock_hz": clock,
+                                         "name": gpu.get("gpu")})
+    how = f"CC {cc} units x {sms:.0f} SMs x {clock / 1e9:.3g} GHz, +{DERIVED_MARGIN - 1:.0%}" if sms and clock else ""
+    for key, value in derived.items():
+        if key != "dram" and value * DERIVED_MARGIN > out.get(key, (0.0, ""))[0]:
+            out[key] = (value * DERIVED_MARGIN, how)
+    return out
+
+
+def _limit(peaks: Mapping[str, tuple[float, str]], column: str, tensor_type) -> tuple[float, str] | None:
+    key = RATE_LIMITS[column]
+    if key != "tensor":
+        return peaks.get(key)
+    if isinstance(tensor_type, str) and f"tensor.{tensor_type}" in peaks:
+        value, source = peaks[f"tensor.{tensor_type}"]
+        return value * SPARSE_FACTOR, f"tensor.{tensor_type}: {source}, x{SPARSE_FACTOR} for 2:4 sparsity"
+    typed = [(v, k, s) for k, (v, s) in peaks.items() if k.startswith("tensor.") and k != "tensor.int8"]
+    if not typed:
+        return None
+    value, key, source = max(typed)
+    return (value * UNTYPED_TENSOR_FACTOR, f"{key}, the fastest type: {source}, x{UNTYPED_TENSOR_FACTOR} for "
+            f"sparsity and narrower types, the input type being unknown")
+
+
+def impossible_rates(table: pd.DataFrame, gpus: Sequence[Mapping]) -> list[str]:
+    """Warnings (IMPOSSIBLE first) for the rows of a kernel table whose FLOP/s of a precision or DRAM B/s
+    exceed the physical peak of the profile's GPU (physical_peaks; the largest when the profile holds
+    several GPUs), one per kind naming the first kernels; and one saying which rates could not be checked
+    and why (a GPU the profile does not name, or no peak for that kind)."""
+    from ceilings.report import format_rate
+
+    per_gpu = [physical_peaks(g) for g in gpus]
+    # a kind is checked only where every GPU of the profile gives it a limit: the row may be any one's
+    keys = set.intersection(*(set(p) for p in per_gpu)) if per_gpu else set()
+    peaks = {k: max(p[k] for p in per_gpu) for k in keys}
+    time = table["time_s"].astype("float64")
+    time = time.where(time > 0)
+    types = table["tensor_type"] if "tensor_type" in table.columns else pd.Series(None, index=table.index)
+    out, unchecked = [], []
+    for column, kind in RATE_KINDS.items():
+        rate = table[column].astype("float64") / time
+        rate = rate[np.isfinite(rate) & (rate > 0)]
+        if rate.empty:
+            continue
+        limits = [_limit(peaks, column, types[i]) for i in rate.index]
+        if all(limit is None for limit in limits):
+            unchecked.append(kind)
+            continue
+        over = [(i, r, lim) for i, r, lim in zip(rate.index, rate, limits) if lim is not None and r > lim[0]]
+        if over:
+            unit = kind.split()[-1]
+            named = "; ".join(f"{str(table.at[i, 'kernel'])[:KERNEL_NAME_CUT]!r} at {format_rate(r, unit)} (limit "
+                              f"{format_rate(lim[0], unit)}: {lim[1]})" for i, r, lim in over[:KERNELS_NAMED])
+            more = f"; and {len(over) - KERNELS_NAMED} more" if len(over) > KERNELS_NAMED else ""
+            out.append(f"{IMPOSSIBLE} {len(over)} kernel(s) report more {kind} than their GPU can do: {named}{more}; "
+                       f"the counters, shapes, time or precision of those rows are wrong, not the kernels fast")
+    if unchecked:
+        named = "; ".join(str(g.get("gpu") or "the unnamed GPU") for g in gpus)
+        why = ("the profile does not say which GPU it ran on (collect device__attribute_display_name with ncu)"
+               if not any(g.get("gpu") for g in gpus) else
+               f"neither a datasheet row (ceilings/data/datasheets.csv) nor the compute capability's units "
+               f"(ceilings.peaks) with SM count and max SM clock give a peak for {named}")
+        out.append(f"{', '.join(unchecked)} not checked against a physical peak: {why}")
+    return out

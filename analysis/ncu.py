@@ -29,8 +29,18 @@ from ceilings.errors import CeilingsError, cli_entry, describe
 from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
 from ceilings.lazy import lazy
 
-from .metrics import (EXTENSIVE, OUTPUT_COLUMNS, PHANTOM_NOTE, TENSOR_METRICS, TIME_METRICS, derive, launch_clock,
-                      launch_time, with_rates)
+from .metrics import (
+    EXTENSIVE,
+    OUTPUT_COLUMNS,
+    PHANTOM_NOTE,
+    TENSOR_METRICS,
+    TIME_METRICS,
+    derive,
+    impossible_rates,
+    launch_clock,
+    launch_time,
+    with_rates,
+)
 from .readers import ncu_csv
 from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
 
@@ -71,11 +81,6 @@ def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFra
         # not UTF-8 in a cell: one line, not a traceback
         raise CeilingsError(f"{source.path}: {fmt.name} that does not parse ({describe(exc)}); truncated or "
                             f"edited file? Export it again") from None
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:  # a field of the wrong type (text in an
-        # integer column, an object where a number belongs): every reader's, refused here in one line
-        raise CeilingsError(f"{source.path}: {fmt.name} with a field of the wrong type or range "
-                            f"({type(exc).__name__}: {describe(exc)}); edited or corrupt file? Export it again"
-                            ) from None
     return _finish(df, Path(source.path), source.data, fmt)
 
 
@@ -163,7 +168,7 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
     not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
     and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
     launches = df["launches"].map(_number).astype("float64")
-    bad = ~(launches.between(1, MAX_COUNTER) & (launches % 1 == 0))
+    bad = ~((launches >= 1) & (launches < ncu_csv.MAX_LAUNCHES) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {df['launches'].iloc[i]!r} launches; a count is a "
@@ -238,10 +243,9 @@ def _first_error(data: bytes) -> str:
 FACT_PREFIXES = ("launch__", "device__attribute_")
 # two runs' times of one kernel (median per launch) that differ by more than this factor are reported
 TIME_DISAGREEMENT = 1.2
-# FLOPs per SM cycle this far above the architecture's peak are flagged as impossible
-IMPOSSIBLE_RATE = 1.05
 NAME_IN_WARNING = 60
-GROUPS_LISTED = 3  # runs (and kernels whose runs disagree) named in a warning; --per-process shows every one
+GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
+KERNELS_LISTED = 3  # kernels named in a warning that covers many
 
 
 @dataclass(frozen=True)
@@ -338,16 +342,17 @@ def _check_times(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: 
         return
     spread = per_run.max(axis=1) / per_run.min(axis=1)
     apart = spread[spread > TIME_DISAGREEMENT]
-    for (g, kernel), ratio in apart.iloc[:GROUPS_LISTED].items():
+    if apart.empty:
+        return
+    said = []  # one warning for them all: a profile of many kernels would print one line each
+    for (g, kernel), ratio in apart.iloc[:KERNELS_LISTED].items():
         times = per_run.loc[(g, kernel)].dropna()
         values = ", ".join(f"{timed[g][int(o)].label} {_ms(t)}" for o, t in times.items())
         used = timed[g][int(times.index[0])]
-        warnings.append(f"time_s: runs disagree on {str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x (median per "
-                        f"launch: {values}); used {used.label}; choose the timing run with --time-run N")
-    if len(apart) > GROUPS_LISTED:  # one line for the rest: a thousand processes are not a thousand lines
-        warnings.append(f"time_s: runs disagree on {len(apart) - GROUPS_LISTED} more kernel(s) of a group by up to "
-                        f"{apart.iloc[GROUPS_LISTED:].max():.3g}x, timed the same way; choose the timing run with "
-                        f"--time-run N")
+        said.append(f"{str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x ({values}; used {used.label})")
+    more = f"; and {len(apart) - KERNELS_LISTED} more" if len(apart) > KERNELS_LISTED else ""
+    warnings.append(f"time_s: runs disagree by more than {TIME_DISAGREEMENT}x (median per launch) on {len(apart)} "
+                    f"kernel(s) of a group of runs: {'; '.join(said)}{more}; choose the timing run with --time-run N")
 
 
 def _ms(seconds: float) -> str:
@@ -441,7 +446,6 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
-    _impossible_rates(launches, derived, warnings)
     if len(nsys_rows):
         needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
         times = _nsys_times(list(launches["kernel"].unique()), nsys_rows, warnings)
@@ -488,9 +492,14 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if by == "module" and table["module"].isna().all():
         notes.append("--by module: the profile records no nn.Module ranges (torch.profiler records them as "
                      "python_function events with with_stack=True; analysis.torch_profile sets it)")
-    out.attrs["warnings"] = warnings + notes + out.attrs.get("warnings", []) + diagnosis
-    out.attrs["missing"] = table.attrs["missing"]
     out.attrs["gpus"] = _gpus(table, launches)
+    conventions = {f.attrs.get("attention_flops") for f in frames} - {None}
+    if conventions:  # how causal attention was counted (--flops), in the CSV and JSON beside the numbers
+        out["attention_flops"] = conventions.pop()
+    # an impossible rate first: it makes the row's numbers wrong
+    out.attrs["warnings"] = (impossible_rates(out, out.attrs["gpus"]) + warnings + notes
+                             + out.attrs.get("warnings", []) + diagnosis)
+    out.attrs["missing"] = table.attrs["missing"]
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
     busy = [f.attrs.get("busy_all_s" if include_early else "busy_s") for _, f in counted]
     whole = pattern is None and nvtx is None and not len(nsys_rows)
@@ -645,43 +654,20 @@ def _tensor_warnings(launches: pd.DataFrame, derived: pd.DataFrame, warnings: li
                         f"FLOPs and are not in flops (see the ops_tensor_int column)")
 
 
-def _impossible_rates(launches: pd.DataFrame, derived: pd.DataFrame, warnings: list[str]) -> None:
-    """FLOPs per SM cycle above the architecture's peak (ceilings.peaks) point at wrong counters."""
-    from kernels.arch import ARCHITECTURES
-
-    cycles = launches.get("sm__cycles_elapsed.avg")
-    sms = launches.get("device__attribute_multiprocessor_count")
-    if cycles is None or sms is None:
-        return
-    rates = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16"}
-    for prec, key in rates.items():
-        peak = launches["cc"].map(lambda cc: ARCHITECTURES[cc].sm_rates.get(key) if cc in ARCHITECTURES else None)
-        per_cycle = derived[f"flops_{prec}"] / (cycles * sms)
-        bad = per_cycle > IMPOSSIBLE_RATE * peak.astype("float64")
-        if bad.any():
-            i = bad.idxmax()
-            warnings.append(f"flops_{prec}: {int(bad.sum())} launch(es) report more FLOPs per SM cycle than CC "
-                            f"{launches.at[i, 'cc']} can do (first: {str(launches.at[i, 'kernel'])[:NAME_IN_WARNING]!r}, "
-                            f"{per_cycle[i]:.4g} > {peak[i]:.0f}): the counters are wrong or mislabelled")
-
-
 # what a profile records about its GPU beyond name and CC (ncu's device attributes; a torch trace's
 # deviceProperties are read into the same metrics): enough to tell another GPU when no name is given
 GPU_FACTS = {"sm_count": "device__attribute_multiprocessor_count",
              "max_sm_clock_hz": "device__attribute_max_gpu_frequency_khz",
              "memory_bytes": "device__attribute_total_memory"}
-# the clock attribute is in kHz by its name, but an output that gives its unit ("khz") is already scaled to
-# Hz by the reader: an SM clock is 0.1-10 GHz, so a value under this is still kHz
-KHZ_BELOW = 1e8
 
 
 def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
-    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers)."""
+    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers, base
+    units: the readers give the kHz clock attribute in Hz)."""
     facts = table[["gpu", "cc", "device"]].copy()
     for key, metric in GPU_FACTS.items():
-        if metric in launches.columns and len(launches) == len(facts):
-            values = launches[metric].to_numpy(dtype="float64")
-            facts[key] = np.where(values < KHZ_BELOW, values * 1e3, values) if key == "max_sm_clock_hz" else values
+        if metric in launches.columns:
+            facts[key] = launches[metric].to_numpy(dtype="float64")
     facts = facts.drop_duplicates()
     facts = facts[facts.notna().any(axis=1)]
     return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}

@@ -489,6 +489,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
 
     not_judged: list[str] = []
     reasons: dict[str, list[str]] = {}  # why -> the kernels not judged for it
+    above: list[str] = []  # the kernels faster than their roof, with their % of it
     total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
     gpus = list(kernels.attrs.get("gpus", []))
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
@@ -522,8 +523,12 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                 warnings.append(f"{row['short_name']}: {', '.join(row['borrowed'])} charged at the "
                                 f"{row['precision']} roof: the roofs have no ceiling for it")
             if row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
-                warnings.append(f"{row['short_name']}: runs at {row['pct_of_roof']:.0f}% of its roof; the roofs "
-                                f"may be low (clock, incomplete run) or the counters wrong")
+                above.append(f"{row['short_name']} at {row['pct_of_roof']:.0f}%")
+    if above:  # one line for them all, as for the reasons below
+        shown = ", ".join(above[:NAMES_SHOWN]) + (f" and {len(above) - NAMES_SHOWN} more" if len(above) > NAMES_SHOWN
+                                                  else "")
+        warnings.append(f"{len(above)} kernel(s) run above their roof ({shown} of it); the roofs may be low "
+                        f"(clock, incomplete run) or the counters wrong")
     if latency_bound:
         warnings.append(f"{latency_bound} kernel(s) latency-bound: within {LATENCY_BOUND_FACTOR:g}x of the launch "
                         f"floor of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
@@ -541,6 +546,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                         f"their % of roof a lower bound; profile with ncu for DRAM bytes")
     # the kernel table's index is kept, so tables judged against different roofs align row by row
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS), index=kernels.index)
+    if "attention_flops" in kernels.columns:  # a torch trace's --flops convention for causal attention
+        table["attention_flops"] = kernels["attention_flops"]
     table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
     table.attrs["warnings"] = warnings
     table.attrs["not_judged"] = not_judged

@@ -41,6 +41,20 @@ def _single_factor(unit: str) -> float:
 
 
 _FACTOR_CACHE: dict[str, float] = {}
+# a metric whose name gives its unit, for outputs that leave the unit cell blank (ncu's raw page of 2019 prints
+# device__attribute_max_gpu_frequency_khz = 1,759,000 with no unit; later ones print "khz")
+NAMED_UNITS = {"_khz": 1e3}
+
+
+def named_factor(metric: str) -> float:
+    """The factor a metric's name implies for a value printed without a unit: '..._khz' -> 1e3, else 1."""
+    return next((f for suffix, f in NAMED_UNITS.items() if metric.endswith(suffix)), 1.0)
+
+
+def metric_factor(metric: str, unit: str | None) -> float:
+    """Multiplier from a metric's printed unit to base units; a blank unit takes the one its name gives."""
+    blank = unit is None or (isinstance(unit, float) and math.isnan(unit)) or not str(unit).strip()
+    return named_factor(metric) if blank else unit_factor(unit)
 
 
 def unit_factor(unit: str | None) -> float:
@@ -98,8 +112,12 @@ def parse_values(values: pd.Series) -> pd.Series:
     return numeric.where(np.isfinite(numeric))
 
 
-def unit_factors(units: pd.Series) -> np.ndarray:
-    """Vectorised unit_factor (units are few: computed once per distinct unit)."""
-    codes, uniques = pd.factorize(units, use_na_sentinel=True)
-    table = np.array([unit_factor(u) for u in uniques] + [1.0])  # sentinel -1 -> last entry, factor 1
-    return table[codes]
+def unit_factors(units: pd.Series, metrics: pd.Series) -> np.ndarray:
+    """Vectorised metric_factor (pairs of metric and unit are few: computed once per distinct pair)."""
+    unit_codes, unit_names = pd.factorize(units, use_na_sentinel=True)
+    metric_codes, metric_names = pd.factorize(metrics, use_na_sentinel=True)
+    unit_names, metric_names = [None, *unit_names], ["", *map(str, metric_names)]  # code -1 (missing) -> 0
+    n = len(unit_names)
+    pair_codes, pairs = pd.factorize((metric_codes.astype("int64") + 1) * n + unit_codes + 1)
+    table = np.array([metric_factor(metric_names[p // n], unit_names[p % n]) for p in pairs])
+    return table[pair_codes]

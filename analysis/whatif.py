@@ -20,9 +20,9 @@ from analysis.roofline import (
     Roofs,
     add_profile_arguments,
     check_outputs,
-    profile_inputs,
     device_warning,
     kernels_of,
+    profile_inputs,
     profile_line,
     roofline_table,
     seconds,
@@ -59,7 +59,7 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
     parts, warnings = [], []
     for gpu in gpus:
         t = roofline_table(gpu, kernels, level=level, precision=precision)
-        # "above its roof" compares with the time measured at home: meaningful on the home GPU only
+        # "above their roof" compares with the time measured at home: meaningful on the home GPU only
         warnings += [f"{gpu.device}: {w}" for w in t.attrs["warnings" if gpu is home else "not_judged"]]
         out = t[["kernel", "short_name", "precision", "bound", "time_s", "time_at_roof_s", "roofs_source",
                  "profile_gpu"]].copy()

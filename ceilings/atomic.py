@@ -18,13 +18,15 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 STDOUT = "-"  # as a text output path: standard output
 
 
-def check_target(path: str | os.PathLike, *, force: bool = True) -> Path:
-    """Raise CeilingsError unless `path` can be written; call it before long work that ends in a write."""
+def check_target(path: str | os.PathLike, *, force: bool = True, option: str | None = None) -> Path:
+    """Raise CeilingsError unless `path` can be written; call it before long work that ends in a write.
+    `option`: the command-line option that named it, for the message."""
     target = Path(path)
     if target.is_dir():
         raise CeilingsError(f"cannot write {target}: it is a folder; give a file name")
     if not force and target.is_file():  # a device or pipe (/dev/null, /dev/stdout) is written, never replaced
-        raise CeilingsError(f"{target} exists; pass --force to overwrite it or choose another --out")
+        raise CeilingsError(f"{f'{option} ' if option else ''}{target} exists; pass --force to overwrite it or "
+                            f"give another name")
     check_folder(target.parent if str(target.parent) else Path("."), target)
     return target
 
@@ -104,14 +106,17 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def write_text(path: str | os.PathLike, text: str, *, force: bool = True) -> Path:
-    """`text` to `path` atomically, or to standard output when `path` is "-"."""
+def write_text(path: str | os.PathLike, text: str | bytes, *, force: bool = True) -> Path:
+    """`text` (or bytes: a rendered picture) to `path` atomically, or to standard output when `path` is "-"."""
     if str(path) == STDOUT:
-        sys.stdout.write(text)
+        sys.stdout.write(text if isinstance(text, str) else text.decode())
         sys.stdout.flush()
         return Path(STDOUT)
     with atomic_path(path, force=force) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        if isinstance(text, str):
+            tmp.write_text(text, encoding="utf-8")
+        else:
+            tmp.write_bytes(text)
     return Path(path)
 
 
@@ -121,7 +126,7 @@ def check_figure_path(path: str | os.PathLike, option: str = "-o", *, force: boo
     target = Path(path)
     if target.suffix.lower() not in FIGURE_SUFFIXES:
         raise CeilingsError(f"{option} {target}: the picture must end in {', '.join(FIGURE_SUFFIXES)}")
-    return check_target(target, force=force)
+    return check_target(target, force=force, option=option)
 
 
 def save_figure(fig, path: str | os.PathLike, *, force: bool = True, **savefig_kwargs) -> Path:
@@ -152,32 +157,35 @@ class Outputs:
     def __init__(self, *, inputs=(), force: bool = False):
         self.force = force
         self._inputs = [Path(p) for p in inputs if p is not None and str(p) != STDOUT]
-        self._wanted: dict[Path, str] = {}  # resolved target -> "option path", to name clashes
+        self._wanted: dict[Path, tuple[str, str, Path]] = {}  # resolved target -> ("option path", option, target)
         self._staged: list[tuple[str, str | bytes]] = []
 
     def add_inputs(self, paths) -> None:
-        """More files the run reads (found in folders, say), protected like those given at construction."""
-        self._inputs += [Path(p) for p in paths]
+        """More files the run reads (found in folders, say), protected like those given at construction: an
+        output already wanted that is one of them is refused now."""
+        added = [Path(p) for p in paths]
+        self._inputs += added
+        for _, option, target in self._wanted.values():
+            self._refuse_input(option, target, added)
 
     def want(self, option: str, path, *, picture: bool = False) -> None:
         """Check output `path` of `option` (None: not asked for) before any work."""
         if path is None or str(path) == STDOUT:
             return
-        target = check_figure_path(path, option) if picture else check_target(path)
-        if not self.force and target.is_file():
-            raise CeilingsError(f"{option} {path}: the file exists; pass --force to overwrite it or give another "
-                                f"name")
+        target = (check_figure_path(path, option, force=self.force) if picture else
+                  check_target(path, force=self.force, option=option))
         key = _key(target)
         if key in self._wanted:
-            raise CeilingsError(f"{self._wanted[key]} and {option} {path} are the same file; give each its own "
+            raise CeilingsError(f"{self._wanted[key][0]} and {option} {path} are the same file; give each its own "
                                 f"file")
-        self._wanted[key] = f"{option} {path}"
-        self._refuse_input(option, target)
+        self._wanted[key] = (f"{option} {path}", option, target)  # as given, to name a clash
+        self._refuse_input(option, target, self._inputs)
 
-    def _refuse_input(self, option: str, target: Path) -> None:
+    @staticmethod
+    def _refuse_input(option: str, target: Path, inputs) -> None:
         if not target.exists():
             return
-        for item in self._inputs:
+        for item in inputs:
             if not item.exists():
                 continue  # a datasheet name, say
             same = (_inside(target, item) if item.is_dir() else os.path.samefile(target, item))
@@ -204,24 +212,15 @@ class Outputs:
         self._staged.append((str(path), buf.getvalue()))
 
     def commit(self, log=None) -> list[str]:
-        """Write every staged output (each re-checked against the inputs); `log(path)` after each file."""
-        for path, _ in self._staged:  # inputs found while working (files in folders) are known now
-            if path != STDOUT:
-                self._refuse_input(self._wanted.get(_key(Path(path)), "output").split(" ")[0], Path(path))
+        """Write every staged output, each atomically (standard output in staging order); `log(path)` after
+        each file."""
         written = []
         for path, content in self._staged:
-            if path == STDOUT:
-                sys.stdout.write(content if isinstance(content, str) else content.decode())
-                sys.stdout.flush()
-                continue
-            with atomic_path(path, force=self.force) as tmp:
-                if isinstance(content, str):
-                    tmp.write_text(content, encoding="utf-8")
-                else:
-                    tmp.write_bytes(content)
-            written.append(path)
-            if log is not None:
-                log(path)
+            write_text(path, content, force=self.force)
+            if path != STDOUT:
+                written.append(path)
+                if log is not None:
+                    log(path)
         self._staged = []
         return written
 

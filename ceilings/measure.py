@@ -102,6 +102,9 @@ def sigterm_as_interrupt():
     """While measuring, SIGTERM raises Terminated (a KeyboardInterrupt) where Python's default would kill the
     process before its last save."""
     def terminate(signum, frame):
+        # one stop: timeout(1) sends SIGTERM to its child and again to its group, and a second Terminated would
+        # cut the save short; SIGKILL remains the hard stop
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, terminate)

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -39,18 +40,23 @@ class Hang(Exception):
 
 
 def _call(main, argv, capsys) -> tuple[int, str, str]:
-    """main(argv) with an alarm: (exit code, stdout, stderr). Anything but a clean exit propagates."""
+    """main(argv) with an alarm: (exit code, stdout, stderr). Anything but a clean exit propagates; so does
+    a numpy RuntimeWarning (overflow, an invalid cast), which a user would see on stderr."""
     def alarm(*_):
         raise Hang(f"{argv} ran past {CASE_SECONDS} s")
 
     old = signal.signal(signal.SIGALRM, alarm)
     signal.alarm(CASE_SECONDS)
     try:
-        rc = main([str(a) for a in argv])
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            rc = main([str(a) for a in argv])
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     out, err = capsys.readouterr()
+    numpy = [f"{w.filename}:{w.lineno}: {w.message}" for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert not numpy, f"{argv}: {numpy}"
     return rc, out, err
 
 
@@ -301,5 +307,81 @@ def test_a_node_named_dotdot_stays_in_the_out_folder():
 def test_a_user_sees_one_line_not_a_traceback(argv):
     done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[1])
-    assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1, \
-        done.stderr
+    said = [line for line in done.stderr.splitlines() if not line.startswith("warning: ")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(said) == 1, done.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "1" * 23, "-1", "2.5", "nan"])
+def test_an_ncu_id_cell_that_is_no_launch_number_is_refused(value, tmp_path, capsys):
+    lines = (DATA / "ncu" / "raw.csv").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith('"0",'))
+    lines[first] = f'"{value}"' + lines[first][len('"0"'):]
+    f = tmp_path / "raw.csv"
+    f.write_text("\n".join(lines) + "\n")
+    rc, _, err = _call(ncu.main, [f], capsys)
+    _assert_contract(rc, err)
+    # nan is no number at all: a stray row, dropped like a repeated header; the others are refused by name
+    assert rc == 0 if value == "nan" else rc == 2 and f"ID '{value}' is no launch number" in err, err
+
+
+@pytest.mark.parametrize("name", ["details_20col.csv", "details_12col.csv", "raw.csv"])
+def test_a_parse_error_quotes_the_files_line(name, tmp_path, capsys):
+    """One data row gets a cell more than the header: the error names that row's line in the file, whatever
+    lines (a preamble, the units row) come before it."""
+    lines = (DATA / "ncu" / name).read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith('"ID",')) + 3
+    lines[row] += ',"x"'
+    f = tmp_path / name
+    f.write_text("\n".join(lines) + "\n")
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and f"{f}:{row + 1}: unreadable" in err and f"in line {row + 1}," in err, err
+
+
+def test_absurd_shapes_give_an_impossible_rate_naming_the_kernel(tmp_path, capsys):
+    """An fp32 mm of 10^6 x 10^6 x 10^6 in 5 us is 4e23 FLOP/s; an H100 SXM5 does 67 TFLOP/s of fp32."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 9, "pid": 1, "tid": 1,
+               "args": {"External id": 1, "Input Dims": [[10**6] * 2] * 2, "Input type": ["float"] * 2}},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "dur": 1, "pid": 1,
+               "tid": 1, "args": {"correlation": 1}},
+              {"ph": "X", "cat": "kernel", "name": "sgemm_huge", "ts": 10, "dur": 5, "pid": 0, "tid": 7,
+               "args": {"device": 0, "correlation": 1}}]
+    f = tmp_path / "t.pt.trace.json"
+    f.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9,
+                                                  "computeMinor": 0, "numSms": 132}], "traceEvents": events}))
+    rc, _, err = _call(ncu.main, [f, "--json", tmp_path / "t.out"], capsys)
+    assert rc == 0 and "IMPOSSIBLE RATE: 1 kernel(s) report more fp32 FLOP/s" in err and "'sgemm_huge'" in err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "1" * 400, "1e30", "0", "2.5"])
+def test_a_kernel_table_csv_with_an_impossible_launch_count_is_refused(value, tmp_path, capsys):
+    """analysis.ncu's own CSV read back: its first kernel's launches (2) replaced; a 400-digit count, which
+    read_csv keeps as a Python int, too."""
+    lines = (DATA / "roofline" / "kernels.csv").read_text().splitlines()
+    cells = lines[1].rsplit('",', 1)
+    lines[1] = cells[0] + '",' + value + cells[1][cells[1].index(","):]
+    f = tmp_path / "k.csv"
+    f.write_text("\n".join(lines) + "\n")
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and "gemm_kernel" in err and "launches" in err and "whole number from 1 up" in err, err
+
+
+def test_a_torch_event_with_a_wrong_typed_field_is_refused_by_name(tmp_path, capsys):
+    f = tmp_path / "t.pt.trace.json"
+    f.write_text(json.dumps(_trace(dur="12")))
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and "traceEvents[0] ('k'): dur = '12', not a number of microseconds" in err, err
+
+
+def test_an_input_found_while_working_is_refused_as_an_output_at_once(tmp_path):
+    """A run that finds more inputs (files in a folder) learns them through add_inputs: an output already
+    wanted that is one of them is refused there, before anything is computed or written."""
+    from ceilings.atomic import Outputs
+    from ceilings.errors import CeilingsError
+
+    found = tmp_path / "found.json"
+    found.write_text("{}")
+    out = Outputs(force=True)
+    out.want("--json", found)
+    with pytest.raises(CeilingsError, match="--json .*found.json: that is an input of this run"):
+        out.add_inputs([found])
+    assert found.read_text() == "{}"

@@ -118,6 +118,8 @@ def test_plot_content():
     ([*BASE, "--calibrate", str(DATA / "tiny-olmo.json")], "tiny-olmo.json"),
     (["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--prompt", "200000", "--gen", "10"],
      "200010 tokens exceeds Llama-3.1-8B's max_position_embeddings 131072"),
+    (["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--step", "2:131071"],
+     "--step 2:131071: 131073 tokens exceeds Llama-3.1-8B's max_position_embeddings 131072"),
     (["--model", "Qwen2.5-0.5B", "--roofs", "H100 SXM", "--tp", "4"], "num_attention_heads 14 does not split"),
     ([*BASE, "--memory-fraction", "1.5"], "--memory-fraction 1.5: give a share"),
     ([*BASE, "--step", "5"], "--step 5: give TOKENS:CONTEXT"),

@@ -218,6 +218,9 @@ def test_llama_70b_on_two_h100s_splits_its_weights_and_pays_two_all_reduces_a_la
     all_reduce = result.decode[result.decode["op"] == "all_reduce"]
     assert int(all_reduce["count"].iloc[0]) == 160
     assert all_reduce["time_s"].iloc[0] == pytest.approx(160 * 6e-6 + 160 * 8192 * 2 / 450e9)
+    # at the roof only the bytes on the wire; the latency is a floor, paid beside it, never scaled by an efficiency
+    assert all_reduce["time_at_roof_s"].iloc[0] == pytest.approx(160 * 8192 * 2 / 450e9)
+    assert all_reduce["floor_s"].iloc[0] == pytest.approx(6e-6)
     read = 2 * per_gpu - 2 * 64128 * 8192 + 2 * 8192 + 80 * 2 * 4 * 128 * 2 * 2049
     assert 20e-3 < result.first_step_s < 24e-3
     # the rest is activations (well under 1 % of the bytes)

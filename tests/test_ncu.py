@@ -138,7 +138,10 @@ def test_nsys_csv_and_text_give_times_joined_by_prefix():
     # copy(float*) ran (nsys saw it) but ncu did not profile it: a row with its time and no counters
     copy = row(t, "copy(float*)")
     assert copy["launches"] == 2 and copy["time_s"] == pytest.approx(4_000e-9) and math.isnan(copy["flops"])
-    assert t.attrs["warnings"] == ["1 kernel(s) only nsys saw (not profiled by ncu) are rows with times and no "
+    # the profile names no GPU: its rates cannot be held against a physical peak, and that is said first
+    assert t.attrs["warnings"] == ["fp32 FLOP/s, DRAM B/s not checked against a physical peak: the profile does not "
+                                   "say which GPU it ran on (collect device__attribute_display_name with ncu)",
+                                   "1 kernel(s) only nsys saw (not profiled by ncu) are rows with times and no "
                                    "counters (first: 'copy(float*)')"]
 
 
@@ -180,7 +183,9 @@ def test_kernel_total_is_missing_unless_every_launch_has_the_metric(tmp_path, ca
     assert k["flop_per_s"] == pytest.approx(500 / 2e-6)
     assert main([str(a), str(b), "--csv", str(tmp_path / "out.csv")]) == 0
     warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
-    assert warned == ["warning: dram_bytes: missing for 1 kernel(s) because only some of their launches have it"]
+    assert warned == ["warning: fp64 FLOP/s not checked against a physical peak: the profile does not say which GPU "
+                      "it ran on (collect device__attribute_display_name with ncu)",
+                      "warning: dram_bytes: missing for 1 kernel(s) because only some of their launches have it"]
 
 
 def _raw_csv(path: Path, rows: list[list[str]]) -> Path:

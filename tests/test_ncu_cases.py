@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.readers.contract import Source
-from analysis.readers.registry import detect
 from analysis.metrics import tensor_ops_columns
 from analysis.ncu import kernel_table, main, read_profile
+from analysis.readers.contract import Source
+from analysis.readers.registry import detect
 from ceilings.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -130,13 +130,34 @@ def test_tensor_instructions_on_hopper_without_ops_counters_are_missing_with_the
     assert "(CC 9.0)" in w and "sm__ops_path_tensor_*" in w and "python -m analysis.profile" in w
 
 
-def test_impossible_flops_per_sm_cycle_are_flagged(tmp_path):
-    """CC 8.0 does 128 fp32 FLOPs per SM per cycle: 108 SMs x 1000 cycles x 128 = 13,824,000 at most."""
-    f = details_csv(tmp_path / "bad.csv", [(0, 1, "k", {
-        FFMA: ("inst", "7,500,000"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "1.0"),
-        "sm__cycles_elapsed.avg": ("cycle", "1,000"), "device__attribute_multiprocessor_count": ("", "108")})])
-    (w,) = [w for w in kernel_table([f]).attrs["warnings"] if w.startswith("flops_fp32")]
-    assert "more FLOPs per SM cycle than CC 8.0 can do" in w and "138.9 > 128" in w  # 15e6 / 108e3
+def test_a_rate_above_the_gpus_clock_derived_peak_is_impossible(tmp_path):
+    """CC 8.0 does 128 fp32 FLOPs per SM per clock: 108 SMs x 128 x 1 GHz (the max clock, printed in kHz
+    without a unit, as ncu's 2019 raw page does) = 13.824 TFLOP/s, 14.515 with the 5 % margin. 8e6 FFMAs in
+    1 us are 16 TFLOP/s: impossible; 7e6 are 14 TFLOP/s: above the peak, inside the margin."""
+    facts = {"device__attribute_multiprocessor_count": ("", "108"),
+             "device__attribute_max_gpu_frequency_khz": ("", "1,000,000"), TIME: ("usecond", "1.0"),
+             FADD: ("inst", "0"), FMUL: ("inst", "0")}
+    f = details_csv(tmp_path / "bad.csv", [(0, 1, "bad", {FFMA: ("inst", "8,000,000"), **facts}),
+                                           (1, 1, "fine", {FFMA: ("inst", "7,000,000"), **facts})])
+    t = kernel_table([f])
+    assert t.attrs["gpus"][0]["max_sm_clock_hz"] == 1e9  # kHz made Hz by the reader
+    (w,) = [w for w in t.attrs["warnings"] if w.startswith("IMPOSSIBLE RATE:")]
+    assert "1 kernel(s) report more fp32 FLOP/s" in w and "'bad' at 16 TFLOP/s" in w and "'fine'" not in w
+    assert "limit 14.5 TFLOP/s: CC 8.0 units x 108 SMs x 1 GHz, +5%" in w
+
+
+def test_dram_bytes_above_the_datasheet_peak_are_impossible_and_an_unknown_gpu_is_said(tmp_path):
+    """H100 SXM: 3350 GB/s on its datasheet, 4187.5 with the 25 % margin; 5 GB in 1 ms is 5000 GB/s."""
+    launch = {"device__attribute_display_name": ("", "NVIDIA H100 80GB HBM3"), "dram__bytes.sum": ("Gbyte", "5"),
+              TIME: ("msecond", "1.0")}
+    t = kernel_table([details_csv(tmp_path / "h.csv", [(0, 1, "copy", launch)], cc="9.0")])
+    (w,) = [w for w in t.attrs["warnings"] if w.startswith("IMPOSSIBLE RATE:")]
+    assert "'copy' at 5 TB/s (limit 4.19 TB/s: NVIDIA H100 SXM5 80GB" in w and "datasheet, +25%" in w
+    del launch["device__attribute_display_name"]
+    t = kernel_table([details_csv(tmp_path / "u.csv", [(0, 1, "copy", launch)], cc="")])
+    assert not any(w.startswith("IMPOSSIBLE") for w in t.attrs["warnings"])
+    assert "DRAM B/s not checked against a physical peak: the profile does not say which GPU it ran on" in \
+        t.attrs["warnings"][0]
 
 
 # --------------------------------------------------------------------------------- runs and processes
@@ -162,7 +183,7 @@ def test_many_ranks_are_one_warning_naming_the_first_few(tmp_path):
 
 def test_many_disagreeing_groups_are_a_few_lines(tmp_path):
     """Five processes measured DRAM bytes in 10 us, five others the FLOPs of the same launch in 25 us: five
-    groups of two passes, each disagreeing 2.5x; three are named, the other two are one line."""
+    groups of two passes, each disagreeing 2.5x: one line naming three, counting the other two."""
     dram = {"dram__bytes.sum": ("Kbyte", "64"), TIME: ("usecond", "10")}
     flop = {FFMA: ("inst", "1,000"), FADD: ("inst", "0"), FMUL: ("inst", "0"), TIME: ("usecond", "25")}
     f = details_csv(tmp_path / "passes.csv", [(0, pid, "k", dram) for pid in range(100, 105)]
@@ -170,7 +191,8 @@ def test_many_disagreeing_groups_are_a_few_lines(tmp_path):
     t = kernel_table([f])
     assert t.iloc[0]["launches"] == 5 and t.iloc[0]["flops"] == 5 * 2000
     said = [w for w in t.attrs["warnings"] if "disagree" in w]
-    assert len(said) == 4 and said[-1].startswith("time_s: runs disagree on 2 more kernel(s) of a group by up to 2.5x")
+    assert len(said) == 1 and "on 5 kernel(s) of a group of runs" in said[0]
+    assert said[0].count("'k' by 2.5x") == 3 and "; and 2 more;" in said[0]
     (groups,) = [w for w in t.attrs["warnings"] if "runs measured the same metrics" in w]
     assert groups.startswith("5 runs") and groups.count("with 1 more pass(es)") == 3 and "; and 2 more;" in groups
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis.ncu import kernel_table, read_profile
 from analysis.readers import nsys_sqlite
 from analysis.readers.contract import Source
 from analysis.readers.registry import detect
-from analysis.ncu import kernel_table, read_profile
 from ceilings.errors import CeilingsError
 
 NCU_DATA = Path(__file__).parent / "data" / "ncu"

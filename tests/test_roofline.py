@@ -665,7 +665,7 @@ def test_outputs_are_kept_without_force_and_checked_before_any_work(option, name
     args = [*ROOFLINE_ARGS, option, str(old), other_option, str(other)]
     assert roofline.main(args) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"{option} {old}: the file exists; pass --force" in err
+    assert err.count("\n") == 1 and f"{option} {old} exists; pass --force" in err
     assert old.read_text() == "old\n" and not other.exists() and fixture_reader.calls == []
     assert roofline.main([*args, "--force"]) == 0
     assert old.read_bytes() != b"old\n" and other.exists()
@@ -859,3 +859,14 @@ def test_each_tensor_type_has_its_own_roof_and_none_borrows_another():
     assert measured.flat("tensor.bf16") is None
     assert roofline.time_at_roofs(measured, {"tensor.bf16": 1e9}, {"dram": 1e6}) == \
         "the roofs have no valid tensor.bf16 ceiling"
+
+
+def test_kernels_above_their_roof_are_one_warning(roofs, kernels):
+    """The first three kernels with their times cut to a tenth: the gemm (5e9 fp32 FLOPs, 0.5 ms at the 1e13
+    flat) then takes 0.1 ms, 500 % of its roof; the elementwise (1.6e8 B, 0.16 ms at 1e12 B/s) 0.02 ms, 800 %;
+    the copy (4e8 B, 0.4 ms) 0.05 ms, 800 %. One line names them all."""
+    fast = kernels.head(3).assign(time_s=kernels["time_s"].head(3) / 10)
+    said = [w for w in roofline_table(roofs, fast).attrs["warnings"] if "above their roof" in w]
+    assert said == ["3 kernel(s) run above their roof (gemm_kernel at 500%, elementwise at 800%, copy_kernel at "
+                    "800% of it); the roofs may be low (clock, incomplete run) or the counters wrong"]
+    assert not any("above their roof" in w for w in roofline_table(roofs, kernels).attrs["warnings"])

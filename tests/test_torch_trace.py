@@ -268,7 +268,12 @@ def test_causal_attention_counts_the_executed_pairs_unless_asked_for_torchs_coun
     assert torch_count["flops"].iloc[0] == 2 * 256 * 2 * (8 + 8)
     assert any("--flops executed); --flops torch counts every query-key pair" in w for w in executed.attrs["warnings"])
     assert main([str(f), "--flops", "torch", "--csv", "-"]) == 0
-    assert "attention FLOPs count every query-key pair" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "attention FLOPs count every query-key pair" in err
+    # the CSV says the convention beside its numbers; a trace without attention has no such column
+    assert out.splitlines()[0].endswith(",attention_flops") and out.splitlines()[1].endswith(",torch")
+    assert list(executed["attention_flops"]) == ["executed"]
+    assert "attention_flops" not in kernel_table([trace(tmp_path / "step.json", model_events())]).columns
 
 
 # ------------------------------------------------------------------------------------------ real traces

@@ -40,6 +40,7 @@ from analysis.llm.work import (
     TP_SIZES,
     WEIGHT_DTYPES,
     Setup,
+    check_context,
     check_setup,
     step_ops,
 )
@@ -148,9 +149,7 @@ def _steps(specs: Sequence[str], model: Model) -> list[tuple[int, int]]:
         if not sep or t < 1 or c < 0:
             raise CeilingsError(f"--step {spec}: give TOKENS:CONTEXT, e.g. 5:2048 (4 drafts verified at context "
                                 f"2048) or 512:1024 (a prefill chunk of 512 after 1024 tokens)")
-        if model.max_context is not None and t + c > model.max_context:
-            raise CeilingsError(f"--step {spec}: {t + c} tokens exceeds {model.name}'s max_position_embeddings "
-                                f"{model.max_context}")
+        check_context(model, t + c, f"--step {spec}")
         out.append((t, c))
     return out
 

@@ -5,8 +5,8 @@ and the cost of a token: the numbers a choice of hardware needs, one GPU per Res
 Every op runs alone (kernels one after another), at max(compute, memory) of its own roofs; an op whose roof
 the roofs lack is not placed, and a total over it is missing (NaN), never a smaller number. A calibrated class
 (Cost) adds a latency floor a kernel and runs its work at an efficiency of the roof: floor + work / (eff x roof),
-never below the roof. Tensor parallelism's all-reduces run on the interconnect (Link): a latency each plus their
-bytes over the link's bandwidth.
+never below the roof. Tensor parallelism's all-reduces run on the interconnect (Link): their bytes over the link's
+bandwidth at the roof, plus the link's latency each as their floor (unless a calibration fitted one).
 """
 
 from __future__ import annotations
@@ -135,8 +135,16 @@ def _at(roofs: Roofs, op: Op, link: Link | None = None) -> AtRoof | str:
         if link.latency_s is None:
             return f"no all-reduce latency for its {link.name} (ceilings/data/serving.csv)"
         wire = op.nbytes["interconnect"] / link.bandwidth
-        return AtRoof(op.count * link.latency_s + wire, 0.0, wire, "interconnect", "interconnect")
+        return AtRoof(wire, 0.0, wire, "interconnect", "interconnect")
     return time_at_roofs(roofs, op.flops, {LEVEL: op.total_bytes})
+
+
+def _cost(op: Op, costs: Mapping[str, Cost], link: Link | None) -> Cost:
+    """The op's class's Cost; an all-reduce without a fitted one pays the link's latency as its floor (a
+    floor: no efficiency scales it), its bytes at the link's bandwidth."""
+    if op.op_class == COMMUNICATION and op.op_class not in costs and link is not None:
+        return Cost(link.latency_s or 0.0)
+    return costs.get(op.op_class, AT_ROOF)
 
 
 def place(roofs: Roofs, ops: Sequence[Op], phase: str, costs: Mapping[str, Cost] | None = None,
@@ -148,7 +156,7 @@ def place(roofs: Roofs, ops: Sequence[Op], phase: str, costs: Mapping[str, Cost]
     for op in ops:
         at = _at(roofs, op, link)
         placed = not isinstance(at, str)
-        cost = costs.get(op.op_class, AT_ROOF)
+        cost = _cost(op, costs, link)
         flops, nbytes = op.total_flops, op.total_bytes
         rows.append({
             "phase": phase, "op": op.name, "op_class": op.op_class, "count": op.count,
@@ -172,7 +180,7 @@ def step_time(roofs: Roofs, ops: Sequence[Op], costs: Mapping[str, Cost] | None 
         at = _at(roofs, op, link)
         if isinstance(at, str):
             return math.nan
-        total += (costs or {}).get(op.op_class, AT_ROOF).time(op, at.time_s)
+        total += _cost(op, costs or {}, link).time(op, at.time_s)
     return total
 
 
@@ -361,9 +369,9 @@ def steps_table(model: Model, setup: Setup, gpu: Gpu, steps: Sequence[tuple[int,
     what speculation gives)."""
     rows = []
     for tokens, context in steps:
-        ops = step_ops(model, setup, tokens, context)
-        time_s = step_time(gpu.roofs, ops, costs, gpu.link)
+        placed = place(gpu.roofs, step_ops(model, setup, tokens, context), "step", costs, gpu.link)  # once
+        time_s = phase_total(placed, "time_s")
         rows.append({"gpu": gpu.label, "tokens": tokens, "context": context, "time_s": time_s,
-                     "time_at_roof_s": step_time(gpu.roofs, ops, None, gpu.link),
+                     "time_at_roof_s": phase_total(placed, "time_at_roof_s"),
                      "time_per_token_s": time_s / (setup.batch * tokens)})
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))

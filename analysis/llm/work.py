@@ -105,6 +105,13 @@ class Op:
         return float(sum(self.nbytes.values()))
 
 
+def check_context(model: Model, tokens: int, what: str) -> None:
+    """The one check of a sequence's length against the model's max_position_embeddings: `what` names it."""
+    if model.max_context is not None and tokens > model.max_context:
+        raise CeilingsError(f"{what}: {tokens} tokens exceeds {model.name}'s max_position_embeddings "
+                            f"{model.max_context}; keep it within that")
+
+
 def check_setup(model: Model, setup: Setup) -> None:
     """CeilingsError naming the value when the setup cannot be modelled for this model."""
     for option, value in (("--batch", setup.batch), ("--prompt", setup.prompt), ("--gen", setup.gen),
@@ -131,9 +138,7 @@ def check_setup(model: Model, setup: Setup) -> None:
             raise CeilingsError(f"--tp {setup.tp}: {model.kv_heads} KV heads neither split over nor replicate onto "
                                 f"{setup.tp} GPUs; give a --tp that divides it or that it divides")
     longest = setup.prompt + setup.gen
-    if model.max_context is not None and longest > model.max_context:
-        raise CeilingsError(f"--prompt {setup.prompt} + --gen {setup.gen} = {longest} tokens exceeds {model.name}'s "
-                            f"max_position_embeddings {model.max_context}; keep the request within it")
+    check_context(model, longest, f"--prompt {setup.prompt} + --gen {setup.gen}")
     if model.sliding_window is not None and longest > model.sliding_window:
         raise CeilingsError(f"{model.name}: sliding-window attention (window {model.sliding_window}) is not "
                             f"modelled; keep --prompt + --gen ({longest}) within the window")

@@ -11,13 +11,14 @@ import csv
 import io
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from ceilings.errors import CeilingsError, describe
 from ceilings.lazy import lazy
 
 from ..metrics import EXTENSIVE, canonical_metric
-from ..units import parse_values, unit_factor, unit_factors
+from ..units import metric_factor, parse_values, unit_factors
 from .contract import COUNTERS, Format, Source
 from .ncu_text import GPU_NAME_METRIC, metric_key
 
@@ -30,6 +31,8 @@ OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flo
 NON_CSV_LINE = re.compile(rb'\n[^"\n]')
 # The start of a data row ('"12",') or of a repeated header ('"ID",'): never the rest of a quoted field.
 RECORD_START = re.compile(rb'"(?:\d+|ID)",')
+MAX_ID = 1 << 40  # launch IDs are below this: a launch's key is run x MAX_ID + ID
+MAX_LAUNCHES = 2.0**63  # a count of launches is an int64
 # Cells of the value column that read_csv itself reads as NaN (ncu's 'n/a'; nan and inf are missing too);
 # other words ('(!) nan', 'PolicySpread') make it a column of strings, parsed by units.parse_values.
 VALUE_NA = ["", "n/a", "N/A", "nan", "NaN", "-nan", "inf", "-inf"]
@@ -91,6 +94,37 @@ def csv_records(data: bytes, start: int) -> list[bytes]:
     return records
 
 
+def record_lines(data: bytes, start: int, records: list[bytes]) -> Callable[[int], int]:
+    """For a parse error in b"\n".join(records) (csv_records(data, start), in order): its line -> the file's
+    line (records may span lines; lines between them were dropped). Computed only when asked."""
+    def file_line(n: int) -> int:
+        pos, line, seen = start, data.count(b"\n", 0, start) + 1, 0
+        for rec in records:
+            at = data.find(rec, pos)
+            line += data.count(b"\n", pos, at)
+            span = rec.count(b"\n") + 1
+            if seen + span >= n:
+                break
+            seen, line, pos = seen + span, line + span - 1, at + len(rec)
+        return line + n - seen - 1
+    return file_line
+
+
+# pandas' tokenizer names the line of an error ("Expected 12 fields in line 7"), or, 0-based, the row a quoted
+# cell opened on ("EOF inside string starting at row 5")
+PANDAS_LINE = re.compile(r"\b(line|row) (\d+)")
+
+
+def parse_error(path: str, exc: BaseException, file_line: Callable[[int], int], what: str) -> CeilingsError:
+    """A read_csv error as one line quoting the file's line, not pandas' count of the rows it was given."""
+    m = PANDAS_LINE.search(str(exc))
+    if m is None:
+        return CeilingsError(f"{path}: unreadable {what} ({describe(exc)}); truncated or edited file?")
+    line = file_line(int(m.group(2)) + (m.group(1) == "row"))
+    why = describe(PANDAS_LINE.sub(f"line {line}", str(exc), count=1))
+    return CeilingsError(f"{path}:{line}: unreadable {what} ({why}); truncated or edited file?")
+
+
 def _header(record: bytes, path: str) -> list[str]:
     """The cells of one CSV record (it may span lines)."""
     try:
@@ -101,13 +135,14 @@ def _header(record: bytes, path: str) -> list[str]:
 
 
 def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: str,
-               usecols: set[str] | None = None, categories: set[str] | frozenset[str] = frozenset(),
-               value: str | None = None) -> pd.DataFrame:
+               file_line: Callable[[int], int], usecols: set[str] | None = None,
+               categories: set[str] | frozenset[str] = frozenset(), value: str | None = None) -> pd.DataFrame:
     """One ncu CSV table from `source`, columns by name: bytes positioned at its header line, or (file,
     lines before the header), which read_csv reads ~1.6x faster than the same bytes in memory.
 
     `value`: a column whose numbers read_csv parses itself (thousands separators included): a column of
     floats, or of strings where a cell is no number. Every other column is text ('' where a row is short).
+    `file_line`: read_csv's line number of an error -> the file's.
     """
     if "ID" not in header or "Kernel Name" not in header:
         raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {str(header)[:80]}")
@@ -132,12 +167,14 @@ def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: s
     try:
         with warnings.catch_warnings():  # a row longer than the header: an error, not cells dropped quietly
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            try:  # fast path: every ID an integer (no repeated header rows)
-                df = read({**dtypes, "ID": "int64"})
-            except ValueError:
+            try:  # fast path: every ID an integer of int64 (no repeated header rows, no 'inf')
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", RuntimeWarning)  # numpy's cast of 'inf': not all integers
+                    df = read({**dtypes, "ID": "int64"})
+            except (ValueError, OverflowError, RuntimeWarning):
                 df = read(dtypes)
     except (pd.errors.ParserError, pd.errors.ParserWarning, ValueError) as exc:
-        raise CeilingsError(f"{path}: unreadable ncu CSV ({describe(exc)}); truncated or edited file?") from None
+        raise parse_error(path, exc, file_line, "ncu CSV") from None
     df = df[cols]
     # short rows: the missing cells are empty text, as in the fields ncu leaves empty
     for col in (c for c in cols if c != value):
@@ -151,6 +188,12 @@ def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: s
         df, ids = df[ids.notna()], ids[ids.notna()]
     if df.empty:
         raise CeilingsError(f"{path}: ncu CSV header without any kernel rows; truncated output or no kernel profiled?")
+    bad = ~((ids >= 0) & (ids < MAX_ID) & (ids % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise CeilingsError(f"{path}: kernel {str(df['Kernel Name'].iloc[i])[:80]!r}: ID '{df['ID'].iloc[i]}' is no "
+                            f"launch number (ncu numbers launches 0, 1, 2, ...); edited or corrupt file? Export it "
+                            f"again")
     df.insert(0, "_id", ids.astype("int64").to_numpy())
     return df
 
@@ -222,19 +265,23 @@ def read_details(src: Source, start: int) -> pd.DataFrame:
         # its idea of a line differ from ours)
         if file is not None and not re.search(b'["\r]', data[:start]):
             source: io.BytesIO | tuple[Path, int] = (file, data.count(b"\n", 0, start))
+            file_line = int  # read_csv counts the skipped lines too
         else:
             source = io.BytesIO(data)
             source.seek(start)
+            before = data.count(b"\n", 0, start)
+            file_line = lambda n: before + n  # noqa: E731
     else:
         records = csv_records(data, start)
         source, header = io.BytesIO(b"\n".join(records)), _header(records[0], path)
+        file_line = record_lines(data, start, records)
     used = DETAILS_COLUMNS | set(_nvtx_columns(header))
-    df = _ncu_frame(source, header, path, used, used - {"ID", "Metric Value"}, "Metric Value")
+    df = _ncu_frame(source, header, path, file_line, used, used - {"ID", "Metric Value"}, "Metric Value")
     for needed in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
         if needed not in df.columns:
             raise CeilingsError(f"{path}: ncu CSV without a {needed!r} column; expected --csv details output")
     df["run"] = _runs(df)
-    launch, _ = pd.factorize(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
+    launch, _ = pd.factorize(df["run"].to_numpy() * MAX_ID + df["_id"].to_numpy())
     first_rows = np.flatnonzero(~pd.Series(launch).duplicated().to_numpy())
     meta = _launch_meta(df, first_rows)
     gpu_rows = (df["Metric Name"] == GPU_NAME_METRIC).to_numpy()
@@ -242,7 +289,7 @@ def read_details(src: Source, start: int) -> pd.DataFrame:
     if gpu_rows.any():  # a string metric: the device's name
         named = pd.Series(df["Metric Value"][gpu_rows].astype(str).to_numpy(), index=launch[gpu_rows])
         meta["gpu"] = named[~named.index.duplicated()].reindex(meta.index).astype(object)
-    values = parse_values(df["Metric Value"]).to_numpy() * unit_factors(df["Metric Unit"])
+    values = parse_values(df["Metric Value"]).to_numpy() * unit_factors(df["Metric Unit"], df["Metric Name"])
     names = df["Metric Name"].cat
     if "Section Name" in df.columns:
         sections = df["Section Name"].cat
@@ -280,10 +327,11 @@ def read_raw(src: Source, start: int) -> pd.DataFrame:
         raise CeilingsError(f"{path}:{line}: ncu raw CSV without its units row (the row after the header is a "
                             f"launch); its values cannot be scaled to base units; export it again with ncu "
                             f"--page raw --csv")
-    df = _ncu_frame(io.BytesIO(b"\n".join([records[0], *records[2:]])), header, path)
+    table = [records[0], *records[2:]]
+    df = _ncu_frame(io.BytesIO(b"\n".join(table)), header, path, record_lines(data, start, table))
     unit_of = dict(zip(header, units + [""] * (len(header) - len(units))))
     df["run"] = _runs(df)
-    launch_key = pd.Series(df["run"].to_numpy() * (1 << 40) + df["_id"].to_numpy())
+    launch_key = pd.Series(df["run"].to_numpy() * MAX_ID + df["_id"].to_numpy())
     df = df[~launch_key.duplicated().to_numpy()]
     meta = _launch_meta(df, np.arange(len(df)))
     meta["gpu"] = (df[GPU_NAME_METRIC].astype(object).where(df[GPU_NAME_METRIC] != "", None).to_numpy()
@@ -292,7 +340,7 @@ def read_raw(src: Source, start: int) -> pd.DataFrame:
     for col in header:
         if col in RAW_META or not col or "_Range:" in col or col == GPU_NAME_METRIC:  # RAW_META, NVTX, or an empty cell (a trailing ",")
             continue
-        series = pd.Series(parse_values(df[col]).to_numpy() * unit_factor(unit_of.get(col, "")), index=df.index)
+        series = pd.Series(parse_values(df[col]).to_numpy() * metric_factor(col, unit_of.get(col, "")), index=df.index)
         key = canonical_metric(col)
         metrics[key] = metrics[key].fillna(series) if key in metrics else series
     out = pd.concat([meta, pd.DataFrame(metrics).reset_index(drop=True)], axis=1)
@@ -309,18 +357,29 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
         df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str, "gpu": str, "process": str, "tensor_type": str}, encoding_errors="replace")
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable kernel table CSV ({describe(exc)})") from None
-    launches = pd.to_numeric(df["launches"], errors="coerce")
-    if df["kernel"].isna().any() or launches.isna().any() or (launches <= 0).any():
+    launches = _numbers(df["launches"])
+    if df["kernel"].isna().any() or launches.isna().any():
         raise CeilingsError(f"{path}: kernel table CSV with a row lacking kernel or launches; truncated file?")
+    bad = ~((launches >= 1) & (launches < MAX_LAUNCHES) & (launches % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise CeilingsError(f"{path}: kernel {str(df['kernel'].iloc[i])[:80]!r}: {df['launches'].iloc[i]} launches; a "
+                            f"count is a whole number from 1 up; edited or corrupt file?")
     out = pd.DataFrame({"run": 0, "id": df["id"] if "id" in df.columns else np.arange(len(df)),
                         "kernel": df["kernel"], "launches": launches.astype("int64")})
     for col in EXTENSIVE:  # a column an older table lacks (ops_tensor_int, alg_bytes) is missing
-        out[col] = pd.to_numeric(df[col], errors="coerce") / launches if col in df.columns else float("nan")
+        out[col] = _numbers(df[col]) / launches if col in df.columns else float("nan")
     if "sm_clock_hz" in df.columns:
-        out["sm_clock_hz"] = pd.to_numeric(df["sm_clock_hz"], errors="coerce")
+        out["sm_clock_hz"] = _numbers(df["sm_clock_hz"])
     for col in ("grid", "block", "device", "cc", "gpu", "process", "tensor_type"):
         out[col] = df[col].astype("object").where(df[col].notna(), None) if col in df.columns else None
     return out
+
+
+def _numbers(column: pd.Series) -> pd.Series:
+    """A column as floats, text NaN; through text, as read_csv keeps an integer too long for int64 as a Python
+    int, which to_numeric cannot make a float (a 400-digit count becomes inf, refused by the value check)."""
+    return pd.to_numeric(column.astype(str), errors="coerce")
 
 
 SUMMARY_KEYS = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device"]
@@ -337,13 +396,18 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     its Average in base units."""
     records = csv_records(src.data, start)
     header = _header(records[0], src.path)
-    df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False)
+    try:
+        with warnings.catch_warnings():  # a row longer than the header: an error, not cells dropped quietly
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False)
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
+        raise parse_error(src.path, exc, record_lines(src.data, start, records), "ncu summary CSV") from None
     keys = [k for k in SUMMARY_KEYS if k in df.columns]
     named = df[df["Metric Name"] != ""]
     first = named.drop_duplicates(keys)
     launch = pd.Series(range(len(first)), index=pd.MultiIndex.from_frame(first[keys]))
     codes = launch.reindex(pd.MultiIndex.from_frame(named[keys])).to_numpy()
-    values = parse_values(named["Average"]).to_numpy() * unit_factors(named["Metric Unit"])
+    values = parse_values(named["Average"]).to_numpy() * unit_factors(named["Metric Unit"], named["Metric Name"])
     metrics = pd.DataFrame({"_launch": codes, "metric": [metric_key(sec, name) for sec, name in
                                                          zip(named.get("Section Name", [None] * len(named)),
                                                              named["Metric Name"])],

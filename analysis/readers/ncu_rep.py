@@ -15,9 +15,9 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError
 
+from ..units import metric_factor
 from .contract import COUNTERS, Format, Source
 from .ncu_text import metric_key
-from ..units import unit_factor
 
 MAGIC = b"NVR\0"
 NCU_REPORT_DIRS = ("/opt/nvidia/nsight-compute/*/extras/python", "/opt/nvidia/nsight-compute*/extras/python",
@@ -76,7 +76,7 @@ def _action_row(action, run: int, index: int) -> dict:
         except (TypeError, ValueError):
             continue
         if not math.isnan(value):
-            row[metric_key(None, name)] = value * unit_factor(metric.unit())
+            row[metric_key(None, name)] = value * metric_factor(name, metric.unit())
     return row
 
 

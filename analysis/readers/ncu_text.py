@@ -20,7 +20,7 @@ from ceilings.errors import CeilingsError
 from ceilings.lazy import lazy
 
 from ..metrics import METRIC_ALIASES, canonical_metric
-from ..units import parse_value, unit_factor
+from ..units import metric_factor, parse_value
 from .contract import COUNTERS, Format, Source
 
 pd = lazy("pandas")
@@ -202,7 +202,7 @@ def scan_text(text: str, path: str) -> list[Launch]:
                 if entry is None:
                     name = line[:u0].strip()
                     entry = row_cache[cells] = (metric_key(table_section, name) if name else None,
-                                                unit_factor(line[u0:u1].strip()))
+                                                metric_factor(name, line[u0:u1].strip()))
                 key, factor = entry
                 if key is not None and key not in current.metrics:
                     current.metrics[key] = value * factor

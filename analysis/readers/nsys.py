@@ -35,8 +35,8 @@ import pandas as pd
 
 from ceilings.errors import CeilingsError
 
-from .contract import TIMES, Format, Source
 from ..units import parse_value
+from .contract import TIMES, Format, Source
 
 TIME_METRIC = "gpu__time_duration.sum"
 DURATION_COLUMNS = ("Duration (ns)", "Duration(nsec)")  # cuda_gpu_trace; gputrace of nsys 2020-2021

@@ -90,12 +90,14 @@ def _load(source: Source) -> dict:
     return doc
 
 
-def _events(doc: dict) -> dict[str, list[dict]]:
+def _events(doc: dict, path: str) -> dict[str, list[dict]]:
     """The trace's complete ("X") events by category, in today's vocabulary (CATEGORIES, ARGUMENTS: old
-    traces' events are renamed in place), and under FLOW_START the flow events that begin at a launch."""
+    traces' events are renamed in place), and under FLOW_START the flow events that begin at a launch. An
+    event whose ts or dur is no finite number (dur: 0 or more), or whose args are no object, is refused here,
+    naming it: the reader's arithmetic takes them as they are."""
     by_cat: dict[str, list[dict]] = defaultdict(list)
     today: dict = {}  # each category as written -> as today's traces write it (millions of events, a few names)
-    for e in doc["traceEvents"]:
+    for i, e in enumerate(doc["traceEvents"]):
         if type(e) is not dict:
             continue
         ph = e.get("ph")
@@ -103,6 +105,10 @@ def _events(doc: dict) -> dict[str, list[dict]]:
             if ph == "s" and e.get("cat") == "ac2g":
                 by_cat[FLOW_START].append(e)
             continue
+        wrong = _wrong_field(e)
+        if wrong:
+            raise CeilingsError(f"{path}: traceEvents[{i}] ({str(e.get('name'))[:60]!r}): {wrong}; edited or "
+                                f"corrupt trace? Profile again")
         written = e.get("cat", "")
         try:
             cat = today[written]
@@ -122,6 +128,17 @@ def _events(doc: dict) -> dict[str, list[dict]]:
                     args[new] = args.pop(old)
         by_cat[cat].append(e)
     return by_cat
+
+
+def _wrong_field(e: dict) -> str | None:
+    """What makes an event's ts, dur or args unusable (no finite number; a negative dur; args no object)."""
+    for key in ("ts", "dur"):
+        value = e.get(key, 0)
+        if not (_is_number(value) and math.isfinite(value) and (key == "ts" or value >= 0)):
+            return f"{key} = {str(value)[:40]!r}, not a number of microseconds"
+    if type(e.get("args", {})) is not dict:
+        return f"args = {str(e['args'])[:40]!r}, not an object"
+    return None
 
 
 def _device(doc: dict, path: str) -> dict:
@@ -183,7 +200,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
 
     doc = _load(source)
     device = _device(doc, source.path)
-    by_cat = _events(doc)
+    by_cat = _events(doc, source.path)
     kernels = sorted(by_cat.get("kernel", []), key=lambda e: e["ts"])
     ranges = by_cat.get("cuda_profiler_range", [])
     if not kernels and not ranges:
@@ -268,7 +285,8 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
 
-    if not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values()):
+    attention = not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values())
+    if attention:
         other = next(c for c in FLOP_CONVENTIONS if c != convention)
         notes.append(f"attention FLOPs count {FLOP_CONVENTIONS[convention]} (--flops {convention}); --flops "
                      f"{other} counts {FLOP_CONVENTIONS[other]}")
@@ -276,7 +294,9 @@ def _read(source: Source, _found) -> pd.DataFrame:
         notes.append(f"{len(ranges)} cuda_profiler_range event(s): FLOPs from their hardware counters, not from "
                      f"shapes; their times are the profiler's ranges, not kernel times")
     # busy_all_s: with the kernels launched before the trace began (kernel_table's include_early)
-    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all)
+    # attention_flops: the convention its attention FLOPs follow, for the table's column of that name
+    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all,
+                    attention_flops=convention if attention else None)
     return df
 
 
@@ -363,7 +383,7 @@ def operator_work(path) -> pd.DataFrame:
     if TRACE.recognise(source) is None:
         raise CeilingsError(f"{path}: not a torch.profiler trace")
     rows = []
-    for e in _events(_load(source)).get("cpu_op", []):
+    for e in _events(_load(source), source.path).get("cpu_op", []):
         a = e.get("args") or {}
         dims = a.get("Input Dims") or []
         work = op_work(str(e.get("name")), dims, a.get("Input type") or [], a.get("Concrete Inputs"))
