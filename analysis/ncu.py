@@ -645,7 +645,8 @@ def _tensor_warnings(launches: pd.DataFrame, derived: pd.DataFrame, warnings: li
     phantom = derived["phantom_flops"].fillna(0) > 0
     if phantom.any():
         names = launches.loc[phantom, "kernel"].unique()
-        warnings.append(f"flops_fp16/flops_tensor: {derived.loc[phantom, 'phantom_flops'].mul(launches.loc[phantom, 'launches']).sum():.4g} "
+        left_out = derived.loc[phantom, "phantom_flops"].mul(launches.loc[phantom, "launches"]).sum()
+        warnings.append(f"flops_fp16/flops_tensor: {left_out:.4g} "
                         f"FLOPs of {int(phantom.sum())} launch(es) of {len(names)} kernel(s) left out (first: "
                         f"{str(names[0])[:NAME_IN_WARNING]!r}): {PHANTOM_NOTE}")
     ints = derived["ops_tensor_int"].fillna(0) > 0

@@ -17,7 +17,8 @@ COMMANDS = {
     "roofline": ("analysis.roofline", "draw application kernels against the measured roofs"),
     "profile": ("analysis.profile", "run ncu with the metrics the roofline needs"),
     "whatif": ("analysis.whatif", "project profiled kernels onto other GPUs' roofs"),
-    "llm": ("analysis.llm.__main__", "LLM prefill/decode per op on measured roofs: latency, tokens/s, memory, GPU choice"),
+    "llm": ("analysis.llm.__main__",
+            "LLM prefill/decode per op on measured roofs: latency, tokens/s, memory, GPU choice"),
 }
 
 

@@ -225,7 +225,8 @@ def test_a_kernel_timed_only_by_smsp_cycles_gets_its_time(tmp_path):
 
 def test_gpc_elapsed_cycles_over_their_rate_are_a_time_source(tmp_path):
     f = details_csv(tmp_path / "gpc.csv", [(0, 1, "k", {
-        "gpc__cycles_elapsed.max": ("cycle", "2,000"), "gpc__cycles_elapsed.avg.per_second": ("cycle/usecond", "1,000")})])
+        "gpc__cycles_elapsed.max": ("cycle", "2,000"),
+        "gpc__cycles_elapsed.avg.per_second": ("cycle/usecond", "1,000")})])
     assert kernel_table([f]).iloc[0]["time_s"] == pytest.approx(2000 / 1e9)
 
 
@@ -264,8 +265,9 @@ def test_nsys_runs_cut_names_and_kernels_only_nsys_saw(tmp_path):
     assert only(summed, "copy(")["time_s"] == pytest.approx(12e-6) and only(summed, "copy(")["launches"] == 4
     assert len(summed[summed["kernel"].str.endswith("…")]) == 2  # never merged by their cut name
     # ncu profiled both long kernels and not copy: the cut names are ambiguous, copy stays as a time-only row
-    ncu = details_csv(tmp_path / "ncu.csv", [(0, 1, a, {FFMA: ("inst", "10"), FADD: ("inst", "0"), FMUL: ("inst", "0")}),
-                                            (1, 1, b, {FFMA: ("inst", "20"), FADD: ("inst", "0"), FMUL: ("inst", "0")})])
+    zero = {FADD: ("inst", "0"), FMUL: ("inst", "0")}
+    ncu = details_csv(tmp_path / "ncu.csv", [(0, 1, a, {FFMA: ("inst", "10"), **zero}),
+                                            (1, 1, b, {FFMA: ("inst", "20"), **zero})])
     t = kernel_table([ncu], nsys=[f])
     assert math.isnan(only(t, a)["time_s"]) and math.isnan(only(t, b)["time_s"])
     assert only(t, "copy(")["launches"] == 4 and math.isnan(only(t, "copy(")["flops"])
@@ -507,7 +509,8 @@ def test_tensor_work_of_a_known_type_is_judged_at_that_types_roof(tmp_path):
 
     f = details_csv(tmp_path / "dgemm.csv", [(0, 1, "ampere_dgemm_64x32", {
         PIPE: ("inst", "1,000,000"), "sm__inst_executed_pipe_tensor_op_dmma.sum": ("inst", "1,000,000"),
-        "sm__inst_executed_pipe_tensor_op_hmma.sum": ("inst", "0"), "sm__inst_executed_pipe_tensor_op_imma.sum": ("inst", "0"),
+        "sm__inst_executed_pipe_tensor_op_hmma.sum": ("inst", "0"),
+        "sm__inst_executed_pipe_tensor_op_imma.sum": ("inst", "0"),
         TIME: ("usecond", "27.7"), "dram__bytes.sum": ("Mbyte", "10")})])
     kernels = kernel_table([f])
     assert kernels.iloc[0]["tensor_type"] == "fp64" and kernels.iloc[0]["flops"] == 512e6

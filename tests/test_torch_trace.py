@@ -111,7 +111,8 @@ def test_by_op_module_and_annotation(tmp_path):
 
 
 def test_overlapping_kernels_count_once_in_the_busy_time(tmp_path):
-    events = [x("kernel", "a", 0, 10, pid=0, tid=7, correlation=1), x("kernel", "b", 5, 10, pid=0, tid=8, correlation=2),
+    events = [x("kernel", "a", 0, 10, pid=0, tid=7, correlation=1),
+              x("kernel", "b", 5, 10, pid=0, tid=8, correlation=2),
               x("kernel", "c", 30, 5, pid=0, tid=7, correlation=3)]
     t = kernel_table([trace(tmp_path / "streams.json", events)])
     assert t.attrs["busy_s"] == pytest.approx((15 + 5) * 1e-6)  # [0, 15] and [30, 35]

@@ -1,5 +1,6 @@
-"""Vectorised readers for the CSV forms: ncu details page, ncu raw page, and this tool's own kernel table. Each returns one row per launch (or per kernel, with `launches` = N and values
-per launch) with metric values in base units.
+"""Vectorised readers for the CSV forms: ncu details page, ncu raw page, and this tool's own kernel table.
+Each returns one row per launch (or per kernel, with `launches` = N and values per launch) with metric values
+in base units.
 
 Columns are found by name, never by position. Rows shorter than the header are padded; rule rows (empty
 metric fields), repeated headers and lines of application output are dropped.
@@ -338,7 +339,8 @@ def read_raw(src: Source, start: int) -> pd.DataFrame:
                    if GPU_NAME_METRIC in df.columns else None)
     metrics: dict[str, pd.Series] = {}
     for col in header:
-        if col in RAW_META or not col or "_Range:" in col or col == GPU_NAME_METRIC:  # RAW_META, NVTX, or an empty cell (a trailing ",")
+        # RAW_META, NVTX, or an empty cell (a trailing ",")
+        if col in RAW_META or not col or "_Range:" in col or col == GPU_NAME_METRIC:
             continue
         series = pd.Series(parse_values(df[col]).to_numpy() * metric_factor(col, unit_of.get(col, "")), index=df.index)
         key = canonical_metric(col)
@@ -354,7 +356,8 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
     source = io.BytesIO(src.data)
     source.seek(start)
     try:
-        df = pd.read_csv(source, keep_default_na=True, dtype={"kernel": str, "cc": str, "gpu": str, "process": str, "tensor_type": str}, encoding_errors="replace")
+        df = pd.read_csv(source, keep_default_na=True, encoding_errors="replace",
+                         dtype={"kernel": str, "cc": str, "gpu": str, "process": str, "tensor_type": str})
     except (pd.errors.ParserError, ValueError) as exc:
         raise CeilingsError(f"{path}: unreadable kernel table CSV ({describe(exc)})") from None
     launches = _numbers(df["launches"])
