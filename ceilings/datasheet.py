@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 from .errors import CeilingsError
 
 DATASHEETS_CSV = Path(__file__).parent / "data" / "datasheets.csv"
+# what a serving node's GPU shows and links with, by datasheet key (analysis.llm --tp; sources in the file)
+SERVING_CSV = Path(__file__).parent / "data" / "serving.csv"
 
 GIB = 2**30
 TERA = 1e12
@@ -39,7 +42,8 @@ PEAK_COLUMNS = {
     "tensor_int8_tops": "tensor.int8",
 }
 _TEXT = ("key", "display_name", "architecture", "compute_capability", "memory_type", "source")
-_REQUIRED_NUMBERS = ("sm_count", "boost_clock_mhz", "memory_gib", "memory_bandwidth_gbs", "fp32_tflops")
+_LISTS = ("aliases", "match_patterns")  # ';'-separated
+_REQUIRED = (*_TEXT, "sm_count", "boost_clock_mhz", "memory_gib", "memory_bandwidth_gbs", "fp32_tflops")
 
 
 @dataclass(frozen=True)
@@ -102,35 +106,50 @@ def _number(text: str, where: str, required: bool) -> float | None:
         value = float(text)
     except ValueError:
         raise CeilingsError(f"{where}: {text!r} is not a number") from None
-    if value <= 0:
-        raise CeilingsError(f"{where}: {value} must be positive (leave it empty when unknown)")
+    if not math.isfinite(value) or value <= 0:
+        raise CeilingsError(f"{where}: {value} must be a finite positive number (leave it empty when unknown)")
     return value
 
 
-def _parse(path: Path) -> tuple[Row, ...]:
+def _read_table(path: Path, row_type: type, text: tuple[str, ...], required: tuple[str, ...],
+                what: str) -> list[tuple[int, dict]]:
+    """(line, fields) of each data row of a CSV whose columns are row_type's fields: `text` columns stripped,
+    the others finite positive numbers or None when empty; `required` ones never empty, keys unique. The one
+    reader of the tables in ceilings/data, so every row of each is checked the same way."""
     try:
-        text = path.read_text(encoding="utf-8")
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise CeilingsError(f"{path}: cannot read the datasheet table ({exc})") from None
-    rows = []
-    reader = csv.DictReader(text.splitlines())
+        raise CeilingsError(f"{path}: cannot read the {what} table ({exc})") from None
+    out = []
+    reader = csv.DictReader(lines)
     for line, record in enumerate(reader, start=2):
         if None in record or None in record.values():
             raise CeilingsError(f"{path}:{line}: expected {len(reader.fieldnames)} columns")
         fields: dict = {}
-        for name in Row.__dataclass_fields__:
+        for name in row_type.__dataclass_fields__:
             where = f"{path}:{line} column {name}"
             raw = record.get(name)
             if raw is None:
                 raise CeilingsError(f"{path}: column {name} is missing from the header")
-            if name in ("aliases", "match_patterns"):
-                fields[name] = tuple(p.strip() for p in raw.split(";") if p.strip())
-            elif name in _TEXT or name == "notes":
-                if name != "notes" and not raw.strip():
+            if name in text:
+                if name in required and not raw.strip():
                     raise CeilingsError(f"{where}: empty, but this column is required")
                 fields[name] = raw.strip()
             else:
-                fields[name] = _number(raw, where, name in _REQUIRED_NUMBERS)
+                fields[name] = _number(raw, where, name in required)
+        out.append((line, fields))
+    keys = [fields["key"] for _, fields in out]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise CeilingsError(f"{path}: duplicate keys {', '.join(duplicates)}")
+    return out
+
+
+def _parse(path: Path) -> tuple[Row, ...]:
+    rows = []
+    for line, fields in _read_table(path, Row, (*_TEXT, "notes", *_LISTS), _REQUIRED, "datasheet"):
+        for name in _LISTS:
+            fields[name] = tuple(p.strip() for p in fields[name].split(";") if p.strip())
         fields["sm_count"] = int(fields["sm_count"])
         for pattern in fields["match_patterns"]:
             try:
@@ -139,10 +158,6 @@ def _parse(path: Path) -> tuple[Row, ...]:
                 raise CeilingsError(f"{path}:{line} column match_patterns: {pattern!r} is not a regex ({exc})") \
                     from None
         rows.append(Row(**fields))
-    keys = [r.key for r in rows]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicates:
-        raise CeilingsError(f"{path}: duplicate keys {', '.join(duplicates)}")
     return tuple(rows)
 
 
@@ -154,6 +169,39 @@ def _load_cached(path: Path) -> tuple[Row, ...]:
 def load_datasheets(path: str | Path | None = None) -> tuple[Row, ...]:
     """All rows of the datasheet table (default: the packaged ceilings/data/datasheets.csv)."""
     return _load_cached(Path(path) if path is not None else DATASHEETS_CSV)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A GPU's serving figures, by datasheet key: the memory it shows (nvidia-smi's total), its interconnect's
+    bandwidth a direction and one small all-reduce's latency. Empty (None, '') where no cited figure."""
+
+    key: str
+    visible_memory_mib: float | None
+    link: str
+    link_gbs: float | None
+    allreduce_latency_us: float | None
+    source: str
+
+
+@functools.cache
+def _load_serving(path: Path) -> dict[str, Serving]:
+    known = {r.key for r in load_datasheets()}
+    out = {}
+    for line, fields in _read_table(path, Serving, ("key", "link", "source"), ("key", "source"), "serving"):
+        if fields["key"] not in known:
+            raise CeilingsError(f"{path}:{line} column key: {fields['key']!r} is no key of {DATASHEETS_CSV.name}")
+        if bool(fields["link"]) != (fields["link_gbs"] is not None):
+            raise CeilingsError(f"{path}:{line} column link_gbs: give a link's name and its bandwidth, or neither")
+        if fields["allreduce_latency_us"] is not None and fields["link_gbs"] is None:
+            raise CeilingsError(f"{path}:{line} column allreduce_latency_us: a latency needs its link's bandwidth")
+        out[fields["key"]] = Serving(**fields)
+    return out
+
+
+def load_serving(path: str | Path | None = None) -> dict[str, Serving]:
+    """The serving table by datasheet key (default: the packaged ceilings/data/serving.csv)."""
+    return _load_serving(Path(path) if path is not None else SERVING_CSV)
 
 
 def match_device(name: str, memory_bytes: int | None, rows: tuple[Row, ...] | None = None) -> Row | None:

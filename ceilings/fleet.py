@@ -224,15 +224,13 @@ def _check_reference_fits(reference: Reference, groups: Mapping[Config, list[Gpu
                                 f"({gpus[0].path}); aggregate each model on its own, or drop --reference")
 
 
-def collect(inputs: Sequence[str], *, skip: Path | None = None) -> list[Path]:
-    """The roofs files named, and every *.json under a folder named (but `skip`: our own --json)."""
+def collect(inputs: Sequence[str]) -> list[Path]:
+    """The roofs files named, and every *.json under a folder named."""
     paths: list[Path] = []
     for item in inputs:
         path = Path(item)
         if path.is_dir():
-            # the name first: resolving every one of thousands of paths costs more than reading them
-            found = sorted(p for p in path.rglob("*.json")
-                           if skip is None or p.name != skip.name or p.resolve() != skip)
+            found = sorted(path.rglob("*.json"))
             if not found:
                 raise CeilingsError(f"{item}: no roofs files (*.json) in this folder; point at the folder "
                                     "`python -m ceilings.measure --out` wrote into")
@@ -242,20 +240,19 @@ def collect(inputs: Sequence[str], *, skip: Path | None = None) -> list[Path]:
     return paths
 
 
-def _is_measurement(path: Path) -> bool:
-    """Whether `path` holds a roofs file (then it is no old --json of ours to replace)."""
-    try:
-        load_record(path)
-    except CeilingsError:
-        return False
-    return True
-
-
-def load_gpus(paths: Sequence[Path]) -> list[Gpu]:
-    """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice."""
+def load_gpus(paths: Sequence[Path], *, report: Path | None = None) -> list[Gpu]:
+    """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice. `report`:
+    this run's --json (resolved), which the folder may hold from the last run: passed over when it is no roofs
+    file; a roofs file there is an input like any other (and Outputs refuses to write over it)."""
     gpus, seen = [], {}
     for path in paths:
-        roofs = load_record(path, sweeps=False)  # a fleet judges ceilings; the sweeps' points are most of a record
+        try:
+            roofs = load_record(path, sweeps=False)  # a fleet judges ceilings; the sweeps' points are most of it
+        except CeilingsError:
+            # the name first: resolving every one of thousands of paths costs more than reading them
+            if report is not None and path.name == report.name and path.resolve() == report:
+                continue
+            raise
         if roofs.source:
             raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
         uuid = roofs.device.uuid
@@ -595,13 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.want("--json", args.json)
     out.want("-o", args.output, picture=True)
     out.want("--html", args.html)
-    skip = Path(args.json).resolve() if args.json else None
-    if skip is not None and skip.is_file() and _is_measurement(skip):
-        raise CeilingsError(f"--json {args.json}: a roofs file, an input of this run; writing it would destroy it; "
-                            f"give another name")
-    paths = collect(args.inputs, skip=skip)
-    out.add_inputs(paths)
-    gpus = load_gpus(paths)
+    gpus = load_gpus(collect(args.inputs), report=Path(args.json).resolve() if args.json else None)
+    out.add_inputs([Path(g.path) for g in gpus])  # before anything is computed or written
     reference = reference_of(args.reference, gpus[0].roofs.simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
     report = markdown(fleet)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
-from .atomic import Outputs, check_folder, check_target
+from .atomic import Outputs
 from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
 from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
@@ -344,17 +344,18 @@ def measure_device(index: int, benches, args, argv, task: Task, mode: str | None
     launch = launch_record(task, session.device, mode, at_once)
     stamp = started.strftime(STAMP)
     out = output_path(args, session.device, launch, stamp, several_gpus)
-    # before measuring: a run must not end in a write that fails and loses what it measured
-    if out is not None:
-        for target in outputs(out, args):
-            check_target(target, force=args.force)
-    elif args.out != "-":
-        check_folder(".")
     path = None if args.out == "-" else out or _free_name(default_name(session.device, stamp, args.simulate,
                                                                        launch), args)
+    # before measuring: a run must not end in a write that is refused or fails and loses what it measured
+    files = Outputs(force=args.force)
+    if path is not None:
+        roofs_file, *figures = outputs(path, args)
+        files.want("--out", roofs_file)
+        for figure in figures:
+            files.want("figure", figure, picture=True)
     checkpoint = Checkpoint(path, force=args.force)
     doc, interrupted = run_device(session, benches, args, argv, launch, started, checkpoint)
-    emit(doc, checkpoint, args)
+    emit(doc, checkpoint, files, args)
     if interrupted:
         print(f"{PROG}: interrupted ({doc['meta']['stopped']}); what was measured is saved with "
               f"\"complete\": false", file=sys.stderr)
@@ -529,9 +530,9 @@ def sweep_record(bench, measured, device: dict, planned: int) -> dict:
     }
 
 
-def emit(doc: dict, checkpoint: Checkpoint, args) -> None:
+def emit(doc: dict, checkpoint: Checkpoint, files: Outputs, args) -> None:
     """Write the finished roofs file (atomically) to the checkpoint's path (stdout with --out -), the sweep
-    figures beside it, and the table."""
+    figures beside it (`files`: their paths wanted before measuring), and the table."""
     from .roofs import dumps
 
     table = ceilings_table(doc)
@@ -544,10 +545,9 @@ def emit(doc: dict, checkpoint: Checkpoint, args) -> None:
         print(summary, file=sys.stderr)
         return
     # the roofs file was saved after every benchmark: this is its last save, complete; the figures are the
-    # run's other outputs, each refused without --force where it exists
+    # run's other outputs
     checkpoint.save(doc)
     path = checkpoint.path
-    files = Outputs(force=args.force)
     if doc["sweeps"] and not args.no_plots:
         from .sweeps import stage_sweep_figures
 

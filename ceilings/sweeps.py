@@ -264,12 +264,17 @@ def save_sweep_figures(doc: dict, roofs_path: str | Path, *, force: bool = True)
     """Write `sweep_figure_paths(roofs_path)` (one panel per sweep) for the sweeps in a validated roofs
     document, each only when it has sweeps; force=False refuses to overwrite. Returns the files written."""
     out = Outputs(force=force)
+    units = {s["y"]["unit"] for s in doc["sweeps"]}
+    for unit, path in sweep_figure_paths(roofs_path).items():
+        if unit in units:
+            out.want("figure", path, picture=True)
     stage_sweep_figures(out, doc, roofs_path)
     return [Path(p) for p in out.commit()]
 
 
 def stage_sweep_figures(out: Outputs, doc: dict, roofs_path: str | Path) -> None:
-    """Render the figures of save_sweep_figures into `out` (ceilings.atomic.Outputs), written at its commit."""
+    """Render the figures of save_sweep_figures into `out` (ceilings.atomic.Outputs), written at its commit. The
+    caller has `want`ed their paths before its work (measure: before measuring, not after)."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
     device, title = doc["device"], figure_title(doc)
@@ -286,5 +291,4 @@ def stage_sweep_figures(out: Outputs, doc: dict, roofs_path: str | Path) -> None
                 plot_compute_sweep(ax, sweep, _best_value(doc, kind="bandwidth", level="dram"),
                                    _best_value(doc, kind="compute", precision=precision, pipe="cuda-core"))
         fig.suptitle(title)
-        out.want("figure", path, picture=True)
         out.figure(path, fig, dpi=120)

@@ -2,7 +2,15 @@
 
 import pytest
 
-from ceilings.datasheet import CLOSE_NAMES, DATASHEETS_CSV, find_datasheet, load_datasheets, match_device
+from ceilings.datasheet import (
+    CLOSE_NAMES,
+    DATASHEETS_CSV,
+    SERVING_CSV,
+    find_datasheet,
+    load_datasheets,
+    load_serving,
+    match_device,
+)
 from ceilings.errors import CeilingsError
 from kernels.arch import ARCHITECTURES
 
@@ -186,3 +194,29 @@ def test_the_h200_l2_is_what_the_device_reports():
     """60 MiB: what PyTorch reported (cudaDevAttrL2CacheSize) on this project's H200 (.library/device/KINDS.md,
     2026-10-28), not the H100 SXM's 50 MB."""
     assert match_device("NVIDIA H200", 150_754_820_096).l2_mib == 60
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda row: row.replace(",450,", ",-450,"), r"serving.csv:2 column link_gbs: -450.0 must be a finite positive"),
+    (lambda row: row.replace(",450,", ",inf,"), r"serving.csv:2 column link_gbs: inf must be a finite positive"),
+    (lambda row: row[:row.index(',"memory:')] + ",", r"serving.csv:2 column source: empty, but"),
+    (lambda row: row.replace("h100-sxm,", "h100-smx,", 1), r"serving.csv:2 column key: 'h100-smx' is no key of"),
+    (lambda row: row.replace("NVLink 4,", ",", 1), r"serving.csv:2 column link_gbs: give a link's name and its"),
+])
+def test_a_bad_serving_row_names_file_line_and_column(tmp_path, edit, message):
+    """serving.csv goes through the datasheet table's reader: the H100 row (line 2) broken one field at a time."""
+    header, h100 = SERVING_CSV.read_text().splitlines()[:2]
+    assert h100.startswith("h100-sxm,81559,NVLink 4,450,6,")
+    bad = tmp_path / "serving.csv"
+    bad.write_text(f"{header}\n{edit(h100)}\n")
+    with pytest.raises(CeilingsError, match=message) as info:
+        load_serving(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_the_serving_table_reads_as_its_csv_says():
+    """Line 2 of serving.csv by hand: h100-sxm, 81559 MiB, NVLink 4 at 450 GB/s, 6 us; the A100's latency empty."""
+    rows = load_serving()
+    assert (rows["h100-sxm"].visible_memory_mib, rows["h100-sxm"].link, rows["h100-sxm"].link_gbs,
+            rows["h100-sxm"].allreduce_latency_us) == (81559, "NVLink 4", 450, 6)
+    assert rows["a100-sxm4-80gb"].allreduce_latency_us is None

@@ -58,13 +58,12 @@ def test_prefill_and_decode_totals_by_hand(tiny):
 
 
 def test_cost_per_million_generated_tokens(tiny):
-    """At 3.6 $/h (0.001 $/s): the request (prefill + 3 decode steps) x 0.001 over the batch x 4 output tokens it
-    produces (the prefill's first and one a step), x 1e6; with --tp 2, two GPUs' price."""
-    setup = Setup(batch=2, prompt=100, gen=4)
-    result = evaluate(tiny, setup, Gpu("hand", ROOFS, None, "unknown", usd_per_hour=3.6))
-    assert len(result.step_times) == 3
-    request = result.ttft_s + sum(result.step_times)
-    assert result.usd_per_million_tokens == pytest.approx(0.001 * request / (2 * 4) * 1e6)
+    """At 3.6 $/h (0.001 $/s): the request (the prefill's 6,895,568 B and 3 decode steps of 3,018,960 B + 1,024 B a
+    step later, all at 1e12 B/s, test_prefill_and_decode_totals_by_hand) x 0.001 over the 4 output tokens it
+    produces (the prefill's first and one a step), x 1e6."""
+    result = evaluate(tiny, Setup(batch=1, prompt=100, gen=4), Gpu("hand", ROOFS, None, "unknown", usd_per_hour=3.6))
+    request = (6_895_568 + sum(3_018_960 + i * 1024 for i in range(3))) / 1e12
+    assert result.usd_per_million_tokens == pytest.approx(0.001 * request / 4 * 1e6, rel=1e-9)
 
 
 def test_one_output_token_is_the_prefill_alone(tiny):

@@ -106,6 +106,25 @@ def test_existing_output_is_never_overwritten_without_force(tmp_path):
     assert target.read_text() == "keep me"
 
 
+def test_an_existing_sweep_figure_is_refused_before_measuring(tmp_path, monkeypatch, capsys):
+    """x-bandwidth-sweep.png is an output of --out x.json: without --force the run stops before its first
+    benchmark (not after minutes of measuring), the picture kept and no roofs file written."""
+    from ceilings import harness
+
+    def never(*args, **kwargs):
+        raise AssertionError("measured although an output was refused")
+
+    monkeypatch.setattr(harness, "measure_plan", never)
+    monkeypatch.setattr("kernels.registry.select", lambda pattern, simulate: [copy_benchmark()])
+    monkeypatch.setattr(measure, "enable_simulator", lambda: None)
+    figure = tmp_path / "x-bandwidth-sweep.png"
+    figure.write_bytes(b"keep me")
+    assert measure.main(["--simulate", "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{figure} exists; pass --force" in err and len(err.strip().splitlines()) == 1
+    assert figure.read_bytes() == b"keep me" and not (tmp_path / "x.json").exists()
+
+
 def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
     from ceilings import harness
 

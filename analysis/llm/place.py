@@ -11,12 +11,9 @@ bandwidth at the roof, plus the link's latency each as their floor (unless a cal
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
-from pathlib import Path
 
 from analysis.llm.models import Model
 from analysis.llm.work import (
@@ -28,6 +25,7 @@ from analysis.llm.work import (
     weights_bytes,
 )
 from analysis.roofline import AtRoof, Roofs, target_roofs, time_at_roofs
+from ceilings import datasheet
 from ceilings.lazy import lazy
 
 pd = lazy("pandas")
@@ -40,8 +38,6 @@ PLACED_COLUMNS = ("phase", "op", "op_class", "count", "roof", "flops", "bytes", 
 MAX_BATCH = 1 << 20
 DEFAULT_SWEEP_MAX = 1024
 COMMUNICATION = "communication"  # the op class placed on the interconnect
-# What a serving node's GPU shows and links with, by datasheet key (sources in the file)
-SERVING_CSV = Path(__file__).resolve().parents[2] / "ceilings" / "data" / "serving.csv"
 MIB = 2**20
 # the share of the memory a server takes (vLLM's gpu_memory_utilization default)
 DEFAULT_MEMORY_FRACTION = 0.9
@@ -76,19 +72,11 @@ class Link:
     source: str
 
 
-@cache
-def _serving_rows() -> dict[str, dict[str, str]]:
-    with open(SERVING_CSV, newline="", encoding="utf-8") as f:
-        return {row["key"]: row for row in csv.DictReader(f)}
-
-
-def _serving(roofs: Roofs, spec: str) -> dict[str, str]:
+def _serving(roofs: Roofs, spec: str) -> datasheet.Serving | None:
     """The serving.csv row of the GPU: its datasheet row's key (by name, or by device name and memory)."""
-    from ceilings import datasheet
-
     row = datasheet.find_datasheet(spec) if roofs.from_datasheet_row else \
         datasheet.match_device(roofs.device, roofs.memory_bytes)
-    return _serving_rows().get(row.key, {}) if row else {}
+    return datasheet.load_serving().get(row.key) if row else None
 
 
 @dataclass(frozen=True)
@@ -113,13 +101,13 @@ def gpu_of(spec: str) -> Gpu:
     marketed size (more than the GPU shows); the link from serving.csv."""
     roofs = target_roofs(spec, option="--roofs")
     row = _serving(roofs, spec)
-    link = Link(row["link"], float(row["link_gbs"]) * 1e9,
-                float(row["allreduce_latency_us"]) * 1e-6 if row.get("allreduce_latency_us") else None,
-                row["source"]) if row.get("link_gbs") else None
+    link = Link(row.link, row.link_gbs * 1e9,
+                row.allreduce_latency_us * 1e-6 if row.allreduce_latency_us else None,
+                row.source) if row and row.link_gbs else None
     if roofs.memory_bytes and not roofs.from_datasheet_row:
         return Gpu(spec, roofs, float(roofs.memory_bytes), "device memory recorded in the roofs file", link=link)
-    if row.get("visible_memory_mib"):
-        mib = float(row["visible_memory_mib"])
+    if row and row.visible_memory_mib:
+        mib = row.visible_memory_mib
         return Gpu(spec, roofs, mib * MIB, f"{mib:,.0f} MiB as the GPU shows it (ceilings/data/serving.csv)",
                    link=link)
     if roofs.memory_bytes:
