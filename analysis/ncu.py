@@ -469,7 +469,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         if len(launches) and len(time_only):
             warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
                             f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
-        launches = pd.concat([launches, time_only], ignore_index=True)
+        # not concatenated to an empty ncu frame: its columns, built without rows, are objects and would make
+        # every nsys column one (a million launch counts multiplied and summed as Python floats)
+        launches = pd.concat([launches, time_only], ignore_index=True) if len(launches) else \
+            time_only.reindex(columns=launches.columns.union(time_only.columns, sort=False))
         derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
     if "_key" not in launches:
