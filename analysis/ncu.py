@@ -167,7 +167,10 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
     """The one check of every reader's numbers: each is missing (NaN, where the profiler wrote n/a) or finite,
     not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
     and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
-    launches = df["launches"].map(_number).astype("float64")
+    launches = df["launches"]
+    # a reader's numbers need no conversion one launch at a time (a million nsys launches); text may hold anything
+    numeric = pd.api.types.is_numeric_dtype(launches) and not pd.api.types.is_bool_dtype(launches)
+    launches = (launches if numeric else launches.map(_number)).astype("float64")
     bad = ~((launches >= 1) & (launches < ncu_csv.MAX_LAUNCHES) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
