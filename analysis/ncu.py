@@ -167,7 +167,10 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
     """The one check of every reader's numbers: each is missing (NaN, where the profiler wrote n/a) or finite,
     not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
     and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
-    launches = df["launches"].map(_number).astype("float64")
+    launches = df["launches"]
+    # a reader's numbers need no conversion one launch at a time (a million nsys launches); text may hold anything
+    numeric = pd.api.types.is_numeric_dtype(launches) and not pd.api.types.is_bool_dtype(launches)
+    launches = (launches if numeric else launches.map(_number)).astype("float64")
     bad = ~((launches >= 1) & (launches < ncu_csv.MAX_LAUNCHES) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
@@ -469,7 +472,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         if len(launches) and len(time_only):
             warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
                             f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
-        launches = pd.concat([launches, time_only], ignore_index=True)
+        # not concatenated to an empty ncu frame: its columns, built without rows, are objects and would make
+        # every nsys column one (a million launch counts multiplied and summed as Python floats)
+        launches = pd.concat([launches, time_only], ignore_index=True) if len(launches) else \
+            time_only.reindex(columns=launches.columns.union(time_only.columns, sort=False))
         derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
     if "_key" not in launches:
