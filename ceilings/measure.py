@@ -291,23 +291,23 @@ def measure_concurrently(indices: list[int], args, argv, task: Task) -> int:
                                name=f"ceilings GPU {index}") for index in indices]
     for worker in workers:
         worker.start()
-    deadline = time.monotonic() + args.worker_timeout
+    deadline, waited = time.monotonic() + args.worker_timeout, f"{args.worker_timeout:g} s (--worker-timeout)"
     try:
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
-    except KeyboardInterrupt as exc:  # wait while the workers save what they measured
+    except KeyboardInterrupt as exc:  # wait while the workers save what they measured, but not for ever
         if isinstance(exc, Terminated):  # Ctrl-C reaches the whole process group, SIGTERM only this process
             for worker in workers:
                 worker.terminate()
+        deadline, waited = time.monotonic() + WORKER_GRACE_S, f"{WORKER_GRACE_S} s after the interrupt"
         for worker in workers:
-            worker.join()
+            worker.join(max(0.0, deadline - time.monotonic()))
     hung = _stop_hung(workers)
     codes = [EXIT_FAILED if worker in hung else worker.exitcode for worker in workers]
     for index, worker in zip(indices, workers):
         if worker in hung:
-            log(f"GPU {index}: its process had not finished after {args.worker_timeout:g} s (--worker-timeout): "
-                f"taken for hung and stopped; its roofs file, if any, holds what it measured before "
-                f"(\"complete\": false)")
+            log(f"GPU {index}: its process had not finished after {waited}: taken for hung and stopped; its "
+                f"roofs file, if any, holds what it measured before (\"complete\": false)")
         elif worker.exitcode < 0:  # killed by a signal: no file for that GPU, so the run is no pass
             log(f"GPU {index}: its process was killed (signal {-worker.exitcode}); it wrote no roofs file")
     return worst(codes)

@@ -279,6 +279,45 @@ def test_a_hung_concurrent_worker_is_stopped_and_named(tmp_path, capsys):
     assert "GPU 0: its process had not finished after 0.05 s (--worker-timeout)" in err
 
 
+def test_after_ctrl_c_a_hung_worker_is_waited_for_the_grace_only(monkeypatch, capsys):
+    """Ctrl-C while waiting: the workers get WORKER_GRACE_S to save, then a still running one (stuck in a
+    CUDA call, its handler never runs) is stopped and named, never waited for without a bound."""
+    import multiprocessing
+
+    class Stuck:  # a worker that never ends by itself; the first wait on it is cut by Ctrl-C
+        def __init__(self, target=None, args=(), name=""):
+            self.alive, self.exitcode, self.waits = True, None, []
+
+        def start(self):
+            pass
+
+        def join(self, timeout=None):
+            self.waits.append((timeout, self.alive))
+            if len(self.waits) == 1:
+                raise KeyboardInterrupt
+
+        def is_alive(self):
+            return self.alive
+
+        def terminate(self):
+            pass
+
+        def kill(self):
+            self.alive, self.exitcode = False, -9
+
+    made = []
+    monkeypatch.setattr(multiprocessing, "get_context",
+                        lambda method: type("Context", (), {"Process": lambda self, **kw: made.append(Stuck(**kw))
+                                                            or made[-1]})())
+    monkeypatch.setattr(measure, "WORKER_GRACE_S", 0.05)
+    args = measure.build_parser().parse_args(["--simulate", "--quick", "--no-plots", "--worker-timeout", "3600"])
+    assert measure.measure_concurrently([0], args, [], measure.detect({})) == 1
+    (worker,) = made
+    # every wait on the live worker after Ctrl-C is bounded by the grace; only the killed one is waited for
+    assert all(t is not None and t <= 0.05 for t, alive in worker.waits[1:] if alive) and not worker.alive
+    assert "GPU 0: its process had not finished after 0.05 s after the interrupt" in capsys.readouterr().err
+
+
 @pytest.mark.gpu
 def test_concurrent_all_devices_writes_one_file_per_gpu_saying_so(tmp_path):
     import cupy
