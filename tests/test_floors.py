@@ -302,6 +302,18 @@ def test_kernels_near_the_measured_floor_are_latency_bound_and_saved_against_it(
     assert report.count("| latency |") == 2
 
 
+def test_a_kernel_quicker_than_the_floor_is_latency_bound_not_above_a_roof():
+    """The floor is the launch rate: a kernel's own time can be under it (10 launches in 10 us against 2 us a
+    launch). It is latency-bound with nothing to save, and no roof is said to be exceeded."""
+    from analysis.roofline import roofline_table
+
+    kernels = tiny_kernels()
+    kernels.loc[kernels["kernel"] == "tiny", "time_s"] = 10e-6
+    table = roofline_table(roofs_with_floor(2e-6), kernels).set_index("kernel")
+    assert table.at["tiny", "bound"] == "latency" and table.at["tiny", "time_saved_s"] == 0.0
+    assert not any("above their roof" in w for w in table.attrs["warnings"])
+
+
 def test_without_a_floor_in_the_roofs_the_default_is_used_and_named():
     from analysis.roofline import DEFAULT_LAUNCH_FLOOR_S, roofline_table
 
