@@ -199,16 +199,17 @@ def whatif_page(table: pd.DataFrame, totals: pd.DataFrame, gpus: Sequence[Roofs]
 def compare_page(table: pd.DataFrame) -> str:
     """ceilings.compare --html: per panel (bandwidth, compute) a row per ceiling, a dot per roofs file and
     datasheet (ceilings.compare.compare_table), on a log axis; then the whole table."""
-    from ceilings.compare import DISPLAY, PANELS, SIMULATED_MARK, value_columns
+    from ceilings.compare import DISPLAY, SIMULATED_MARK, panels, value_columns
 
     columns = value_columns(table)
     series = [(c, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, c in enumerate(columns)]
     first = columns[0]
     sections = []
-    for unit, title in PANELS:
+    for unit, title in panels(table):
         rows = []
+        scale, shown = DISPLAY[unit]
         for name, r in table[table["unit"] == unit].iterrows():
-            points = [(r[c], i, f"{name}: {c}", [("value", si(r[c], unit))] + (
+            points = [(r[c], i, f"{name}: {c}", [("value", f"{r[c] / scale:.4g} {shown}")] + (
                 [("ratio to the first", f"{r[c] / r[first]:.2f}x")] if c != first and _finite_number(r[first])
                 and r[first] else []), None) for i, c in enumerate(columns) if _finite_number(r[c]) and r[c] > 0]
             if points:
@@ -412,7 +413,7 @@ def _rows(roofs: Roofs, table: pd.DataFrame) -> dict:
     # records, not iterrows: each row of iterrows deep-copies table.attrs (thousands of warnings on a trace)
     for c, k in zip(cells, table.to_dict("records")):
         no_flops = k["precision"] == NO_FLOPS
-        achieved = k["bytes"] / k["time_s"] if no_flops else k["flop_per_s"]
+        achieved = (k["bytes"] / k["time_s"] if k["time_s"] > 0 else math.nan) if no_flops else k["flop_per_s"]
         row = [(str(k["kernel"]), str(k["kernel"])),
                (_count(k["launches"]), k["launches"]),
                (c[col["time"]], k["time_s"]), (c[col["share"]], k["share"]),

@@ -25,10 +25,11 @@
 
   // a number with an SI prefix, for axis ticks ("10 TFLOP/s"); the data's own texts come formatted
   function si(v, unit) {
-    const prefixes = ["", "k", "M", "G", "T", "P", "E"];
-    let i = 0;
-    while (Math.abs(v) >= 1000 && i < prefixes.length - 1) { v /= 1000; i++; }
-    return `${+v.toPrecision(3)} ${prefixes[i]}${unit}`;
+    const up = ["", "k", "M", "G", "T", "P", "E"], down = ["", "m", "\u00b5", "n", "p"];
+    let i = 0, j = 0;
+    while (Math.abs(v) >= 1000 && i < up.length - 1) { v /= 1000; i++; }
+    while (v !== 0 && Math.abs(v) < 1 && j < down.length - 1) { v *= 1000; j++; }  // latencies: us, ns
+    return `${+v.toPrecision(3)} ${i ? up[i] : down[j]}${unit}`;
   }
   function ticks(lo, hi) {
     const out = [];

@@ -31,6 +31,11 @@ PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
 EXTRA_PANELS = (("op/s", "Special functions (MUFU)"), ("s", "Latency floors (lower is better)"))
 
 
+def panels(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (unit, title) panels of a compare table: bandwidth and compute always, the others where it has them."""
+    return [*PANELS, *(p for p in EXTRA_PANELS if (table["unit"] == p[0]).any())]
+
+
 def run_label(roofs: RoofsRecord, file_label: str) -> str:
     return f"{roofs.device.name or 'unknown device'} [{file_label}]" + (SIMULATED_MARK if roofs.simulated else "")
 
@@ -170,9 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.text(args.html, compare_page(table))
     from matplotlib.figure import Figure
 
-    panels = [*PANELS, *(p for p in EXTRA_PANELS if (table["unit"] == p[0]).any())]
-    fig = Figure(figsize=(6.5 * len(panels), 7), layout="constrained")
-    for ax, (unit, title) in zip(fig.subplots(1, len(panels)), panels):
+    shown = panels(table)
+    fig = Figure(figsize=(6.5 * len(shown), 7), layout="constrained")
+    for ax, (unit, title) in zip(fig.subplots(1, len(shown)), shown):
         plot_compare(ax, table, unit)
         ax.set_title(title)
     out.figure(args.output, fig, dpi=120, bbox_inches="tight")  # the legends sit under the axes

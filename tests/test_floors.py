@@ -224,11 +224,15 @@ def test_compare_shows_the_floors_beside_an_old_file(tmp_path, capsys):
     from ceilings.roofs import save_roofs
 
     new = save_roofs(newer_file(), tmp_path / "new.json")
-    assert compare.main([str(new), str(H100), "-o", str(tmp_path / "c.png"), "--csv", str(tmp_path / "c.csv")]) == 0
+    assert compare.main([str(new), str(H100), "-o", str(tmp_path / "c.png"), "--csv", str(tmp_path / "c.csv"),
+                         "--html", str(tmp_path / "c.html")]) == 0
     lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[3:]}
     assert lines["launch.stream"][1:4] == ["us", "3", "-"]  # the best (lowest) of 4 and 3 us; the old file has none
     assert lines["latency.dram"][1:3] == ["us", "0.65"]
     assert lines["sfu.ex2"][1:3] == ["Gop/s", "3500"]
+    page = (tmp_path / "c.html").read_text()  # the HTML has the PNG's panels, in the table's units
+    assert "Latency floors (lower is better)" in page and "Special functions (MUFU)" in page
+    assert "3 us" in page and "3500 Gop/s" in page
 
 
 def test_fleet_judges_a_slow_launch_as_a_shortfall(tmp_path):
