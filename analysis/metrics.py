@@ -376,17 +376,21 @@ def impossible_rates(table: pd.DataFrame, gpus: Sequence[Mapping]) -> list[str]:
         rate = rate[np.isfinite(rate) & (rate > 0)]
         if rate.empty:
             continue
-        limits = [_limit(peaks, column, types[i]) for i in rate.index]
-        if all(limit is None for limit in limits):
+        # the limit depends on the row's tensor type only: found once per type, not once per launch
+        codes, row_types = pd.factorize(types.reindex(rate.index), use_na_sentinel=False)
+        by_type = [_limit(peaks, column, t) for t in row_types]
+        if all(limit is None for limit in by_type):
             unchecked.append(kind)
             continue
-        over = [(i, r, lim) for i, r, lim in zip(rate.index, rate, limits) if lim is not None and r > lim[0]]
+        bound = np.array([limit[0] if limit else np.inf for limit in by_type])[codes]
+        hit = rate.to_numpy() > bound
+        over = [(i, r, by_type[c]) for i, r, c in zip(rate.index[hit], rate.to_numpy()[hit], codes[hit])]
         if over:
             unit = kind.split()[-1]
             named = "; ".join(f"{str(table.at[i, 'kernel'])[:KERNEL_NAME_CUT]!r} at {format_rate(r, unit)} (limit "
                               f"{format_rate(lim[0], unit)}: {lim[1]})" for i, r, lim in over[:KERNELS_NAMED])
             more = f"; and {len(over) - KERNELS_NAMED} more" if len(over) > KERNELS_NAMED else ""
-            out.append(f"{IMPOSSIBLE} {len(over)} kernel(s) report more {kind} than their GPU can do: {named}{more}; "
+            out.append(f"{IMPOSSIBLE} {len(over)} launch(es) report more {kind} than their GPU can do: {named}{more}; "
                        f"the counters, shapes, time or precision of those rows are wrong, not the kernels fast")
     if unchecked:
         named = "; ".join(str(g.get("gpu") or "the unnamed GPU") for g in gpus)

@@ -503,7 +503,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     if conventions:  # how causal attention was counted (--flops), in the CSV and JSON beside the numbers
         out["attention_flops"] = conventions.pop()
     # an impossible rate first: it makes the row's numbers wrong
-    out.attrs["warnings"] = (impossible_rates(out, out.attrs["gpus"]) + warnings + notes
+    # judged per launch (or per row the profile gave), before a sum could average a wrong one away
+    out.attrs["warnings"] = (impossible_rates(table, out.attrs["gpus"]) + warnings + notes
                              + out.attrs.get("warnings", []) + diagnosis)
     out.attrs["missing"] = table.attrs["missing"]
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows

@@ -349,7 +349,7 @@ def test_absurd_shapes_give_an_impossible_rate_naming_the_kernel(tmp_path, capsy
     f.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9,
                                                   "computeMinor": 0, "numSms": 132}], "traceEvents": events}))
     rc, _, err = _call(ncu.main, [f, "--json", tmp_path / "t.out"], capsys)
-    assert rc == 0 and "IMPOSSIBLE RATE: 1 kernel(s) report more fp32 FLOP/s" in err and "'sgemm_huge'" in err, err
+    assert rc == 0 and "IMPOSSIBLE RATE: 1 launch(es) report more fp32 FLOP/s" in err and "'sgemm_huge'" in err, err
 
 
 @pytest.mark.parametrize("value", ["inf", "1" * 400, "1e30", "0", "2.5"])

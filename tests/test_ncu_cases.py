@@ -142,8 +142,21 @@ def test_a_rate_above_the_gpus_clock_derived_peak_is_impossible(tmp_path):
     t = kernel_table([f])
     assert t.attrs["gpus"][0]["max_sm_clock_hz"] == 1e9  # kHz made Hz by the reader
     (w,) = [w for w in t.attrs["warnings"] if w.startswith("IMPOSSIBLE RATE:")]
-    assert "1 kernel(s) report more fp32 FLOP/s" in w and "'bad' at 16 TFLOP/s" in w and "'fine'" not in w
+    assert "1 launch(es) report more fp32 FLOP/s" in w and "'bad' at 16 TFLOP/s" in w and "'fine'" not in w
     assert "limit 14.5 TFLOP/s: CC 8.0 units x 108 SMs x 1 GHz, +5%" in w
+
+
+def test_one_impossible_launch_is_not_averaged_away_by_its_kernels_others(tmp_path):
+    """Launch 0 of 'k': 8e6 FFMAs in 1 us (16 TFLOP/s, above the 14.5 limit of the test above); launch 1: no
+    FFMA in 1 ms. The kernel's 16 MFLOP over 1.001 ms is 16 GFLOP/s, yet its launch 0 is impossible."""
+    facts = {"device__attribute_multiprocessor_count": ("", "108"),
+             "device__attribute_max_gpu_frequency_khz": ("", "1,000,000"), FADD: ("inst", "0"), FMUL: ("inst", "0")}
+    f = details_csv(tmp_path / "k.csv", [(0, 1, "k", {FFMA: ("inst", "8,000,000"), TIME: ("usecond", "1.0"), **facts}),
+                                         (1, 1, "k", {FFMA: ("inst", "0"), TIME: ("msecond", "1.0"), **facts})])
+    t = kernel_table([f])
+    assert t.iloc[0]["launches"] == 2 and t.iloc[0]["flop_per_s"] == pytest.approx(16e6 / 1.001e-3)
+    (w,) = [w for w in t.attrs["warnings"] if w.startswith("IMPOSSIBLE RATE:")]
+    assert "1 launch(es) report more fp32 FLOP/s" in w and "'k' at 16 TFLOP/s" in w
 
 
 def test_dram_bytes_above_the_datasheet_peak_are_impossible_and_an_unknown_gpu_is_said(tmp_path):
