@@ -676,7 +676,8 @@ def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
     for key, metric in GPU_FACTS.items():
         if metric in launches.columns:
             facts[key] = launches[metric].to_numpy(dtype="float64")
-    facts = facts.drop_duplicates()
+    # one row a GPU, whichever of its launches carry the facts (ncu rows beside nsys time-only rows)
+    facts = facts.groupby(["gpu", "cc", "device"], dropna=False, sort=False).first().reset_index()
     facts = facts[facts.notna().any(axis=1)]
     return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}
             | {k: None for k in ("gpu", "cc", "device") if pd.isna(row[k])} for row in facts.to_dict("records")]

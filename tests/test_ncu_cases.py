@@ -159,6 +159,13 @@ def test_one_impossible_launch_is_not_averaged_away_by_its_kernels_others(tmp_pa
     assert "1 launch(es) report more fp32 FLOP/s" in w and "'k' at 16 TFLOP/s" in w
 
 
+def test_a_gpu_whose_facts_only_some_launches_carry_is_one_gpu(tmp_path):
+    facts = {"device__attribute_multiprocessor_count": ("", "108"), TIME: ("usecond", "1.0")}
+    f = details_csv(tmp_path / "k.csv", [(0, 1, "a", facts), (1, 1, "b", {TIME: ("usecond", "1.0")})])
+    (gpu,) = kernel_table([f]).attrs["gpus"]
+    assert gpu["sm_count"] == 108
+
+
 def test_dram_bytes_above_the_datasheet_peak_are_impossible_and_an_unknown_gpu_is_said(tmp_path):
     """H100 SXM: 3350 GB/s on its datasheet, 4187.5 with the 25 % margin; 5 GB in 1 ms is 5000 GB/s."""
     launch = {"device__attribute_display_name": ("", "NVIDIA H100 80GB HBM3"), "dram__bytes.sum": ("Gbyte", "5"),
