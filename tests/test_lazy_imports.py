@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ceilings.__main__ import COMMANDS as CONSOLE_COMMANDS
+
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["kernels.registry", "kernels.stream", "kernels.cache", "kernels.fma", "kernels.intensity",
            "kernels.tensor", "kernels.library", "ceilings.measure", "ceilings.compare", "ceilings.roofs",
@@ -22,8 +24,8 @@ def test_importing_does_not_import_heavy_packages(module):
     assert out.stdout.strip() == "[]"
 
 
-COMMANDS = ["ceilings.measure", "ceilings.compare", "ceilings.fleet", "kernels.inspect", "analysis.ncu",
-            "analysis.roofline", "analysis.whatif", "analysis.llm", "analysis.profile"]
+# every command of the console script, as `python -m` runs it
+COMMANDS = [module.removesuffix(".__main__") for module, _ in CONSOLE_COMMANDS.values()]
 HEAVY = {"pandas", "numpy", "matplotlib", "cupy", "numba", "torch"}
 
 
