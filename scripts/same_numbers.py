@@ -91,14 +91,17 @@ def main() -> int:
         print(f"{len(now)} tables saved to {saved}")
         return 0
     before = json.loads(saved.read_text())
-    changed = [k for k in before if now.get(k, {}).get("csv") != before[k]["csv"]] + [k for k in now if k not in before]
+    differ = [k for k in before if now.get(k, {}).get("csv") != before[k]["csv"]]
+    new = [k for k in now if k not in before]
     for k in before:
         if k in now and now[k]["warnings"] != before[k]["warnings"]:
             print(f"warnings differ: {k}\n  before: {before[k]['warnings']!r}\n  now:    {now[k]['warnings']!r}")
-    for k in changed:
+    for k in differ:
         print(f"TABLE DIFFERS: {k}")
-    print(f"{len(before) - len(changed)} of {len(before)} tables byte-identical")
-    return 1 if changed else 0
+    for k in new:
+        print(f"NEW TABLE: {k}")
+    print(f"{len(before) - len(differ)} of {len(before)} tables byte-identical, {len(new)} new")
+    return 1 if differ or new else 0
 
 
 if __name__ == "__main__":
