@@ -174,14 +174,16 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
     bad = ~((launches >= 1) & (launches < ncu_csv.MAX_LAUNCHES) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {df['launches'].iloc[i]!r} launches; a count is a "
-                            f"whole number from 1 up; edited or corrupt file?")
+        written = df["launches"].iloc[i]  # text as written, a number as a number (not numpy's repr)
+        shown = repr(written) if isinstance(written, str) else f"{launches.iloc[i]:g}"
+        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {shown} launches; a count is a whole number from 1 "
+                            f"up; edited or corrupt file?")
     with np.errstate(invalid="ignore"):
         values = df[list(metrics)].to_numpy(dtype="float64")
         bad = ~np.isnan(values) & ~((values >= 0) & (values < MAX_COUNTER))
     if bad.any():
         i, j = map(int, np.argwhere(bad)[0])
-        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {metrics[j]} = {values[i, j]!r}, which no "
+        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {metrics[j]} = {values[i, j]:g}, which no "
                             f"profiler writes (a value is 0 or more, finite and below 2^64); edited or corrupt "
                             f"file? Fix or drop that kernel")
 
