@@ -199,7 +199,8 @@ def whatif_page(table: pd.DataFrame, totals: pd.DataFrame, gpus: Sequence[Roofs]
 def compare_page(table: pd.DataFrame) -> str:
     """ceilings.compare --html: per panel (bandwidth, compute) a row per ceiling, a dot per roofs file and
     datasheet (ceilings.compare.compare_table), on a log axis; then the whole table."""
-    from ceilings.compare import DISPLAY, SIMULATED_MARK, panels, value_columns
+    from ceilings.compare import DISPLAY, SIMULATED_MARK, VERSUS_FIRST, number_columns, panels, value_columns
+    from kernels.base import relative
 
     columns = value_columns(table)
     series = [(c, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, c in enumerate(columns)]
@@ -209,23 +210,25 @@ def compare_page(table: pd.DataFrame) -> str:
         rows = []
         scale, shown = DISPLAY[unit]
         for name, r in table[table["unit"] == unit].iterrows():
+            versus = _finite_number(r[first]) and r[first]
             points = [(r[c], i, f"{name}: {c}", [("value", f"{r[c] / scale:.4g} {shown}")] + (
-                [("ratio to the first", f"{r[c] / r[first]:.2f}x")] if c != first and _finite_number(r[first])
-                and r[first] else []), None) for i, c in enumerate(columns) if _finite_number(r[c]) and r[c] > 0]
+                [("vs the first", f"{relative(r['kind'], r[c], r[first]):.2f}x")] if c != first and versus else []),
+                None) for i, c in enumerate(columns) if _finite_number(r[c]) and r[c] > 0]
             if points:
                 rows.append({"label": name, "points": points})
         if rows:
             sections.append(strip_section(f"compare-{unit}", title, rows, series, xlabel=unit, log=True, unit=unit,
                                           dodge=True))
-    fmt = {c: (lambda v: f"{v:.2f}x") if c.endswith(" / first") else None for c in table.columns[2:]}
+    numbers = number_columns(table)
+    fmt = {c: (lambda v: f"{v:.2f}x") if c.endswith(VERSUS_FIRST) else None for c in numbers}
     cells = []
     for name, r in table.iterrows():
         scale, shown = DISPLAY[r["unit"]]
         cells.append([(name, name), (shown, shown)] + [
             ((fmt[c](r[c]) if fmt[c] else f"{r[c] / scale:.4g}") if _finite_number(r[c]) else "",
-             r[c] if _finite_number(r[c]) else None) for c in table.columns[2:]])
+             r[c] if _finite_number(r[c]) else None) for c in numbers])
     sections.append(table_section("table", "Every ceiling", table_spec(
-        [("ceiling", False), ("unit", False), *((c, True) for c in table.columns[2:])], cells),
+        [("ceiling", False), ("unit", False), *((c, True) for c in numbers)], cells),
         notes=["best valid value per ceiling name per file; datasheet columns by each ceiling's peak key"]))
     simulated = any(c.endswith(SIMULATED_MARK) for c in columns)
     title = ("SIMULATED columns (Numba's CUDA simulator: meaningless numbers): " if simulated else "") + \

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kernels.base import relative
+
 from . import atomic
 from .datasheet import Row, find_datasheet
 from .errors import CeilingsError, cli_entry
@@ -23,6 +25,11 @@ pd = lazy("pandas")
 PROG = "python -m ceilings.compare"
 SIMULATED_MARK = " (SIMULATED)"
 DATASHEET_PREFIX = "datasheet "
+# A run's column of how it performs against the first (kernels.base.relative: above 1 better, a latency's
+# ratio inverted), not its value divided by the first's.
+VERSUS_FIRST = " vs first"
+# The columns that describe a ceiling, before its numbers.
+FACTS = ("unit", "peak_key", "kind")
 # Display scale per unit (kernels.base.UNITS): bandwidth in GB/s, compute in TFLOP/s, special functions in
 # Gop/s, latencies (launches, loads) in us.
 DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s"), "op/s": (1e9, "Gop/s"), "s": (1e-6, "us")}
@@ -58,8 +65,9 @@ def path_labels(paths: Sequence[str | os.PathLike]) -> list[str]:
 
 
 def compare_table(runs: Mapping[str, RoofsRecord], datasheets: Sequence[Row] = ()) -> pd.DataFrame:
-    """One row per ceiling name; for each labelled run its best valid value, its ratio to the first run,
-    and one column per datasheet (Row.peaks() via the ceiling's peak_key). Values in base units."""
+    """One row per ceiling name; for each labelled run its best valid value, how it performs against the first
+    run (kernels.base.relative: twice the first's launch time is 0.5), and one column per datasheet
+    (Row.peaks() via the ceiling's peak_key). Values in base units."""
     if not runs:
         raise CeilingsError("nothing to compare: give at least one roofs file")
     labels = list(runs)
@@ -67,7 +75,7 @@ def compare_table(runs: Mapping[str, RoofsRecord], datasheets: Sequence[Row] = (
     meta: dict[str, dict] = {}
     for label in labels:  # every ceiling name, in order of first appearance, even if never valid
         for c in runs[label].ceilings:
-            meta.setdefault(c.name, {"unit": c.unit, "peak_key": c.peak_key})
+            meta.setdefault(c.name, {"unit": c.unit, "peak_key": c.peak_key, "kind": c.kind})
     records = []
     for name, info in meta.items():
         record = {"ceiling": name, **info}
@@ -76,30 +84,35 @@ def compare_table(runs: Mapping[str, RoofsRecord], datasheets: Sequence[Row] = (
             record[label] = c.value if c else math.nan
         first = record[labels[0]]
         for label in labels[1:]:
-            record[f"{label} / first"] = record[label] / first if first else math.nan
+            record[label + VERSUS_FIRST] = relative(info["kind"], record[label], first) if first else math.nan
         for row in datasheets:
             record[DATASHEET_PREFIX + row.display_name] = row.peaks().get(info["peak_key"], math.nan)
         records.append(record)
-    columns = ["ceiling", "unit", "peak_key", *labels, *(f"{lb} / first" for lb in labels[1:]),
+    columns = ["ceiling", *FACTS, *labels, *(lb + VERSUS_FIRST for lb in labels[1:]),
                *(DATASHEET_PREFIX + r.display_name for r in datasheets)]
     return pd.DataFrame.from_records(records, columns=columns).set_index("ceiling")
 
 
+def number_columns(table: pd.DataFrame) -> list[str]:
+    """The measured, versus-first and datasheet columns, in table order."""
+    return [c for c in table.columns if c not in FACTS]
+
+
 def value_columns(table: pd.DataFrame) -> list[str]:
-    """The measured and datasheet columns (not the ratios), in table order."""
-    return [c for c in table.columns if c not in ("unit", "peak_key") and not c.endswith(" / first")]
+    """The measured and datasheet columns (not the versus-first ones), in table order."""
+    return [c for c in number_columns(table) if not c.endswith(VERSUS_FIRST)]
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """Human-readable text: a legend naming each column [n], then values in GB/s or TFLOP/s, ratios to [1]
-    as 0.93x, missing as '-'."""
+    """Human-readable text: a legend naming each column [n], then values in GB/s or TFLOP/s, how each run
+    performs against [1] as 0.93x (below 1: worse, a latency too), missing as '-'."""
     ids = {col: f"[{i}]" for i, col in enumerate(value_columns(table), start=1)}
     first = value_columns(table)[0]
     shown = pd.DataFrame(index=table.index)
     shown["unit"] = [DISPLAY[u][1] for u in table["unit"]]
-    for col in table.columns[2:]:
-        if col.endswith(" / first"):
-            head = f"{ids[col.removesuffix(' / first')]}/{ids[first]}"
+    for col in number_columns(table):
+        if col.endswith(VERSUS_FIRST):
+            head = f"{ids[col.removesuffix(VERSUS_FIRST)]}vs{ids[first]}"
             shown[head] = [f"{v:.2f}x" if not math.isnan(v) else "-" for v in table[col]]
         else:
             shown[ids[col]] = [f"{v / DISPLAY[u][0]:.4g}" if not math.isnan(v) else "-"
@@ -135,7 +148,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Print measured ceilings of one or more roofs files side by side (best valid value per "
-                    "ceiling name per file, ratios to the first file), optionally with datasheet columns, "
+                    "ceiling name per file, how each performs against the first file: 0.5x is half as fast, "
+                    "or twice the first's latency), optionally with datasheet columns, "
                     "and draw a grouped bar chart (bandwidth and compute panels, log axes).")
     p.add_argument("roofs", nargs="+", help="roofs JSON files written by `python -m ceilings.measure`")
     p.add_argument("--datasheet", action="append", default=[], metavar="NAME",

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.figure import Figure
 
-from ceilings.compare import compare_table, format_table, main, path_labels, plot_compare, value_columns
+from ceilings.compare import VERSUS_FIRST, compare_table, format_table, main, path_labels, plot_compare, value_columns
 from ceilings.datasheet import CLOSE_NAMES, find_datasheet
 from ceilings.roofs import load_record
 
@@ -28,8 +28,8 @@ def test_table_best_valid_value_ratios_and_datasheet():
     assert t.loc["fp32.fma", H100] == 6.0e13  # best of 5.0e13 and 6.0e13
     assert math.isnan(t.loc["tensor.fp16", H100])  # only an invalid measurement
     assert math.isnan(t.loc["dram.copy", A100])  # not measured there
-    assert t.loc["dram.read", f"{A100} / first"] == pytest.approx(1.5e12 / 3.0e12)
-    assert t.loc["cublas.fp16", f"{A100} / first"] == pytest.approx(2.8e14 / 7.0e14)
+    assert t.loc["dram.read", A100 + VERSUS_FIRST] == pytest.approx(1.5e12 / 3.0e12)
+    assert t.loc["cublas.fp16", A100 + VERSUS_FIRST] == pytest.approx(2.8e14 / 7.0e14)
     ds = "datasheet NVIDIA H100 SXM5 80GB"
     assert t.loc["dram.read", ds] == pytest.approx(3350e9)
     assert t.loc["cublas.fp16", ds] == pytest.approx(989.4e12)  # via peak_key tensor.fp16

@@ -235,6 +235,27 @@ def test_compare_shows_the_floors_beside_an_old_file(tmp_path, capsys):
     assert "3 us" in page and "3500 Gop/s" in page
 
 
+def test_compare_shows_a_slower_latency_as_worse():
+    """A GPU whose launch takes 6 us against the first's 3 us performs at 3 / 6 = 0.5, as one with half the
+    first's bandwidth (1500 / 3000 GB/s) does; the other way round, 6 / 3 = 2. Not 6 / 3 = 2 for the slow one."""
+    from analysis.html import compare_page
+    from ceilings.compare import VERSUS_FIRST, compare_table, format_table
+
+    slow = newer_file()
+    slow["ceilings"] = [c for c in slow["ceilings"] if c["name"] not in ("launch.stream", "dram.read")] + \
+        [floor("launch.stream", 6.0e-6), {**slow["ceilings"][0], "value": 1.5e12}]
+    fast_first = compare_table({"fast": record(newer_file()), "slow": record(slow)})
+    assert fast_first.loc["launch.stream", "slow" + VERSUS_FIRST] == pytest.approx(0.5)
+    assert fast_first.loc["dram.read", "slow" + VERSUS_FIRST] == pytest.approx(0.5)
+    assert fast_first.loc["latency.dram", "slow" + VERSUS_FIRST] == pytest.approx(1.0)  # 0.65 us in both
+    slow_first = compare_table({"slow": record(slow), "fast": record(newer_file())})
+    assert slow_first.loc["launch.stream", "fast" + VERSUS_FIRST] == pytest.approx(2.0)
+    launch_line = next(line for line in format_table(fast_first).splitlines() if line.startswith("launch.stream"))
+    assert launch_line.split()[1:] == ["us", "3", "6", "0.50x"]
+    page = compare_page(fast_first)
+    assert '"launch.stream: slow",[["value","6 us"],["vs the first","0.50x"]]' in page
+
+
 def test_fleet_judges_a_slow_launch_as_a_shortfall(tmp_path):
     from ceilings.fleet import BELOW, analyze, load_gpus
     from ceilings.roofs import save_roofs
