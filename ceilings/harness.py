@@ -176,9 +176,9 @@ def _clock_probe(runtime: Runtime):
 # (NVML API reference): a ceiling timed for less reads power from before it ran, so joules per unit of work are
 # given only for ceilings timed at least this long, with at least NVML_MIN_SAMPLES samples of the power.
 ENERGY_MIN_S = 1.0
-# The work a unit of energy is per, by kind: joules per byte, per FLOP, per MUFU result, per dependent step.
-ENERGY_PER = {"bandwidth": ("j_per_byte", lambda w: w.bytes), "compute": ("j_per_flop", lambda w: w.total_flops),
-              "special": ("j_per_op", lambda w: sum(w.special.values())), "latency": ("j_per_step", lambda w: w.steps)}
+# The roofs file's key of the energy per unit of work (Work.amount), by kind: joules per byte, per FLOP, per MUFU
+# result, per dependent step.
+ENERGY_KEY = {"bandwidth": "j_per_byte", "compute": "j_per_flop", "special": "j_per_op", "latency": "j_per_step"}
 
 
 def energy_record(bench: Benchmark, m: Measurement) -> dict:
@@ -196,9 +196,9 @@ def energy_record(bench: Benchmark, m: Measurement) -> dict:
                f"timed {timed:.2f} s, under the {ENERGY_MIN_S:g} s NVML averages its power over")
         return {**out, "why_none": why}
     joules = power * m.stats.median_s
-    key, amount = ENERGY_PER[bench.kind]
-    work = amount(m.plan.work)
-    return {**out, "power_w": power, "joules_per_launch": joules, key: joules / work if work else None}
+    work = m.plan.work.amount(bench.kind)
+    return {**out, "power_w": power, "joules_per_launch": joules,
+            ENERGY_KEY[bench.kind]: joules / work if work else None}
 
 
 def ceiling_record(bench: Benchmark, m: Measurement, *, simulated: bool) -> dict:

@@ -90,6 +90,12 @@ class Work:
     def total_flops(self) -> int:
         return sum(self.flops.values())
 
+    def amount(self, kind: str) -> int:
+        """What a ceiling of `kind` counts of this work: bytes, FLOPs, MUFU results or dependent steps (its
+        rate is per second of them, its energy per one of them)."""
+        return {"bandwidth": self.bytes, "compute": self.total_flops, "special": sum(self.special.values()),
+                "latency": self.steps}[kind]
+
     def as_dict(self) -> dict:
         """What the roofs file records; `special` and `steps` (schema 1.4) only where there are any."""
         out = {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "flops": dict(self.flops)}
@@ -257,11 +263,8 @@ class Benchmark:
     def rate(self, work: Work, seconds: float) -> float:
         """The one place a ceiling's value is derived from declared work and the time of one launch: a rate
         (work per second), or for a latency the time per dependent step."""
-        if self.kind == "latency":
-            return seconds / work.steps
-        amount = {"bandwidth": work.bytes, "compute": work.total_flops,
-                  "special": sum(work.special.values())}[self.kind]
-        return amount / seconds
+        amount = work.amount(self.kind)
+        return seconds / amount if self.kind == "latency" else amount / seconds
 
 
 def format_bytes(n: float) -> str:
