@@ -137,8 +137,21 @@ def test_e4m3_codes_by_hand():
     assert fp8.precision == "fp8"
     got = tensor.encode(op, np.array([1.0, -2.0, 0.5, 0.0, 3.0, 448.0]))
     np.testing.assert_array_equal(got, [0x38, 0xC0, 0x30, 0x00, 0x44, 0x7E])
-    with pytest.raises(ValueError):
-        tensor.encode(op, np.array([17.0]))  # between 16 and 18: not exact
+    with pytest.raises(ValueError, match="17.0 is not exact in fp8"):
+        tensor.encode(op, np.array([16.0, 17.0]))  # between 16 and 18: not exact
+
+
+def test_encode_gives_the_bits_of_exact_values_and_names_an_inexact_one():
+    """Hand bits: bf16 1 + 2^-7 is 1.0's 0x3F80 with its last mantissa bit set; tf32 1 + 2^-10 is fp32 1.0
+    (0x3F800000) with mantissa bit 13; fp16 -2 is 0xC000. 1 + 2^-9 needs a ninth mantissa bit."""
+    by = {op.precision: op for op in tensor.OPS}
+    np.testing.assert_array_equal(tensor.encode(by["bf16"], np.array([1 + 2**-7])), [0x3F81])
+    np.testing.assert_array_equal(tensor.encode(by["tf32"], np.array([1 + 2**-10])), [0x3F802000])
+    np.testing.assert_array_equal(tensor.encode(by["fp16"], np.array([-2.0])), [0xC000])
+    with pytest.raises(ValueError, match=f"{1 + 2**-9} is not exact in bf16"):
+        tensor.encode(by["bf16"], np.array([1.0, 1 + 2**-9]))
+    with pytest.raises(ValueError, match="nan is not exact in fp16"):
+        tensor.encode(by["fp16"], np.array([np.nan]))
 
 
 def test_pack_puts_element_zero_in_the_low_bits():
