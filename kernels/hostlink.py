@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Benchmark, DeviceLimits, Plan, Prepared, Runtime, Work, format_bytes
+from .stream import mismatch
 
 COPY_BYTES = 256 * 2**20  # ~5 ms pinned at ~55 GB/s: the copy's fixed cost is far under 1 % of it
 FREE_FRACTION = 0.25  # ... or less on a GPU with little free memory
@@ -49,15 +50,6 @@ def pattern(n: int) -> np.ndarray:
     return (np.arange(n, dtype=np.int64) % PATTERN_PERIOD).astype(np.uint8)
 
 
-def first_difference(what: str, got: np.ndarray, want: np.ndarray) -> str | None:
-    differs = got != want
-    if not differs.any():
-        return None
-    i = int(np.argmax(differs))
-    return (f"{what}: {int(np.count_nonzero(differs))} of {got.size} bytes differ (first at byte {i}: got "
-            f"{int(got[i])}, expected {int(want[i])})")
-
-
 def prepare(copy: Copy, plan: Plan, runtime: Runtime) -> Prepared:
     import cupy
     import cupyx
@@ -89,7 +81,7 @@ def prepare(copy: Copy, plan: Plan, runtime: Runtime) -> Prepared:
     def check() -> str | None:
         stream.synchronize()
         got = device.get(stream=stream) if destination is device else np.array(host)
-        return first_difference(copy.name, got, want)
+        return mismatch(copy.name, got, want)
 
     def release() -> None:
         stream.synchronize()

@@ -262,6 +262,11 @@ def pattern(n: int, seed: int = 0, bits: int = PATTERN_BITS) -> np.ndarray:
 CHECK_CHUNK = 2**20
 
 
+def differences(what: str, bad: int, size: int, at: str, got, expected) -> str:
+    """Every check's words for elements that differ: how many of how many, and the first (where, got, expected)."""
+    return f"{what}: {bad} of {size} values differ (first at {at}: got {got}, expected {expected})"
+
+
 def mismatch(what: str, got, expected) -> str | None:
     """None when equal everywhere (NaN never equals), else how many differ and the first one. `got` is a host
     or a CuPy array (compared where it is, chunk by chunk); `expected` a scalar, an array like `got`, or a
@@ -289,7 +294,7 @@ def mismatch(what: str, got, expected) -> str | None:
     i, value, wanted = first
     if xp is not np:  # 0-d device arrays
         value, wanted = value.item(), wanted if np.isscalar(wanted) else wanted.item()
-    return f"{what}: {bad} of {got.size} values differ (first at index {i}: got {value}, expected {wanted})"
+    return differences(what, bad, got.size, f"index {i}", value, wanted)
 
 
 class CupyDevice:

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import tensor
 from .base import Benchmark, CudaSource, DeviceLimits, Plan, Prepared, Runtime, Work, launch_dims
+from .stream import differences
 
 CUDA_FILE = "wgmma.cu"
 KERNEL = "tensor_wgmma"
@@ -139,8 +140,8 @@ def mismatch(got: np.ndarray, want: np.ndarray, launch: str) -> str | None:
     if not len(bad):
         return None
     block, thread, reg = bad[0]
-    text = (f"{len(bad)} of {got.size} accumulators wrong after {launch}; first: block {block} thread {thread} "
-            f"d{reg} = {got[block, thread, reg]!r}, expected {want[thread, reg]!r}")
+    text = differences(f"accumulators after {launch}", len(bad), got.size, f"block {block} thread {thread} d{reg}",
+                       got[block, thread, reg], want[thread, reg])
     if np.array_equal(np.sort(got[block], axis=None), np.sort(want, axis=None)):
         text += ("; that block holds the right values in other places: the shared-memory or accumulator layout "
                  "assumed in kernels/wgmma.py is wrong")

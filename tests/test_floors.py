@@ -438,9 +438,9 @@ def test_host_link_copies_declare_their_bytes_once_and_check_every_byte():
     assert set(np.unique(want)) == set(range(251)) and hostlink.POISON not in want
     got = want.copy()
     got[300:302] = hostlink.POISON
-    assert hostlink.first_difference("x", got, want) == \
-        "x: 2 of 1000 bytes differ (first at byte 300: got 255, expected 49)"  # 300 mod 251 = 49
-    assert hostlink.first_difference("x", want.copy(), want) is None
+    assert hostlink.mismatch("x", got, want) == \
+        "x: 2 of 1000 values differ (first at index 300: got 255, expected 49)"  # 300 mod 251 = 49
+    assert hostlink.mismatch("x", want.copy(), want) is None
 
 
 # --- on a GPU: each floor runs, its check passes, and catches what it must ------------------------------------------

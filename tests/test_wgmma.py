@@ -144,10 +144,11 @@ def test_mismatch_catches_a_dropped_loop_and_names_a_layout_error():
     assert wgmma.mismatch(right, want, "x") is None
     one_trip = np.broadcast_to(wgmma.expected_accumulators(op, wgmma.UNROLL), (3, 128, 128))
     text = wgmma.mismatch(one_trip, want, "a 2-trip verification launch")
-    assert text.startswith(f"{3 * 128 * 128 - np.sum(want == 0) * 3} of {3 * 128 * 128} accumulators wrong")
+    assert text.startswith(f"accumulators after a 2-trip verification launch: {3 * 128 * 128 - np.sum(want == 0) * 3} "
+                           f"of {3 * 128 * 128} values differ (first at block 0 thread ")
     assert "other places" not in text and "\n" not in text
     poisoned = np.full((3, 128, 128), np.nan, dtype=np.float32)
-    assert wgmma.mismatch(poisoned, want, "x").startswith(f"{3 * 128 * 128} of")
+    assert wgmma.mismatch(poisoned, want, "x").startswith(f"accumulators after x: {3 * 128 * 128} of")
     swapped = right.copy()
     swapped[1] = want[::-1]  # right values, wrong threads
     text = wgmma.mismatch(swapped, want, "x")
