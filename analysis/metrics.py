@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ceilings.errors import listed
 from ceilings.lazy import lazy
 
 np = lazy("numpy")
@@ -387,10 +388,10 @@ def impossible_rates(table: pd.DataFrame, gpus: Sequence[Mapping]) -> list[str]:
         over = [(i, r, by_type[c]) for i, r, c in zip(rate.index[hit], rate.to_numpy()[hit], codes[hit])]
         if over:
             unit = kind.split()[-1]
-            named = "; ".join(f"{str(table.at[i, 'kernel'])[:KERNEL_NAME_CUT]!r} at {format_rate(r, unit)} (limit "
-                              f"{format_rate(lim[0], unit)}: {lim[1]})" for i, r, lim in over[:KERNELS_NAMED])
-            more = f"; and {len(over) - KERNELS_NAMED} more" if len(over) > KERNELS_NAMED else ""
-            out.append(f"{IMPOSSIBLE} {len(over)} launch(es) report more {kind} than their GPU can do: {named}{more}; "
+            named = listed(over, KERNELS_NAMED, lambda o, unit=unit: (
+                f"{str(table.at[o[0], 'kernel'])[:KERNEL_NAME_CUT]!r} at {format_rate(o[1], unit)} "
+                f"(limit {format_rate(o[2][0], unit)}: {o[2][1]})"))
+            out.append(f"{IMPOSSIBLE} {len(over)} launch(es) report more {kind} than their GPU can do: {named}; "
                        f"the counters, shapes, time or precision of those rows are wrong, not the kernels fast")
     if unchecked:
         named = "; ".join(str(g.get("gpu") or "the unnamed GPU") for g in gpus)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ceilings.atomic import Outputs
-from ceilings.errors import CeilingsError, cli_entry, describe
+from ceilings.errors import CeilingsError, cli_entry, describe, listed
 from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
 from ceilings.lazy import lazy
 
@@ -349,15 +349,16 @@ def _check_times(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: 
     apart = spread[spread > TIME_DISAGREEMENT]
     if apart.empty:
         return
-    said = []  # one warning for them all: a profile of many kernels would print one line each
-    for (g, kernel), ratio in apart.iloc[:KERNELS_LISTED].items():
+    def said(item) -> str:  # one warning for them all: a profile of many kernels would print one line each
+        (g, kernel), ratio = item
         times = per_run.loc[(g, kernel)].dropna()
         values = ", ".join(f"{timed[g][int(o)].label} {_ms(t)}" for o, t in times.items())
         used = timed[g][int(times.index[0])]
-        said.append(f"{str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x ({values}; used {used.label})")
-    more = f"; and {len(apart) - KERNELS_LISTED} more" if len(apart) > KERNELS_LISTED else ""
+        return f"{str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x ({values}; used {used.label})"
+
     warnings.append(f"time_s: runs disagree by more than {TIME_DISAGREEMENT}x (median per launch) on {len(apart)} "
-                    f"kernel(s) of a group of runs: {'; '.join(said)}{more}; choose the timing run with --time-run N")
+                    f"kernel(s) of a group of runs: {listed(list(apart.items()), KERNELS_LISTED, said)}; choose the "
+                    f"timing run with --time-run N")
 
 
 def _ms(seconds: float) -> str:
@@ -441,11 +442,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     runs, frame = _split_runs([f for _, f in counted], [p for p, _ in counted]) if counted else ([], None)
     groups = _group_runs(runs)
     if len(groups) > 1:
-        listed = "; ".join(g[0].label + (f" with {len(g) - 1} more pass(es)" if len(g) > 1 else "")
-                           for g in groups[:GROUPS_LISTED])
-        more = f"; and {len(groups) - GROUPS_LISTED} more" if len(groups) > GROUPS_LISTED else ""
+        runs_named = listed(groups, GROUPS_LISTED,
+                            lambda g: g[0].label + (f" with {len(g) - 1} more pass(es)" if len(g) > 1 else ""))
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
-                        f"distinct launches, summed per kernel: {listed}{more}; --per-process shows them apart")
+                        f"distinct launches, summed per kernel: {runs_named}; --per-process shows them apart")
     launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else \
         pd.DataFrame(columns=[*META_COLUMNS, "_group"])
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ceilings.atomic import Outputs
-from ceilings.errors import CeilingsError, cli_entry
+from ceilings.errors import CeilingsError, cli_entry, listed
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord
 
@@ -526,18 +526,15 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
             if row["bound"] != LATENCY and row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
                 above.append(f"{row['short_name']} at {row['pct_of_roof']:.0f}%")
     if above:  # one line for them all, as for the reasons below
-        shown = ", ".join(above[:NAMES_SHOWN]) + (f" and {len(above) - NAMES_SHOWN} more" if len(above) > NAMES_SHOWN
-                                                  else "")
-        warnings.append(f"{len(above)} kernel(s) run above their roof ({shown} of it); the roofs may be low "
-                        f"(clock, incomplete run) or the counters wrong")
+        warnings.append(f"{len(above)} kernel(s) run above their roof ({listed(above, NAMES_SHOWN, sep=', ')} of it); "
+                        f"the roofs may be low (clock, incomplete run) or the counters wrong")
     if latency_bound:
         warnings.append(f"{latency_bound} kernel(s) latency-bound: within {LATENCY_BOUND_FACTOR:g}x of the launch "
                         f"floor of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
                         + (f"; {alone} of them placed by the floor alone (their counters cannot place them: the "
                            f"saving is at most that)" if alone else ""))
     for why, names in reasons.items():  # one line per reason: a trace can leave hundreds of kernels unjudged
-        more = len(names) - NAMES_SHOWN
-        shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        shown = listed(names, NAMES_SHOWN, sep=", ")
         warnings.append(f"{shown}: not judged ({why})" if len(names) == 1 else
                         f"{len(names)} kernels not judged ({why}): {shown}")
     estimated = sum(r["bytes_kind"] == ALGORITHMIC for r in rows)

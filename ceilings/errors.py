@@ -1,10 +1,11 @@
-"""User-facing errors and the one place that turns them into a one-line message and an exit code."""
+"""User-facing errors and the one place that turns them into a one-line message and an exit code; the words
+messages share."""
 
 from __future__ import annotations
 
 import functools
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -50,3 +51,10 @@ def one_line(message: str) -> str:
 def describe(exc: BaseException) -> str:
     """An exception as a short one-line phrase to quote in a message: its text, else its type."""
     return one_line(str(exc))[:QUOTED_ERROR_CHARS] or type(exc).__name__
+
+
+def listed(items: Sequence, shown: int, show: Callable[[Any], str] = str, sep: str = "; ") -> str:
+    """The first `shown` of `items` as `show` writes them, joined by `sep`, then how many more ('a; b; and 3 more'):
+    a message about thousands of kernels names a few."""
+    more = len(items) - shown
+    return sep.join(show(item) for item in items[:shown]) + (f"{sep}and {more} more" if more > 0 else "")

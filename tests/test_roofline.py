@@ -17,7 +17,7 @@ import pytest
 
 from analysis import roofline
 from analysis.roofline import Roofs, roofline_table, short_name, totals
-from ceilings.errors import CeilingsError
+from ceilings.errors import CeilingsError, listed
 
 DATA = Path(__file__).parent / "data" / "roofline"
 ROOFS = DATA / "roofs.json"
@@ -859,6 +859,13 @@ def test_each_tensor_type_has_its_own_roof_and_none_borrows_another():
     assert measured.flat("tensor.bf16") is None
     assert roofline.time_at_roofs(measured, {"tensor.bf16": 1e9}, {"dram": 1e6}) == \
         "the roofs have no valid tensor.bf16 ceiling"
+
+
+def test_a_warning_names_the_first_few_and_counts_the_rest():
+    assert listed(["a", "b", "c", "d", "e", "f", "g", "h"], roofline.NAMES_SHOWN, sep=", ") == \
+        "a, b, c, d, e, and 3 more"
+    assert listed([1, 2, 3, 4], 3, show=lambda n: f"k{n}") == "k1; k2; k3; and 1 more"
+    assert listed(["a", "b"], 3) == "a; b"
 
 
 def test_kernels_above_their_roof_are_one_warning(roofs, kernels):
