@@ -52,16 +52,15 @@ def clock_derived_peaks(device: dict, sm_clock_hz: float | None = None) -> dict[
     return peaks
 
 
-# Cache bandwidths have no clock-derived formula here (they depend on per-arch bytes/clk/SM and slices), nor
-# have the latency floors (launches, loads: their peak keys are their names, under these prefixes).
-CACHE_LEVEL_KEYS = frozenset({"l1", "l2", "host"})  # host: the host link, whose figure is the bus's
-LATENCY_KEY_PREFIXES = ("launch.", "latency.")
+# The keys a clock-derived peak exists for on some architecture: DRAM's and the unit table's. The others (L1, L2,
+# the host link, the latency floors) have no formula here: their measurement is the reference.
+DERIVED_KEYS = frozenset({"dram"}.union(*(arch.sm_rates for arch in ARCHITECTURES.values())))
 
 
 def missing_reason(device: dict, key: str) -> str | None:
     """Why clock_derived_peaks(device) has no `key` (one sentence), or None when it has it or when no
-    table derives it (L1/L2 bandwidth, latencies: the measurement is the reference)."""
-    if key in CACHE_LEVEL_KEYS or key.startswith(LATENCY_KEY_PREFIXES):
+    table derives it (DERIVED_KEYS)."""
+    if key not in DERIVED_KEYS:
         return None
     if key == "dram":
         if dram_peak(device.get("memory_clock_hz"), device.get("memory_bus_width_bits")) is None:

@@ -3,7 +3,7 @@
 import pytest
 
 from ceilings.gaps import annotate
-from ceilings.peaks import clock_derived_peaks, dram_peak, missing_reason
+from ceilings.peaks import DERIVED_KEYS, clock_derived_peaks, dram_peak, missing_reason
 from kernels.arch import ARCHITECTURES
 
 H100_SXM = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132,
@@ -82,6 +82,20 @@ def test_arch_without_a_mode_says_so():
     v100 = {"compute_capability": "7.0", "sm_count": 80, "max_sm_clock_hz": 1.53e9}
     assert "tensor.tf32" not in clock_derived_peaks(v100)
     assert "has no tensor.tf32 unit" in missing_reason(v100, "tensor.tf32")
+
+
+def test_keys_no_table_derives_have_no_reason_and_every_rate_has_a_table():
+    """L1, L2, the host link and the latency floors have no formula: nothing to explain, even on an unknown
+    architecture with no clocks; every DRAM, compute and SFU ceiling's key has one."""
+    from kernels.registry import all_benchmarks
+
+    bare = {"compute_capability": "11.0"}
+    for key in ("l1", "l2", "host", "launch.stream", "launch.graph", "latency.dram"):
+        assert missing_reason(bare, key) is None, key
+    assert missing_reason(bare, "fp32") is not None and missing_reason(bare, "dram") is not None
+    rates = {b.peak_key for b in all_benchmarks() if b.kind in ("compute", "special")
+             or b.kind == "bandwidth" and b.level == "dram"}
+    assert rates <= DERIVED_KEYS, sorted(rates - DERIVED_KEYS)
 
 
 def test_every_arch_row_has_a_source_and_fp32_at_least_fp64():
