@@ -58,19 +58,20 @@ MAX_COUNTER = 2.0**64  # profiler counters are 64-bit: a value past this was not
 PRINT_NAME_WIDTH = 60
 
 
-def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFrame:
+def read_profile(path: str | os.PathLike, flops: str = "executed", ranges: bool = True) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
     holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
-    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS).
+    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). `ranges`: False when the caller
+    uses no NVTX ranges (a reader may then leave them unread: nvtx None).
     """
     from .readers.registry import detect  # every reader, and pandas: not for --help
 
     source = read_source(path)
-    source.memo["flops"] = flops
+    source.memo.update(flops=flops, ranges=ranges)
     found = source.memo["binary_format"] or detect(source)
     if found is None:
         _not_a_profile(source)
@@ -426,8 +427,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     _refuse_repeats([*paths, *nsys])
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
-    frames = [_before_trace(read_profile(p, flops), str(p), include_early, warnings) for p in paths]
-    nsys_frames = [read_profile(p) for p in nsys]
+    ranges = by == "annotation" or nvtx is not None  # nothing else reads them: an nsys export's cost a pass
+    frames = [_before_trace(read_profile(p, flops, ranges), str(p), include_early, warnings) for p in paths]
+    nsys_frames = [read_profile(p, ranges=ranges) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
             raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")
@@ -451,7 +453,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
-    if len(nsys_rows):
+    if len(nsys_rows) and len(launches):
         needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
         times = _nsys_times(list(launches["kernel"].unique()), nsys_rows, warnings)
         derived["time_s"] = derived["time_s"].fillna(launches["kernel"].map({k: times[k] for k in needed
@@ -461,10 +463,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
                             f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
                             "no rates")
+    if len(nsys_rows):
         # with --nvtx, nsys rows without ranges serve as times only: their other kernels may be outside it
-        ranged = any(isinstance(r, tuple) and len(r) > 0 for r in nsys_rows["nvtx"])
-        time_only = _time_only_rows(nsys_rows, set(launches["kernel"])) if nvtx is None or ranged else \
-            nsys_rows.iloc[0:0]
+        ranged = nvtx is None or any(isinstance(r, tuple) and len(r) > 0 for r in nsys_rows["nvtx"])
+        time_only = _time_only_rows(nsys_rows, set(launches["kernel"])) if ranged else nsys_rows.iloc[0:0]
         if not len(launches):
             several = [(p, f["run"].nunique()) for p, f in zip([*paths, *nsys], frames + nsys_frames)
                        if f.attrs["yields"] == TIMES and f["run"].nunique() > 1]

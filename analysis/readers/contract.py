@@ -46,7 +46,10 @@ META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "
 class Source:
     """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
     they were read from when those bytes are the file's own (read_csv may read it again, faster). `memo`:
-    what readers found once and share (a scan of a 100 MB file is worth doing once)."""
+    what readers found once and share (a scan of a 100 MB file is worth doing once), and the caller's reading
+    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "ranges",
+    False when the caller uses no NVTX ranges: a reader whose ranges cost a pass of their own (an nsys export's
+    API calls and NVTX tables) may then leave them unread, every launch's nvtx None (unknown)."""
 
     data: bytes
     path: str
