@@ -13,6 +13,12 @@ and often times) or TIMES (times only, matched to counters by kernel name).
 
 A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose
 `find` answers wins.
+
+How much a caller uses (`source.memo["detail"]`, DETAILS, most to least): "ranges", every launch with its NVTX
+ranges; "launches", every launch, its ranges unused (a reader may leave nvtx None, unknown); "kernels", sums per
+kernel only (a reader may also give one row per kernel, process, grid, block and GPU, as summaries do). A
+million-launch nsys export costs passes over the API calls and NVTX tables for ranges, and a million-row frame
+for launches; no other format saves anything by it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ pd = lazy("pandas")
 
 COUNTERS = "counters"
 TIMES = "times"
+DETAILS = ("ranges", "launches", "kernels")  # what a caller uses (module docstring), most first
 # run: a pass or process in its file; process: its label ("1234 app@host", "rank 0") when the file names one;
 # gpu: the device's name when the profile records it; nvtx: the NVTX / record_function ranges (a tuple,
 # outermost first) the launch ran inside; op, module: the framework operator and nn.Module that launched it;
@@ -47,9 +54,8 @@ class Source:
     """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
     they were read from when those bytes are the file's own (read_csv may read it again, faster). `memo`:
     what readers found once and share (a scan of a 100 MB file is worth doing once), and the caller's reading
-    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "ranges",
-    False when the caller uses no NVTX ranges: a reader whose ranges cost a pass of their own (an nsys export's
-    API calls and NVTX tables) may then leave them unread, every launch's nvtx None (unknown)."""
+    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "detail", one
+    of DETAILS: what the caller uses, where less costs a reader less (module docstring)."""
 
     data: bytes
     path: str

@@ -129,6 +129,20 @@ def _by_value(values: np.ndarray, convert) -> np.ndarray:
     return converted[codes]
 
 
+def _summed(keys: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Launches in start order summed by their row of `keys`: for each distinct row, in the order of its first
+    launch, that launch's index, the number of launches and their total of `ns` (int64: exact)."""
+    codes = np.zeros(len(keys), dtype="int64")
+    for column in keys.T:  # one code per distinct row, by first appearance; each step below len(keys)**2
+        values, distinct = pd.factorize(column)
+        codes = pd.factorize(codes * len(distinct) + values)[0]
+    order = np.argsort(codes, kind="stable")
+    launches = np.bincount(codes)
+    bounds = np.cumsum(launches) - launches
+    total = np.add.reduceat(ns[order], bounds) if len(ns) else ns
+    return order[bounds], launches, total
+
+
 def _runs(process: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For launches in start order, labelled by process (None: unknown): the run of each (one per process, in
     the order of their first launch) and its place in its run."""
@@ -268,10 +282,13 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: 
 
 
 @paused_gc()
-def read_export(db: str, label: str, ranges: bool = True) -> pd.DataFrame:
+def read_export(db: str, label: str, detail: str = "ranges") -> pd.DataFrame:
     """The launches of the SQLite export at path `db`; messages name `label` (the file the user passed).
-    `ranges`: read each launch's NVTX ranges (False: nvtx None, and neither the API calls nor NVTX_EVENTS
-    are read: half the time of a large export)."""
+    `detail` (contract.DETAILS): "ranges" reads each launch's NVTX ranges; "launches" leaves them unread (nvtx
+    None: neither the API calls nor NVTX_EVENTS are read, half the time of a large export); "kernels" also
+    sums the launches of each kernel, process, grid, block and GPU into one row (launches = N, the time per
+    launch from the exact total in ns)."""
+    ranges = detail == "ranges"
     remedy = "export it again (`nsys export --type sqlite --output FILE.sqlite REPORT.nsys-rep`)"
     try:
         with closing(sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)) as con:
@@ -303,7 +320,7 @@ def read_export(db: str, label: str, ranges: bool = True) -> pd.DataFrame:
                     f"a kernel from {start_ns} to {end_ns} ns"
                 raise CeilingsError(f"{label}: a broken nsys export ({why}); {remedy}")
             gpus = _gpus(con, tables)
-            nvtx, deep, never_closed = _filled(len(kernels), None), 0, 0
+            nvtx, deep, never_closed = None, 0, 0
             if ranges:
                 corr = kernels[:, 7]
                 # a launch's process key (globalPid without its thread bits), -1 where its process or call is unknown
@@ -312,16 +329,21 @@ def read_export(db: str, label: str, ranges: bool = True) -> pd.DataFrame:
     except sqlite3.Error as exc:
         raise CeilingsError(f"{label}: an SQLite file that cannot be read ({describe(exc)}); truncated copy? "
                             f"{remedy}") from None
+    launches, ns = np.ones(len(kernels), dtype="int64"), end - start
+    if detail == "kernels":
+        first, launches, ns = _summed(kernels[:, 2:7], ns)
+        device, gpid, name_id, grid, block = kernels[first, 2:7].T
     facts = {d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None)))
              for d in np.unique(device).tolist()}
     process = _by_value(gpid, _pid)
     run, place = _runs(process)
-    order = np.argsort(run, kind="stable")  # launches by run, in start order within each
+    order = np.argsort(run, kind="stable")  # rows by run, in start order within each
     columns = {"run": run, "id": place, "process": process, "kernel": _by_value(name_id, names.__getitem__),
-               "launches": np.ones(len(run), dtype="int64"), TIME_METRIC: (end - start) * 1e-9,
+               # ns / 1e9 rounds correctly (1e-9 has no exact binary form); per launch, as the contract has it
+               "launches": launches, TIME_METRIC: ns / 1e9 / launches,
                "grid": _by_value(grid, _dims), "block": _by_value(block, _dims),
                **{col: _by_value(device, lambda d, i=i: facts[d][i]) for i, col in enumerate(("device", "gpu", "cc"))},
-               "nvtx": nvtx}
+               "nvtx": _filled(len(run), None) if nvtx is None else nvtx}
     df = pd.DataFrame({col: values[order] for col, values in columns.items()})
     df["source"], df["name_truncated"] = "nsys", False
     if deep:
@@ -345,7 +367,7 @@ def _on_disk(source: Source) -> Iterator[str]:
 
 def _read_sqlite(source: Source, _found) -> pd.DataFrame:
     with _on_disk(source) as db:
-        return read_export(db, source.path, source.memo.get("ranges", True))
+        return read_export(db, source.path, source.memo.get("detail", "ranges"))
 
 
 def _is_report(source: Source) -> bool | None:
@@ -375,7 +397,7 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
             said = (done.stderr.strip() or done.stdout.strip()).splitlines()
             why = said[-1][:QUOTED_ERROR_CHARS] if said else f"exit status {done.returncode}, no export written"
             raise CeilingsError(f"{path}: `nsys export` failed ({why}); run `{command}` to see why")
-        return read_export(str(db), path, source.memo.get("ranges", True))
+        return read_export(str(db), path, source.memo.get("detail", "ranges"))
 
 
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
