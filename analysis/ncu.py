@@ -69,8 +69,11 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", detail: str =
     one of analysis.readers.contract.DETAILS: less lets a reader leave NVTX ranges unread (nvtx None) or sum
     launches per kernel (an nsys export of a million launches).
     """
+    from .readers.contract import DETAILS
     from .readers.registry import detect  # every reader, and pandas: not for --help
 
+    if detail not in DETAILS:
+        raise ValueError(f"detail={detail!r}: one of {', '.join(DETAILS)}")
     source = read_source(path)
     source.memo.update(flops=flops, detail=detail)
     found = source.memo["binary_format"] or detect(source)
