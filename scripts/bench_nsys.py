@@ -96,8 +96,9 @@ def main() -> int:
         if args.unbalanced:
             for n in (args.unbalanced // 2, args.unbalanced):
                 db = write_export(Path(folder) / f"unbalanced{n}.sqlite", n, unbalanced=True)
-                compare({f"analysis.ncu, unbalanced, {n} kernels": [
-                    sys.executable, "-m", "analysis.ncu", str(db), "--csv", f"{folder}/u.csv", "--force"]}, 1)
+                compare({f"analysis.ncu --by annotation, unbalanced, {n} kernels": [
+                    sys.executable, "-m", "analysis.ncu", str(db), "--csv", f"{folder}/u.csv", "--force", "--by",
+                    "annotation"]}, 1)
     return 0
 
 
