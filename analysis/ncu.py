@@ -58,24 +58,22 @@ MAX_COUNTER = 2.0**64  # profiler counters are 64-bit: a value past this was not
 PRINT_NAME_WIDTH = 60
 
 
-def read_profile(path: str | os.PathLike, flops: str = "executed", detail: str = "ranges") -> pd.DataFrame:
+def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launch: bool = True,
+                 ranges: bool = True) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
     holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
-    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). `detail`: what the caller uses,
-    one of analysis.readers.contract.DETAILS: less lets a reader leave NVTX ranges unread (nvtx None) or sum
-    launches per kernel (an nsys export of a million launches).
+    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). What the caller uses, where less
+    lets a reader do less (an nsys export of a million launches): `ranges`, each launch's NVTX ranges (else
+    nvtx may be None); `each_launch`, rows per launch (else they may be sums per kernel, as summaries give).
     """
-    from .readers.contract import DETAILS
     from .readers.registry import detect  # every reader, and pandas: not for --help
 
-    if detail not in DETAILS:
-        raise ValueError(f"detail={detail!r}: one of {', '.join(DETAILS)}")
     source = read_source(path)
-    source.memo.update(flops=flops, detail=detail)
+    source.memo.update(flops=flops, each_launch=each_launch, ranges=ranges)
     found = source.memo["binary_format"] or detect(source)
     if found is None:
         _not_a_profile(source)
@@ -431,10 +429,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     _refuse_repeats([*paths, *nsys])
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
-    # what the table uses of each launch: its NVTX ranges for --nvtx and --by annotation only
-    detail = "ranges" if by == "annotation" or nvtx is not None else "launches" if per_launch else "kernels"
-    frames = [_before_trace(read_profile(p, flops, detail), str(p), include_early, warnings) for p in paths]
-    nsys_frames = [read_profile(p, detail=detail) for p in nsys]
+    # what the table uses: rows per launch for --per-launch, NVTX ranges for --nvtx and --by annotation
+    uses = {"each_launch": per_launch, "ranges": by == "annotation" or nvtx is not None}
+    frames = [_before_trace(read_profile(p, flops, **uses), str(p), include_early, warnings) for p in paths]
+    nsys_frames = [read_profile(p, **uses) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
             raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")

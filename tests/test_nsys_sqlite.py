@@ -195,15 +195,15 @@ def test_kernel_table_takes_times_from_the_export_by_full_name(tmp_path):
 
 
 def test_what_the_caller_uses_is_all_that_is_read(tmp_path):
-    """detail "launches": every launch, NVTX ranges unread (None: unknown, not "none"); "kernels": launches of
-    the same kernel, process, grid, block and GPU summed into one row, in the order of their first launch."""
+    """Without ranges: every launch, NVTX ranges unread (None: unknown, not "none"); not each launch: launches
+    of the same kernel, process, grid, block, GPU and ranges summed into one row, in the order of their first."""
     # two more launches of SCALE at (64,1,1)x(256,1,1) on device 0 in process 1234: 3 with KERNELS' first
     kernels = [*KERNELS, (9000, 9007, 0, 13, P1, 1, 2, (64, 1, 1), (256, 1, 1)),
                (9100, 9103, 0, 14, P1, 1, 2, (64, 1, 1), (256, 1, 1))]
     export = make_export(tmp_path / "report.sqlite", kernels=kernels)
-    each = read_profile(export, detail="launches")
+    each = read_profile(export, ranges=False)
     assert len(each) == 7 and each["nvtx"].tolist() == [None] * 7
-    summed = read_profile(export, detail="kernels")
+    summed = read_profile(export, each_launch=False, ranges=False)
     assert rows(summed, "run", "id", "process", "kernel", "launches", "grid", "device") == [
         (0, 0, "1234", SCALE, 3, "(64, 1, 1)", "0"), (0, 1, "1234", SCALE, 1, "(128, 2, 1)", "0"),
         (0, 2, "1234", COPY, 1, "(1, 1, 1)", "2"), (1, 0, "5678", SCALE, 1, "(64, 1, 1)", "1"),
@@ -227,7 +227,7 @@ def test_seconds_are_the_nanoseconds_correctly_rounded(tmp_path):
     def nearest(x, exact):  # no double lies between x and the exact value
         return abs(Fraction(x) - exact) <= Fraction(math.ulp(x)) / 2
 
-    seconds = read_profile(export, detail="launches")[T].tolist()
+    seconds = read_profile(export, ranges=False)[T].tolist()
     assert all(nearest(x, Fraction(d, 10**9)) for x, d in zip(seconds, durations))
     total = kernel_table(export)["time_s"].iloc[0]
     assert abs(Fraction(total) - Fraction(sum(durations), 10**9)) <= Fraction(math.ulp(total))

@@ -14,11 +14,11 @@ and often times) or TIMES (times only, matched to counters by kernel name).
 A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose
 `find` answers wins.
 
-How much a caller uses (`source.memo["detail"]`, DETAILS, most to least): "ranges", every launch with its NVTX
-ranges; "launches", every launch, its ranges unused (a reader may leave nvtx None, unknown); "kernels", sums per
-kernel only (a reader may also give one row per kernel, process, grid, block and GPU, as summaries do). A
-million-launch nsys export costs passes over the API calls and NVTX tables for ranges, and a million-row frame
-for launches; no other format saves anything by it.
+What a caller uses (`source.memo`, set by read_profile): with "ranges" False, no launch's NVTX ranges (a reader
+may leave nvtx None, unknown); with "each_launch" False, only sums per kernel (a reader may give one row per
+kernel, process, grid, block, GPU and NVTX ranges, launches = N, as summaries do). A million-launch nsys export
+costs passes over its API calls and NVTX tables for the ranges, and a million-row frame for each launch; no
+other format saves anything by them.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ pd = lazy("pandas")
 
 COUNTERS = "counters"
 TIMES = "times"
-DETAILS = ("ranges", "launches", "kernels")  # what a caller uses (module docstring), most first
 # run: a pass or process in its file; process: its label ("1234 app@host", "rank 0") when the file names one;
 # gpu: the device's name when the profile records it; nvtx: the NVTX / record_function ranges (a tuple,
 # outermost first) the launch ran inside; op, module: the framework operator and nn.Module that launched it;
@@ -54,8 +53,8 @@ class Source:
     """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
     they were read from when those bytes are the file's own (read_csv may read it again, faster). `memo`:
     what readers found once and share (a scan of a 100 MB file is worth doing once), and the caller's reading
-    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "detail", one
-    of DETAILS: what the caller uses, where less costs a reader less (module docstring)."""
+    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "ranges" and
+    "each_launch", what the caller uses (module docstring)."""
 
     data: bytes
     path: str

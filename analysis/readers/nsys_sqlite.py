@@ -239,26 +239,27 @@ def _enclosing(ranges: dict, keys: np.ndarray, starts: np.ndarray, ends: np.ndar
     return of_call, sets, deep
 
 
-def _filled(n: int, value) -> np.ndarray:
-    """An object array of `n` times `value` (a tuple too: np.full would spread it)."""
-    out = np.empty(n, dtype=object)
-    out.fill(value)
+def _chains(*chains: tuple) -> np.ndarray:
+    """An object array of tuples (np.array would make a 2-D array of them)."""
+    out = np.empty(len(chains), dtype=object)
+    out[:] = chains
     return out
 
 
 def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: np.ndarray
-          ) -> tuple[np.ndarray, int, int]:
-    """Each kernel's NVTX range names, outermost first (module docstring); how many launches were inside more
-    than MAX_DEPTH ranges (the innermost MAX_DEPTH kept) and how many ranges were never closed. process: the
-    kernels' process keys (-1: unknown)."""
+          ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The kernels' NVTX range names, outermost first (module docstring): the distinct tuples of names and
+    each kernel's index into them (-1: unknown); how many launches were inside more than MAX_DEPTH ranges (the
+    innermost MAX_DEPTH kept) and how many ranges were never closed. process: the kernels' process keys (-1:
+    unknown)."""
     if "NVTX_EVENTS" not in tables:
-        return _filled(len(corr), ()), 0, 0
+        return _chains(()), np.zeros(len(corr), dtype="int64"), 0, 0
     by_thread, by_process, never_closed = _ranges(con)
     if not by_thread and not by_process:
-        return _filled(len(corr), ()), 0, 0
+        return _chains(()), np.zeros(len(corr), dtype="int64"), 0, 0
     calls = _launches(con, tables, process, corr)
     if calls is None:
-        return _filled(len(corr), None), 0, never_closed
+        return _chains(), np.full(len(corr), -1, dtype="int64"), 0, never_closed
     known = np.flatnonzero(calls["tid"].notna().to_numpy())
     tid = calls["tid"].to_numpy()[known].astype("int64")
     start, end = calls["start"].to_numpy()[known].astype("int64"), calls["end"].to_numpy()[known].astype("int64")
@@ -276,19 +277,18 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: 
         spans.sort(key=lambda s: (s[0], s[1]))  # stable: a thread's range before a process's of the same span
         names[n] = tuple(text for _, _, text in spans[-MAX_DEPTH:])
         cut[n] = len(spans) > MAX_DEPTH or (t >= 0 and thread_deep[t]) or (p >= 0 and process_deep[p])
-    out = np.full(len(corr), None, dtype=object)
-    out[known] = names[pairs]
-    return out, int(cut[pairs].sum()), never_closed
+    of_kernel = np.full(len(corr), -1, dtype="int64")
+    of_kernel[known] = pairs
+    return names, of_kernel, int(cut[pairs].sum()), never_closed
 
 
 @paused_gc()
-def read_export(db: str, label: str, detail: str = "ranges") -> pd.DataFrame:
+def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = True) -> pd.DataFrame:
     """The launches of the SQLite export at path `db`; messages name `label` (the file the user passed).
-    `detail` (contract.DETAILS): "ranges" reads each launch's NVTX ranges; "launches" leaves them unread (nvtx
-    None: neither the API calls nor NVTX_EVENTS are read, half the time of a large export); "kernels" also
-    sums the launches of each kernel, process, grid, block and GPU into one row (launches = N, the time per
-    launch from the exact total in ns)."""
-    ranges = detail == "ranges"
+    Without `ranges` NVTX ranges are left unread (nvtx None: neither the API calls nor NVTX_EVENTS are read,
+    half the time of a large export); without `each_launch` the launches of each kernel, process, grid, block,
+    GPU (and NVTX ranges) are summed into one row (launches = N, the time per launch from the exact total in
+    ns): a million launches make a few thousand rows."""
     remedy = "export it again (`nsys export --type sqlite --output FILE.sqlite REPORT.nsys-rep`)"
     try:
         with closing(sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)) as con:
@@ -320,19 +320,19 @@ def read_export(db: str, label: str, detail: str = "ranges") -> pd.DataFrame:
                     f"a kernel from {start_ns} to {end_ns} ns"
                 raise CeilingsError(f"{label}: a broken nsys export ({why}); {remedy}")
             gpus = _gpus(con, tables)
-            nvtx, deep, never_closed = None, 0, 0
+            chains, chain, deep, never_closed = _chains(), np.full(len(kernels), -1, dtype="int64"), 0, 0
             if ranges:
                 corr = kernels[:, 7]
                 # a launch's process key (globalPid without its thread bits), -1 where its process or call is unknown
-                nvtx, deep, never_closed = _nvtx(con, tables, np.where((gpid != 0) & (corr != 0), gpid >> TID_BITS, -1),
-                                                 corr)
+                chains, chain, deep, never_closed = _nvtx(
+                    con, tables, np.where((gpid != 0) & (corr != 0), gpid >> TID_BITS, -1), corr)
     except sqlite3.Error as exc:
         raise CeilingsError(f"{label}: an SQLite file that cannot be read ({describe(exc)}); truncated copy? "
                             f"{remedy}") from None
     launches, ns = np.ones(len(kernels), dtype="int64"), end - start
-    if detail == "kernels":
-        first, launches, ns = _summed(kernels[:, 2:7], ns)
-        device, gpid, name_id, grid, block = kernels[first, 2:7].T
+    if not each_launch:
+        first, launches, ns = _summed(np.column_stack([kernels[:, 2:7], chain]), ns)
+        (device, gpid, name_id, grid, block), chain = kernels[first, 2:7].T, chain[first]
     facts = {d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None)))
              for d in np.unique(device).tolist()}
     process = _by_value(gpid, _pid)
@@ -343,7 +343,7 @@ def read_export(db: str, label: str, detail: str = "ranges") -> pd.DataFrame:
                "launches": launches, TIME_METRIC: ns / 1e9 / launches,
                "grid": _by_value(grid, _dims), "block": _by_value(block, _dims),
                **{col: _by_value(device, lambda d, i=i: facts[d][i]) for i, col in enumerate(("device", "gpu", "cc"))},
-               "nvtx": _filled(len(run), None) if nvtx is None else nvtx}
+               "nvtx": _chains(*chains, None)[chain]}  # -1, unknown, picks the None at the end
     df = pd.DataFrame({col: values[order] for col, values in columns.items()})
     df["source"], df["name_truncated"] = "nsys", False
     if deep:
@@ -367,7 +367,7 @@ def _on_disk(source: Source) -> Iterator[str]:
 
 def _read_sqlite(source: Source, _found) -> pd.DataFrame:
     with _on_disk(source) as db:
-        return read_export(db, source.path, source.memo.get("detail", "ranges"))
+        return read_export(db, source.path, source.memo.get("each_launch", True), source.memo.get("ranges", True))
 
 
 def _is_report(source: Source) -> bool | None:
@@ -397,7 +397,7 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
             said = (done.stderr.strip() or done.stdout.strip()).splitlines()
             why = said[-1][:QUOTED_ERROR_CHARS] if said else f"exit status {done.returncode}, no export written"
             raise CeilingsError(f"{path}: `nsys export` failed ({why}); run `{command}` to see why")
-        return read_export(str(db), path, source.memo.get("detail", "ranges"))
+        return read_export(str(db), path, source.memo.get("each_launch", True), source.memo.get("ranges", True))
 
 
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
