@@ -61,6 +61,11 @@ class Source:
     file: Path | None = None
     memo: dict = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def uses(self) -> dict[str, bool]:
+        """What the caller uses (module docstring): each_launch and ranges, True unless read_profile said not."""
+        return {"each_launch": self.memo.get("each_launch", True), "ranges": self.memo.get("ranges", True)}
+
     @cached_property
     def text(self) -> str:
         return self.data.decode("utf-8", errors="replace")

@@ -1,6 +1,8 @@
 """Nsight Systems SQLite exports (`nsys export --type sqlite`), and `.nsys-rep` reports exported to one by
 `nsys export` when nsys is on PATH: one row per kernel launch with its full name (never cut, unlike the
-`nsys stats` text), its time, grid, block, GPU, process and the NVTX ranges it was launched in.
+`nsys stats` text), its time, grid, block, GPU, process and the NVTX ranges it was launched in; for a caller
+that uses sums only (contract: each_launch, ranges), one row per kernel, process, grid, block, GPU (and ranges),
+with the ranges left unread where it uses none.
 
 The schema, read by table and column name (sources):
 - CUPTI_ACTIVITY_KIND_KERNEL: start, end (ns), deviceId, correlationId, globalPid, demangledName (a StringIds
@@ -367,7 +369,7 @@ def _on_disk(source: Source) -> Iterator[str]:
 
 def _read_sqlite(source: Source, _found) -> pd.DataFrame:
     with _on_disk(source) as db:
-        return read_export(db, source.path, source.memo.get("each_launch", True), source.memo.get("ranges", True))
+        return read_export(db, source.path, **source.uses)
 
 
 def _is_report(source: Source) -> bool | None:
@@ -397,7 +399,7 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
             said = (done.stderr.strip() or done.stdout.strip()).splitlines()
             why = said[-1][:QUOTED_ERROR_CHARS] if said else f"exit status {done.returncode}, no export written"
             raise CeilingsError(f"{path}: `nsys export` failed ({why}); run `{command}` to see why")
-        return read_export(str(db), path, source.memo.get("each_launch", True), source.memo.get("ranges", True))
+        return read_export(str(db), path, **source.uses)
 
 
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
