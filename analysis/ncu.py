@@ -42,7 +42,16 @@ from .metrics import (
     with_rates,
 )
 from .readers import ncu_csv
-from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+from .readers.contract import (
+    BEFORE_TRACE,
+    COUNTERS,
+    HEAD_BYTES,
+    LAUNCH_COLUMNS,
+    META_COLUMNS,
+    TIMES,
+    Format,
+    Source,
+)
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -50,7 +59,6 @@ pd = lazy("pandas")
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
 # lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
 PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
 TOP_KERNELS = 20  # rows of the printed table
@@ -90,8 +98,16 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
 def read_source(path: str | os.PathLike) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
     dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file."""
+    from .readers.registry import detect
+
     p = Path(path)
-    data = read_bytes(p, "profiler output file (a folder is taken only as one of torch.profiler traces)")
+    what = "profiler output file (a folder is taken only as one of torch.profiler traces)"
+    # a binary format is read from its file: its first bytes are all it needs here (contract)
+    head = Source(read_bytes(p, what, HEAD_BYTES), str(p), p)
+    head.memo["binary_format"] = detect(head, binary=True)
+    if head.memo["binary_format"] is not None:
+        return head
+    data = read_bytes(p, what)
     # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
     # changed below (decompressed; a BOM: the header must start the line)
     file = p
@@ -99,16 +115,15 @@ def read_source(path: str | os.PathLike) -> Source:
         data, file = gunzip(data, p), None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
-    from .readers.registry import detect
 
     source = Source(data, str(p), file)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:
         return source
-    if data.startswith(UTF16_BOMS) or data[1:BINARY_PROBE_BYTES:2].count(0) > len(data[:BINARY_PROBE_BYTES]) // 4:
+    if data.startswith(UTF16_BOMS) or data[1:HEAD_BYTES:2].count(0) > len(data[:HEAD_BYTES]) // 4:
         raise CeilingsError(f"{p}: UTF-16 text (PowerShell's `>` or Out-File saves so); save it as UTF-8: "
                             f"`Get-Content IN | Set-Content -Encoding utf8 OUT`, or iconv -f UTF-16 -t UTF-8")
-    if b"\0" in data[:BINARY_PROBE_BYTES]:
+    if b"\0" in data[:HEAD_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
         data, file = data.removeprefix(UTF8_BOM), None

@@ -64,12 +64,11 @@ import pandas as pd
 from ceilings.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
 
 from .bulk import MAX_DEPTH, open_ranges, paused_gc
-from .contract import TIMES, Format, Source
+from .contract import HEAD_BYTES, TIMES, Format, Source
 from .nsys import TIME_METRIC
 
 MAGIC = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database (sqlite.org/fileformat2.html)
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-BINARY_PROBE_BYTES = 65536  # as read_profile: a NUL byte in the first 64 KiB means a binary file
 PUSH_POP = (59, 70)
 START_END = (60, 71)
 TID_BITS = 24
@@ -373,7 +372,7 @@ def _read_sqlite(source: Source, _found) -> pd.DataFrame:
 
 
 def _is_report(source: Source) -> bool | None:
-    binary = b"\0" in source.data[:BINARY_PROBE_BYTES]
+    binary = b"\0" in source.data[:HEAD_BYTES]
     return True if binary and source.path.lower().endswith(REPORT_SUFFIXES) else None
 
 
@@ -405,4 +404,4 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
                 _read_sqlite, binary=True, head=len(MAGIC))
 REPORT = Format(".nsys-rep (through nsys export)", TIMES, _is_report, _read_report, binary=True,
-                head=BINARY_PROBE_BYTES)
+                head=HEAD_BYTES)
