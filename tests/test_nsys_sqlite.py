@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.ncu import kernel_table, read_profile
+from analysis.ncu import kernel_table, read_profile, read_source
 from analysis.readers import nsys_sqlite
 from analysis.readers.contract import Source
 from analysis.readers.registry import detect
@@ -173,6 +173,16 @@ def test_detected_by_its_magic_bytes_before_text_formats(tmp_path):
     assert data.startswith(b"SQLite format 3\0")
     fmt, _ = detect(Source(data, "anything.bin"), binary=True)
     assert fmt is nsys_sqlite.SQLITE
+
+
+def test_an_export_is_read_from_its_file_not_loaded_into_memory(tmp_path):
+    """Only the first 64 KiB are read to recognise it (an export of a long run is GBs); sqlite opens the file."""
+    kernels = [(i * 100, i * 100 + 50, 0, i + 1, P1, 1, 2, (1, 1, 1), (32, 1, 1)) for i in range(5000)]
+    export = make_export(tmp_path / "big.sqlite", kernels=kernels, runtime=[], nvtx=[])
+    assert export.stat().st_size > 2 * 65536
+    source = read_source(export)
+    assert len(source.data) == 65536 and source.file == export
+    assert read_profile(export)["launches"].sum() == 5000
 
 
 def test_kernel_table_takes_times_from_the_export_by_full_name(tmp_path):
