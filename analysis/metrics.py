@@ -173,7 +173,8 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     """
     out = pd.DataFrame(index=df.index)
     total, hmma, imma, dmma = (_col(df, name) for name in TENSOR_METRICS)
-    cc = df["cc"] if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
+    # objects: pandas' str dtype maps value by value (0.4 s for a million nsys launches, 0.04 s as objects)
+    cc = df["cc"].astype(object) if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
     has_parts = hmma.notna() | imma.notna() | dmma.notna()
     hfma = _col(df, HFMA_METRIC)
     # Which count holds the moves is not documented: the tensor-pipe instructions beside the hmma/imma/dmma

@@ -42,7 +42,16 @@ from .metrics import (
     with_rates,
 )
 from .readers import ncu_csv
-from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+from .readers.contract import (
+    BEFORE_TRACE,
+    COUNTERS,
+    HEAD_BYTES,
+    LAUNCH_COLUMNS,
+    META_COLUMNS,
+    TIMES,
+    Format,
+    Source,
+)
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -50,7 +59,6 @@ pd = lazy("pandas")
 PROG = "python -m analysis.ncu"
 UTF8_BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-BINARY_PROBE_BYTES = 65536  # a NUL byte in the first 64 KiB means binary, not text output
 # lines that only profiler output has: ncu's ==PROF== / ==ERROR== lines, a `[PID] process@host` line
 PROFILER_LINE = re.compile(r"^(?:==PROF==|==ERROR==|\[\d+\] \S+@)", re.MULTILINE)
 TOP_KERNELS = 20  # rows of the printed table
@@ -58,19 +66,22 @@ MAX_COUNTER = 2.0**64  # profiler counters are 64-bit: a value past this was not
 PRINT_NAME_WIDTH = 60
 
 
-def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFrame:
+def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launch: bool = True,
+                 ranges: bool = True) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
     holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
-    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS).
+    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). What the caller uses, where less
+    lets a reader do less (an nsys export of a million launches): `ranges`, each launch's NVTX ranges (else
+    nvtx may be None); `each_launch`, rows per launch (else they may be sums per kernel, as summaries give).
     """
     from .readers.registry import detect  # every reader, and pandas: not for --help
 
     source = read_source(path)
-    source.memo["flops"] = flops
+    source.memo.update(flops=flops, each_launch=each_launch, ranges=ranges)
     found = source.memo["binary_format"] or detect(source)
     if found is None:
         _not_a_profile(source)
@@ -87,8 +98,16 @@ def read_profile(path: str | os.PathLike, flops: str = "executed") -> pd.DataFra
 def read_source(path: str | os.PathLike) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
     dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file."""
+    from .readers.registry import detect
+
     p = Path(path)
-    data = read_bytes(p, "profiler output file (a folder is taken only as one of torch.profiler traces)")
+    what = "profiler output file (a folder is taken only as one of torch.profiler traces)"
+    # a binary format is read from its file: its first bytes are all it needs here (contract)
+    head = Source(read_bytes(p, what, HEAD_BYTES), str(p), p)
+    head.memo["binary_format"] = detect(head, binary=True)
+    if head.memo["binary_format"] is not None:
+        return head
+    data = read_bytes(p, what)
     # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
     # changed below (decompressed; a BOM: the header must start the line)
     file = p
@@ -96,16 +115,15 @@ def read_source(path: str | os.PathLike) -> Source:
         data, file = gunzip(data, p), None
     if not data or data.isspace():
         raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
-    from .readers.registry import detect
 
     source = Source(data, str(p), file)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:
         return source
-    if data.startswith(UTF16_BOMS) or data[1:BINARY_PROBE_BYTES:2].count(0) > len(data[:BINARY_PROBE_BYTES]) // 4:
+    if data.startswith(UTF16_BOMS) or data[1:HEAD_BYTES:2].count(0) > len(data[:HEAD_BYTES]) // 4:
         raise CeilingsError(f"{p}: UTF-16 text (PowerShell's `>` or Out-File saves so); save it as UTF-8: "
                             f"`Get-Content IN | Set-Content -Encoding utf8 OUT`, or iconv -f UTF-16 -t UTF-8")
-    if b"\0" in data[:BINARY_PROBE_BYTES]:
+    if b"\0" in data[:HEAD_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
     if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
         data, file = data.removeprefix(UTF8_BOM), None
@@ -427,8 +445,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     _refuse_repeats([*paths, *nsys])
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
-    frames = [_before_trace(read_profile(p, flops), str(p), include_early, warnings) for p in paths]
-    nsys_frames = [read_profile(p) for p in nsys]
+    # what the table uses: rows per launch for --per-launch, NVTX ranges for --nvtx and --by annotation
+    uses = {"each_launch": per_launch, "ranges": by == "annotation" or nvtx is not None}
+    frames = [_before_trace(read_profile(p, flops, **uses), str(p), include_early, warnings) for p in paths]
+    nsys_frames = [read_profile(p, **uses) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
             raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")
@@ -451,7 +471,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
-    if len(nsys_rows):
+    if len(nsys_rows) and len(launches):
         needed = launches.loc[derived["time_s"].isna(), "kernel"].unique()
         times = _nsys_times(list(launches["kernel"].unique()), nsys_rows, warnings)
         derived["time_s"] = derived["time_s"].fillna(launches["kernel"].map({k: times[k] for k in needed
@@ -461,10 +481,10 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             warnings.append(f"time_s: {len(unmatched)} kernel(s) without an ncu time match no nsys kernel "
                             f"name, or two cut to the same prefix (first: {unmatched[0][:60]!r}); they have "
                             "no rates")
+    if len(nsys_rows):
         # with --nvtx, nsys rows without ranges serve as times only: their other kernels may be outside it
-        ranged = any(isinstance(r, tuple) and len(r) > 0 for r in nsys_rows["nvtx"])
-        time_only = _time_only_rows(nsys_rows, set(launches["kernel"])) if nvtx is None or ranged else \
-            nsys_rows.iloc[0:0]
+        ranged = nvtx is None or any(isinstance(r, tuple) and len(r) > 0 for r in nsys_rows["nvtx"])
+        time_only = _time_only_rows(nsys_rows, set(launches["kernel"])) if ranged else nsys_rows.iloc[0:0]
         if not len(launches):
             several = [(p, f["run"].nunique()) for p, f in zip([*paths, *nsys], frames + nsys_frames)
                        if f.attrs["yields"] == TIMES and f["run"].nunique() > 1]

@@ -18,9 +18,10 @@ DEFAULT_MAX_DECOMPRESSED_MB = 4096  # a week of torch.profiler traces of one ran
 _CHUNK = 1 << 24
 
 
-def read_bytes(path: str | os.PathLike, what: str = "file") -> bytes:
-    """The bytes of regular file `path`. A folder, pipe (FIFO) or device (/dev/zero) would hang a read or never
-    end; each is a one-line CeilingsError, as is a missing or unreadable file."""
+def read_bytes(path: str | os.PathLike, what: str = "file", limit: int | None = None) -> bytes:
+    """The bytes of regular file `path` (its first `limit` where given). A folder, pipe (FIFO) or device
+    (/dev/zero) would hang a read or never end; each is a one-line CeilingsError, as is a missing or unreadable
+    file."""
     p = Path(path)
     try:
         mode = p.stat().st_mode
@@ -34,7 +35,8 @@ def read_bytes(path: str | os.PathLike, what: str = "file") -> bytes:
         kind = "a pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device or socket"
         raise CeilingsError(f"{p}: {kind}, not a regular file; save the {what} to a file and give that")
     try:
-        return p.read_bytes()
+        with p.open("rb") as f:
+            return f.read(-1 if limit is None else limit)
     except OSError as exc:
         raise CeilingsError(f"{p}: cannot read it ({exc.strerror or exc})") from None
 

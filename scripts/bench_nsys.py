@@ -7,7 +7,8 @@ temporary folder: 2 processes of 2 launching threads each, steps of 500 launches
 forward/backward, a layer range per 12 launches: ~88k ranges at 1M kernels), an epoch start/end range per
 process. Then times `python -m analysis.ncu FILE --csv OUT` and the baseline (sqlite3, pandas.read_sql of
 the kernels joined to their names, groupby name: count and total time), alternating, as separate processes,
-and prints the median seconds and peak RSS of each and their ratios. `--unbalanced N` also times an export of
+and prints the median seconds and peak RSS of each and their ratios; also `--by annotation`, the view that reads
+every launch's NVTX ranges (the kernel table needs none, and reads none). `--unbalanced N` also times an export of
 N kernels whose every launch pushes a range never popped (end NULL): linear in N, or quadratic.
 Target (issue 21): <= 1.5x the baseline in time and memory at 1M kernels with NVTX.
 """
@@ -87,15 +88,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         db = write_export(Path(folder) / "bench.sqlite", args.kernels)
         print(f"{db.stat().st_size / 1e6:.0f} MB export, {args.kernels} kernels", file=sys.stderr)
-        compare({"analysis.ncu": [sys.executable, "-m", "analysis.ncu", str(db), "--csv", f"{folder}/out.csv",
-                                  "--force"],
+        ncu = [sys.executable, "-m", "analysis.ncu", str(db), "--csv", f"{folder}/out.csv", "--force"]
+        compare({"analysis.ncu": ncu, "analysis.ncu --by annotation (every launch's NVTX ranges)": [
+                     *ncu, "--by", "annotation"],
                  "sqlite3 + pandas": [sys.executable, "-c", BASELINE, str(db), f"{folder}/base.csv"]},
                 args.repeat, baseline="sqlite3 + pandas")
         if args.unbalanced:
             for n in (args.unbalanced // 2, args.unbalanced):
                 db = write_export(Path(folder) / f"unbalanced{n}.sqlite", n, unbalanced=True)
-                compare({f"analysis.ncu, unbalanced, {n} kernels": [
-                    sys.executable, "-m", "analysis.ncu", str(db), "--csv", f"{folder}/u.csv", "--force"]}, 1)
+                compare({f"analysis.ncu --by annotation, unbalanced, {n} kernels": [
+                    sys.executable, "-m", "analysis.ncu", str(db), "--csv", f"{folder}/u.csv", "--force", "--by",
+                    "annotation"]}, 1)
     return 0
 
 

@@ -13,11 +13,12 @@ import shutil
 import sqlite3
 import stat
 from contextlib import closing
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from analysis.ncu import kernel_table, read_profile
+from analysis.ncu import kernel_table, read_profile, read_source
 from analysis.readers import nsys_sqlite
 from analysis.readers.contract import Source
 from analysis.readers.registry import detect
@@ -174,6 +175,16 @@ def test_detected_by_its_magic_bytes_before_text_formats(tmp_path):
     assert fmt is nsys_sqlite.SQLITE
 
 
+def test_an_export_is_read_from_its_file_not_loaded_into_memory(tmp_path):
+    """Only the first 64 KiB are read to recognise it (an export of a long run is GBs); sqlite opens the file."""
+    kernels = [(i * 100, i * 100 + 50, 0, i + 1, P1, 1, 2, (1, 1, 1), (32, 1, 1)) for i in range(5000)]
+    export = make_export(tmp_path / "big.sqlite", kernels=kernels, runtime=[], nvtx=[])
+    assert export.stat().st_size > 2 * 65536
+    source = read_source(export)
+    assert len(source.data) == 65536 and source.file == export
+    assert read_profile(export)["launches"].sum() == 5000
+
+
 def test_kernel_table_takes_times_from_the_export_by_full_name(tmp_path):
     """text_no_time.txt: one launch of FULL, 2 x 500,000 FFMA = 1e6 FLOPs, no time. The export times FULL at
     3000, 4000 and 5000 ns (4000 per launch) and TWIN, whose first 100 characters are FULL's, at 100 ns twice:
@@ -191,6 +202,45 @@ def test_kernel_table_takes_times_from_the_export_by_full_name(tmp_path):
     assert by_name.at[full, "flop_per_s"] == pytest.approx(1e6 / 4000e-9)
     assert by_name.at[twin, "launches"] == 2 and by_name.at[twin, "time_s"] == pytest.approx(2 * 100e-9)
     assert not any("cut at 100 characters" in w for w in t.attrs["warnings"])
+
+
+def test_what_the_caller_uses_is_all_that_is_read(tmp_path):
+    """Without ranges: every launch, NVTX ranges unread (None: unknown, not "none"); not each launch: launches
+    of the same kernel, process, grid, block, GPU and ranges summed into one row, in the order of their first."""
+    # two more launches of SCALE at (64,1,1)x(256,1,1) on device 0 in process 1234: 3 with KERNELS' first
+    kernels = [*KERNELS, (9000, 9007, 0, 13, P1, 1, 2, (64, 1, 1), (256, 1, 1)),
+               (9100, 9103, 0, 14, P1, 1, 2, (64, 1, 1), (256, 1, 1))]
+    export = make_export(tmp_path / "report.sqlite", kernels=kernels)
+    each = read_profile(export, ranges=False)
+    assert len(each) == 7 and each["nvtx"].tolist() == [None] * 7
+    summed = read_profile(export, each_launch=False, ranges=False)
+    assert rows(summed, "run", "id", "process", "kernel", "launches", "grid", "device") == [
+        (0, 0, "1234", SCALE, 3, "(64, 1, 1)", "0"), (0, 1, "1234", SCALE, 1, "(128, 2, 1)", "0"),
+        (0, 2, "1234", COPY, 1, "(1, 1, 1)", "2"), (1, 0, "5678", SCALE, 1, "(64, 1, 1)", "1"),
+        (1, 1, "5678", COPY, 1, None, "1")]
+    # seconds per launch: (2000 + 7 + 3) ns / 3, then the single launches' own
+    assert summed[T].tolist() == pytest.approx([2010e-9 / 3, 2500e-9, 600e-9, 3000e-9, 100e-9], rel=1e-15)
+    assert summed["nvtx"].tolist() == [None] * 5
+    # by kernel: 5 launches of SCALE in 2000 + 2500 + 3000 + 7 + 3 = 7510 ns, 2 of COPY in 600 + 100 ns
+    t = kernel_table(export).set_index("kernel")
+    assert t.loc[SCALE, ["launches", "time_s"]].tolist() == [5, pytest.approx(7510e-9, rel=1e-15)]
+    assert t.loc[COPY, ["launches", "time_s"]].tolist() == [2, pytest.approx(700e-9, rel=1e-15)]
+
+
+def test_seconds_are_the_nanoseconds_correctly_rounded(tmp_path):
+    """A duration of d ns is d/10^9 s rounded to the nearest double (d x 1e-9 is not: 1e-9 has no exact binary
+    form); checked with exact fractions, per launch and for a kernel's total."""
+    durations = [7, 3, 123456789, 1]
+    kernels = [(1000 * i, 1000 * i + d, 0, i + 1, P1, 1, 2, (1, 1, 1), (32, 1, 1)) for i, d in enumerate(durations)]
+    export = make_export(tmp_path / "report.sqlite", kernels=kernels, runtime=[], nvtx=[])
+
+    def nearest(x, exact):  # no double lies between x and the exact value
+        return abs(Fraction(x) - exact) <= Fraction(math.ulp(x)) / 2
+
+    seconds = read_profile(export, ranges=False)[T].tolist()
+    assert all(nearest(x, Fraction(d, 10**9)) for x, d in zip(seconds, durations))
+    total = kernel_table(export)["time_s"].iloc[0]
+    assert abs(Fraction(total) - Fraction(sum(durations), 10**9)) <= Fraction(math.ulp(total))
 
 
 def test_an_nsys_rep_report_is_exported_by_nsys_on_path(tmp_path, monkeypatch):

@@ -5,7 +5,9 @@ Every reader follows one contract. `find(source)` looks at a file's content (nev
 None when the file is not in that format, else whatever `read` needs to start (an offset, a match). A format
 recognised by its first bytes (a magic number, a JSON document's opening) says how many in `head`: its `find`
 is given only those (a 500 MB trace is recognised from 64 KiB), and such formats are tried before the ones
-whose headers may be anywhere in a file (an ncu CSV after the application's output). `read(
+whose headers may be anywhere in a file (an ncu CSV after the application's output). A binary format (magic
+bytes) is recognised from at most HEAD_BYTES and read from its file: `data` then holds only those first bytes
+(a multi-GB nsys export is never loaded into memory; `file` is the path to open). `read(
 source, found)` returns one row per launch (or per kernel of a summary, with `launches` = N and values per
 launch) with the columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in
 base units (bytes, seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters,
@@ -13,6 +15,12 @@ and often times) or TIMES (times only, matched to counters by kernel name).
 
 A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose
 `find` answers wins.
+
+What a caller uses (`source.memo`, set by read_profile): with "ranges" False, no launch's NVTX ranges (a reader
+may leave nvtx None, unknown); with "each_launch" False, only sums per kernel (a reader may give one row per
+kernel, process, grid, block, GPU and NVTX ranges, launches = N, as summaries do). A million-launch nsys export
+costs passes over its API calls and NVTX tables for the ranges, and a million-row frame for each launch; no
+other format saves anything by them.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from ceilings.lazy import lazy
 
 pd = lazy("pandas")
 
+HEAD_BYTES = 65536  # the most a binary format's `find` sees; a NUL byte in them means a binary file
 COUNTERS = "counters"
 TIMES = "times"
 # run: a pass or process in its file; process: its label ("1234 app@host", "rank 0") when the file names one;
@@ -46,12 +55,19 @@ META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "
 class Source:
     """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
     they were read from when those bytes are the file's own (read_csv may read it again, faster). `memo`:
-    what readers found once and share (a scan of a 100 MB file is worth doing once)."""
+    what readers found once and share (a scan of a 100 MB file is worth doing once), and the caller's reading
+    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "ranges" and
+    "each_launch", what the caller uses (module docstring)."""
 
     data: bytes
     path: str
     file: Path | None = None
     memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def uses(self) -> dict[str, bool]:
+        """What the caller uses (module docstring): each_launch and ranges, True unless read_profile said not."""
+        return {"each_launch": self.memo.get("each_launch", True), "ranges": self.memo.get("ranges", True)}
 
     @cached_property
     def text(self) -> str:
@@ -66,6 +82,10 @@ class Format:
     read: Callable[[Source, Any], pd.DataFrame]
     binary: bool = False  # recognised by magic bytes, before a file is taken for text
     head: int | None = None  # `find` needs only the first `head` bytes (module docstring); None: all of them
+
+    def __post_init__(self):
+        if self.binary and not (self.head and self.head <= HEAD_BYTES):
+            raise ValueError(f"{self.name}: a binary format is recognised from its first HEAD_BYTES at most")
 
     def recognise(self, source: Source):
         """`find` on the bytes it needs: the first `head`, or all."""

@@ -1,6 +1,8 @@
 """Nsight Systems SQLite exports (`nsys export --type sqlite`), and `.nsys-rep` reports exported to one by
 `nsys export` when nsys is on PATH: one row per kernel launch with its full name (never cut, unlike the
-`nsys stats` text), its time, grid, block, GPU, process and the NVTX ranges it was launched in.
+`nsys stats` text), its time, grid, block, GPU, process and the NVTX ranges it was launched in; for a caller
+that uses sums only (contract: each_launch, ranges), one row per kernel, process, grid, block, GPU (and ranges),
+with the ranges left unread where it uses none.
 
 The schema, read by table and column name (sources):
 - CUPTI_ACTIVITY_KIND_KERNEL: start, end (ns), deviceId, correlationId, globalPid, demangledName (a StringIds
@@ -62,12 +64,11 @@ import pandas as pd
 from ceilings.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
 
 from .bulk import MAX_DEPTH, open_ranges, paused_gc
-from .contract import TIMES, Format, Source
+from .contract import HEAD_BYTES, TIMES, Format, Source
 from .nsys import TIME_METRIC
 
 MAGIC = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database (sqlite.org/fileformat2.html)
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-BINARY_PROBE_BYTES = 65536  # as read_profile: a NUL byte in the first 64 KiB means a binary file
 PUSH_POP = (59, 70)
 START_END = (60, 71)
 TID_BITS = 24
@@ -120,13 +121,37 @@ def _strings(con: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
     return out
 
 
-def _by_value(values: np.ndarray, convert) -> list:
-    """convert(value) for each of `values`, computed once per distinct value (a million launches, a few
-    hundred names, sizes and devices)."""
+def _by_value(values: np.ndarray, convert) -> np.ndarray:
+    """convert(value) for each of `values` (an object array), computed once per distinct value (a million
+    launches, a few hundred names, sizes and devices)."""
     codes, unique = pd.factorize(values)
     converted = np.empty(len(unique), dtype=object)
     converted[:] = [convert(v) for v in unique.tolist()]
-    return converted[codes].tolist()
+    return converted[codes]
+
+
+def _summed(keys: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Launches in start order summed by their row of `keys`: for each distinct row, in the order of its first
+    launch, that launch's index, the number of launches and their total of `ns` (int64: exact)."""
+    codes = np.zeros(len(keys), dtype="int64")
+    for column in keys.T:  # one code per distinct row, by first appearance; each step below len(keys)**2
+        values, distinct = pd.factorize(column)
+        codes = pd.factorize(codes * len(distinct) + values)[0]
+    order = np.argsort(codes, kind="stable")
+    launches = np.bincount(codes)
+    bounds = np.cumsum(launches) - launches
+    total = np.add.reduceat(ns[order], bounds) if len(ns) else ns
+    return order[bounds], launches, total
+
+
+def _runs(process: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For launches in start order, labelled by process (None: unknown): the run of each (one per process, in
+    the order of their first launch) and its place in its run."""
+    run = pd.factorize(pd.Series(process, dtype=object).fillna(""))[0]
+    counts = np.bincount(run)
+    place = np.empty(len(run), dtype="int64")
+    place[np.argsort(run, kind="stable")] = np.arange(len(run)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return run, place
 
 
 def _gpus(con: sqlite3.Connection, tables: set[str]) -> dict[int, tuple[str | None, str | None]]:
@@ -215,19 +240,27 @@ def _enclosing(ranges: dict, keys: np.ndarray, starts: np.ndarray, ends: np.ndar
     return of_call, sets, deep
 
 
+def _chains(*chains: tuple) -> np.ndarray:
+    """An object array of tuples (np.array would make a 2-D array of them)."""
+    out = np.empty(len(chains), dtype=object)
+    out[:] = chains
+    return out
+
+
 def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: np.ndarray
-          ) -> tuple[list[tuple | None], int, int]:
-    """Each kernel's NVTX range names, outermost first (module docstring); how many launches were inside more
-    than MAX_DEPTH ranges (the innermost MAX_DEPTH kept) and how many ranges were never closed. process: the
-    kernels' process keys (-1: unknown)."""
+          ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The kernels' NVTX range names, outermost first (module docstring): the distinct tuples of names and
+    each kernel's index into them (-1: unknown); how many launches were inside more than MAX_DEPTH ranges (the
+    innermost MAX_DEPTH kept) and how many ranges were never closed. process: the kernels' process keys (-1:
+    unknown)."""
     if "NVTX_EVENTS" not in tables:
-        return [()] * len(corr), 0, 0
+        return _chains(()), np.zeros(len(corr), dtype="int64"), 0, 0
     by_thread, by_process, never_closed = _ranges(con)
     if not by_thread and not by_process:
-        return [()] * len(corr), 0, 0
+        return _chains(()), np.zeros(len(corr), dtype="int64"), 0, 0
     calls = _launches(con, tables, process, corr)
     if calls is None:
-        return [None] * len(corr), 0, never_closed
+        return _chains(), np.full(len(corr), -1, dtype="int64"), 0, never_closed
     known = np.flatnonzero(calls["tid"].notna().to_numpy())
     tid = calls["tid"].to_numpy()[known].astype("int64")
     start, end = calls["start"].to_numpy()[known].astype("int64"), calls["end"].to_numpy()[known].astype("int64")
@@ -245,14 +278,18 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: 
         spans.sort(key=lambda s: (s[0], s[1]))  # stable: a thread's range before a process's of the same span
         names[n] = tuple(text for _, _, text in spans[-MAX_DEPTH:])
         cut[n] = len(spans) > MAX_DEPTH or (t >= 0 and thread_deep[t]) or (p >= 0 and process_deep[p])
-    out = np.full(len(corr), None, dtype=object)
-    out[known] = names[pairs]
-    return out.tolist(), int(cut[pairs].sum()), never_closed
+    of_kernel = np.full(len(corr), -1, dtype="int64")
+    of_kernel[known] = pairs
+    return names, of_kernel, int(cut[pairs].sum()), never_closed
 
 
 @paused_gc()
-def read_export(db: str, label: str) -> pd.DataFrame:
-    """The launches of the SQLite export at path `db`; messages name `label` (the file the user passed)."""
+def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = True) -> pd.DataFrame:
+    """The launches of the SQLite export at path `db`; messages name `label` (the file the user passed).
+    Without `ranges` NVTX ranges are left unread (nvtx None: neither the API calls nor NVTX_EVENTS are read,
+    half the time of a large export); without `each_launch` the launches of each kernel, process, grid, block,
+    GPU (and NVTX ranges) are summed into one row (launches = N, the time per launch from the exact total in
+    ns): a million launches make a few thousand rows."""
     remedy = "export it again (`nsys export --type sqlite --output FILE.sqlite REPORT.nsys-rep`)"
     try:
         with closing(sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)) as con:
@@ -266,13 +303,13 @@ def read_export(db: str, label: str) -> pd.DataFrame:
                 raise CeilingsError(f"{label}: an nsys export without the {what}, which this reader needs; "
                                     f"{remedy} with a current nsys")
             # in the table's order, then sorted by start here (as ORDER BY start, rowid: SQLite's sort costs more)
-            kernels = _fetch(con, f"SELECT coalesce(start, {NULL}), coalesce(end, {NULL}), coalesce(deviceId, -1), "
-                                  f"coalesce(globalPid, 0), coalesce(correlationId, 0), "
-                                  f"coalesce(demangledName, {NULL}), "
-                                  f"{_packed_dims(KERNEL_COLUMNS[6:9])}, {_packed_dims(KERNEL_COLUMNS[9:])} "
-                                  "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid", 8)
+            columns = [f"coalesce(start, {NULL})", f"coalesce(end, {NULL})", "coalesce(deviceId, -1)",
+                       "coalesce(globalPid, 0)", f"coalesce(demangledName, {NULL})", _packed_dims(KERNEL_COLUMNS[6:9]),
+                       _packed_dims(KERNEL_COLUMNS[9:])] + ["coalesce(correlationId, 0)"] * ranges
+            kernels = _fetch(con, f"SELECT {', '.join(columns)} FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid",
+                             len(columns))
             kernels = kernels[np.argsort(kernels[:, 0], kind="stable")]
-            start, end, device, gpid, corr, name_id = kernels[:, :6].T
+            start, end, device, gpid, name_id, grid, block = kernels[:, :7].T
             names = _strings(con, np.unique(name_id))
             broken = (start == NULL) | (end < start) | ~np.isin(name_id, np.fromiter(names, "int64", len(names)))
             if broken.any():
@@ -284,22 +321,32 @@ def read_export(db: str, label: str) -> pd.DataFrame:
                     f"a kernel from {start_ns} to {end_ns} ns"
                 raise CeilingsError(f"{label}: a broken nsys export ({why}); {remedy}")
             gpus = _gpus(con, tables)
-            # a launch's process key (globalPid without its thread bits), -1 where its process or call is unknown
-            nvtx, deep, never_closed = _nvtx(con, tables, np.where((gpid != 0) & (corr != 0), gpid >> TID_BITS, -1),
-                                             corr)
+            chains, chain, deep, never_closed = _chains(), np.full(len(kernels), -1, dtype="int64"), 0, 0
+            if ranges:
+                corr = kernels[:, 7]
+                # a launch's process key (globalPid without its thread bits), -1 where its process or call is unknown
+                chains, chain, deep, never_closed = _nvtx(
+                    con, tables, np.where((gpid != 0) & (corr != 0), gpid >> TID_BITS, -1), corr)
     except sqlite3.Error as exc:
         raise CeilingsError(f"{label}: an SQLite file that cannot be read ({describe(exc)}); truncated copy? "
                             f"{remedy}") from None
-    facts = _by_value(device, lambda d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None))))
-    df = pd.DataFrame({"process": _by_value(gpid, _pid), "kernel": _by_value(name_id, names.__getitem__),
-                       "launches": 1, TIME_METRIC: (end - start) * 1e-9,
-                       "grid": _by_value(kernels[:, 6], _dims), "block": _by_value(kernels[:, 7], _dims),
-                       "device": [f[0] for f in facts], "gpu": [f[1] for f in facts], "cc": [f[2] for f in facts],
-                       "nvtx": nvtx, "source": "nsys", "name_truncated": False})
-    if len(df):  # one run per process, in the order of their first kernel; id: the launch's place in its run
-        df.insert(0, "run", pd.factorize(df["process"].fillna(""))[0])
-        df.insert(1, "id", df.groupby("run").cumcount())
-        df = df.sort_values(["run", "id"], kind="stable").reset_index(drop=True)
+    launches, ns = np.ones(len(kernels), dtype="int64"), end - start
+    if not each_launch:
+        first, launches, ns = _summed(np.column_stack([kernels[:, 2:7], chain]), ns)
+        (device, gpid, name_id, grid, block), chain = kernels[first, 2:7].T, chain[first]
+    facts = {d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None)))
+             for d in np.unique(device).tolist()}
+    process = _by_value(gpid, _pid)
+    run, place = _runs(process)
+    order = np.argsort(run, kind="stable")  # rows by run, in start order within each
+    columns = {"run": run, "id": place, "process": process, "kernel": _by_value(name_id, names.__getitem__),
+               # ns / 1e9 rounds correctly (1e-9 has no exact binary form); per launch, as the contract has it
+               "launches": launches, TIME_METRIC: ns / 1e9 / launches,
+               "grid": _by_value(grid, _dims), "block": _by_value(block, _dims),
+               **{col: _by_value(device, lambda d, i=i: facts[d][i]) for i, col in enumerate(("device", "gpu", "cc"))},
+               "nvtx": _chains(*chains, None)[chain]}  # -1, unknown, picks the None at the end
+    df = pd.DataFrame({col: values[order] for col, values in columns.items()})
+    df["source"], df["name_truncated"] = "nsys", False
     if deep:
         df.attrs["notes"] = [f"{deep} launch(es) inside more than {MAX_DEPTH} NVTX ranges at once ({never_closed} "
                              f"range(s) never closed: pushed and not popped): only the innermost {MAX_DEPTH} of each "
@@ -321,11 +368,11 @@ def _on_disk(source: Source) -> Iterator[str]:
 
 def _read_sqlite(source: Source, _found) -> pd.DataFrame:
     with _on_disk(source) as db:
-        return read_export(db, source.path)
+        return read_export(db, source.path, **source.uses)
 
 
 def _is_report(source: Source) -> bool | None:
-    binary = b"\0" in source.data[:BINARY_PROBE_BYTES]
+    binary = b"\0" in source.data[:HEAD_BYTES]
     return True if binary and source.path.lower().endswith(REPORT_SUFFIXES) else None
 
 
@@ -351,10 +398,10 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
             said = (done.stderr.strip() or done.stdout.strip()).splitlines()
             why = said[-1][:QUOTED_ERROR_CHARS] if said else f"exit status {done.returncode}, no export written"
             raise CeilingsError(f"{path}: `nsys export` failed ({why}); run `{command}` to see why")
-        return read_export(str(db), path)
+        return read_export(str(db), path, **source.uses)
 
 
 SQLITE = Format("nsys .sqlite export", TIMES, lambda src: True if src.data.startswith(MAGIC) else None,
                 _read_sqlite, binary=True, head=len(MAGIC))
 REPORT = Format(".nsys-rep (through nsys export)", TIMES, _is_report, _read_report, binary=True,
-                head=BINARY_PROBE_BYTES)
+                head=HEAD_BYTES)
