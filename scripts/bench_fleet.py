@@ -198,7 +198,7 @@ def main() -> int:
         load_s, gpus = best_of(args.repeat, lambda: fleet.load_gpus(fleet.collect([str(folder)])))
         analyze_s, result = best_of(args.repeat, lambda: fleet.analyze(gpus))
         markdown_s, _ = best_of(args.repeat, lambda: fleet.markdown(result))
-        json_s, _ = best_of(args.repeat, lambda: json.dumps(fleet.as_json(result), indent=1, allow_nan=False))
+        json_s, _ = best_of(args.repeat, lambda: fleet.json_text(result))
         picture_s, _ = best_of(1, lambda: fleet.draw(result).savefig(folder / "fleet.png", dpi=120))
     failing = len({o.gpu.path for o in result.outliers})
     print(f"{args.files} GPUs in {len(result.groups)} group(s), {failing} falling short")
