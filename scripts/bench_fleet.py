@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ceilings import fleet
 from ceilings.roofs import validate
+from scripts.bench_torch import run
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUS_PER_NODE = 8
@@ -143,14 +142,9 @@ print(frame.groupby(["gpu", "ceiling"])["value"].median().to_string())
 
 
 def process(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak memory (GB) of one whole process."""
-    t0 = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode not in (0, 1):  # 1: some GPU falls short, as the synthetic cluster has
-        raise SystemExit(f"{argv}: exit {child.returncode}")
-    return time.perf_counter() - t0, usage.ru_maxrss / 1e6  # ru_maxrss is in KiB on Linux
+    """Wall seconds and peak memory (GB) of one whole process, from a small launcher (bench_torch.run: a
+    process started from this one would count this one's memory, before its exec, in its peak)."""
+    return run(argv, ok=(0, 1))  # 1: some GPU falls short, as the synthetic cluster has
 
 
 def compare(folder: Path, repeat: int) -> None:

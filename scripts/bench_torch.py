@@ -93,12 +93,13 @@ sys.exit(done.returncode)
 """
 
 
-def run(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (GB) of one process running `command` to completion."""
+def run(command: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """Wall seconds and peak RSS (GB) of one process running `command` to completion; an exit status not in
+    `ok` stops the benchmark."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", LAUNCHER, *command], cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if done.returncode != 0:
+    if done.returncode not in ok:
         raise SystemExit(f"{command[:3]}... failed ({done.returncode}): {done.stderr}")
     return seconds, int(done.stdout) / 1e6  # ru_maxrss: KiB on Linux
 
