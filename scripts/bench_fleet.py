@@ -141,19 +141,16 @@ print(frame.groupby(["gpu", "ceiling"])["value"].median().to_string())
 """
 
 
-def process(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak memory (GB) of one whole process, from a small launcher (bench_torch.run: a
-    process started from this one would count this one's memory, before its exec, in its peak)."""
-    return run(argv, ok=(0, 1))  # 1: some GPU falls short, as the synthetic cluster has
-
-
 def compare(folder: Path, repeat: int) -> None:
     """`python -m ceilings.fleet FOLDER --json` against BASELINE, whole processes alternating, medians."""
     ours, theirs = [], []
     for _ in range(repeat):
-        ours.append(process([sys.executable, "-m", "ceilings.fleet", str(folder), "--json",
-                             str(folder.parent / "fleet.json"), "--force"]))
-        theirs.append(process([sys.executable, "-c", BASELINE, str(folder)]))
+        # whole processes from a small launcher (bench_torch.run: a process started from this one would count
+        # this one's memory, copied before its exec, in its peak); fleet's exit 1: some GPU falls short, as the
+        # synthetic cluster has
+        ours.append(run([sys.executable, "-m", "ceilings.fleet", str(folder), "--json",
+                         str(folder.parent / "fleet.json"), "--force"], ok=(0, 1)))
+        theirs.append(run([sys.executable, "-c", BASELINE, str(folder)]))
     (t_ours, m_ours), (t_base, m_base) = ([statistics.median(r[i] for r in runs) for i in (0, 1)]
                                           for runs in (ours, theirs))
     print(f"whole processes, medians of {repeat}: ceilings.fleet --json {t_ours:.2f} s, {m_ours:.2f} GB; json.load "
