@@ -174,7 +174,7 @@ def gpu_of(path: str, roofs: RoofsRecord, shared: dict) -> Gpu:
         throttled.append(f"throttled ({', '.join(limiting)})" if limiting else None)
         noisy.append(None if c is None or not c.noisy else
                      f"noisy: launch times spread ±{c.rel_iqr / 2:.0%}" if c.rel_iqr is not None else "noisy")
-    why = ["; ".join(dict.fromkeys(c.notes[0] for c in cs if c.notes)) or None if c is None else None
+    why = [("; ".join(dict.fromkeys(c.notes[0] for c in cs if c.notes)) or None) if c is None else None
            for c, cs in zip(chosen, entries.values())]
 
     def numbers(values):
