@@ -278,8 +278,7 @@ def fleet_page(fleet) -> str:
     outliers = table_spec(
         [("host:GPU", False), ("UUID", False), ("PCI bus", False), ("group", False), ("ceiling", False),
          ("value", True), ("ratio", True), ("reason", False), ("likely cause", False), ("file", False)],
-        [[(o.gpu.label, o.gpu.label), *((_text(v), _text(v)) for v in (o.gpu.roofs.device.uuid,
-                                                                        o.gpu.roofs.device.pci_bus_id)),
+        [[(o.gpu.label, o.gpu.label), *((_text(v), _text(v)) for v in (o.gpu.uuid, o.gpu.pci_bus_id)),
           (o.group, o.group), (o.ceiling or "", o.ceiling or ""),
           (format_rate(o.value, o.unit) if o.unit and o.value is not None else "", o.value),
           (f"{o.ratio:.3f}" if o.ratio is not None else "", o.ratio), (o.reason, o.reason),

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from kernels.base import relative
@@ -26,7 +27,7 @@ from .errors import CeilingsError, cli_entry
 from .lazy import lazy
 from .nvml import LIMITING_REASONS
 from .report import format_rate, markdown_table
-from .roofs import Ceiling, RoofsRecord, load_record
+from .roofs import RoofsRecord, load_record
 
 np = lazy("numpy")
 
@@ -92,32 +93,104 @@ def show(field: str, value) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A file's ceiling names in order of first appearance, each with its first entry's unit and peak key:
+    most files of a fleet have the same, held once."""
+
+    names: tuple[str, ...]
+    units: tuple[str, ...]
+    peak_keys: tuple[str, ...]
+    at: dict[str, int] = field(init=False, compare=False, repr=False)  # name -> its index, in a Gpu's too
+
+    def __post_init__(self):
+        object.__setattr__(self, "at", {name: i for i, name in enumerate(self.names)})
+
+
+NONE = math.nan  # in a Gpu's arrays: no value (validated numbers are finite)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Gpu:
-    """One GPU's roofs file, and who it is."""
+    """One GPU's roofs file as the report needs it, reduced as the file is loaded (a fleet holds tens of
+    thousands): who it is, how it is set up, and for each ceiling name (`layout`, same order) its best valid
+    ceiling (RoofsRecord.best_by_name): value, kind, SM clock (Clocks.sm_hz) and memory clock, NONE in the
+    arrays where it has none, and what the file says of why it may fall short."""
 
     path: str
-    roofs: RoofsRecord
-
-    @property
-    def host(self) -> str | None:
-        launch = self.roofs.launch
-        return launch.node if launch and launch.node else self.roofs.meta.host
-
-    @property
-    def gpu_index(self) -> int | None:
-        """nvidia-smi's index on its node (schema 1.1 files)."""
-        return self.roofs.launch.gpu_index if self.roofs.launch else None
+    config: Config
+    host: str | None  # the launcher's node name, else the host name
+    gpu_index: int | None  # nvidia-smi's index on its node (schema 1.1 files)
+    rank: int | None
+    cuda_index: int | None
+    uuid: str | None
+    pci_bus_id: str | None
+    memory_bytes: int | None
+    simulated: bool
+    complete: bool
+    layout: Layout
+    kinds: tuple[str | None, ...]  # the best ceiling's kind; None: no valid one
+    values: array  # of "d"
+    sm_hz: array
+    mem_hz: array
+    throttled: tuple[str | None, ...]  # "throttled (reasons)" where a limiting reason was seen
+    noisy: tuple[str | None, ...]  # "noisy: ..." where its launch times spread
+    why_invalid: tuple[str | None, ...]  # no valid ceiling of the name: the first note of each entry
 
     @property
     def label(self) -> str:
         """host:GPU index, else host:r<rank>, else the file's name: what a picture labels an outlier with."""
-        launch = self.roofs.launch
         if self.gpu_index is not None:
             return f"{self.host or '-'}:{self.gpu_index}"
-        if launch and launch.rank is not None:
-            return f"{self.host or '-'}:r{launch.rank}"
+        if self.rank is not None:
+            return f"{self.host or '-'}:r{self.rank}"
         return Path(self.path).name
+
+    def value(self, i: int) -> float | None:
+        """The best valid value of ceiling `layout.names[i]`; None where none is valid."""
+        return _known(self.values[i])
+
+
+def _known(number: float) -> float | None:
+    return None if math.isnan(number) else number
+
+
+def gpu_of(path: str, roofs: RoofsRecord, shared: dict) -> Gpu:
+    """`roofs` reduced to a Gpu; `shared`: equal layouts, names and notes of the files loaded so far, each
+    held once."""
+    def one(value):
+        return shared.setdefault(value, value)
+
+    entries: dict[str, list] = {}
+    for c in roofs.ceilings:
+        entries.setdefault(c.name, []).append(c)
+    best = roofs.best_by_name()
+    firsts = [cs[0] for cs in entries.values()]
+    layout = one(Layout(tuple(entries), tuple(c.unit for c in firsts), tuple(c.peak_key for c in firsts)))
+    chosen = [best.get(name) for name in entries]
+    throttled, noisy = [], []
+    for c in chosen:
+        limiting = [r for r in c.clocks.throttle_reasons or () if r in LIMITING_REASONS] if c else ()
+        throttled.append(f"throttled ({', '.join(limiting)})" if limiting else None)
+        noisy.append(None if c is None or not c.noisy else
+                     f"noisy: launch times spread ±{c.rel_iqr / 2:.0%}" if c.rel_iqr is not None else "noisy")
+    why = [("; ".join(dict.fromkeys(c.notes[0] for c in cs if c.notes)) or None) if c is None else None
+           for c, cs in zip(chosen, entries.values())]
+
+    def numbers(values):
+        return array("d", (NONE if v is None else v for v in values))
+
+    d, launch = roofs.device, roofs.launch
+    return Gpu(path=path, config=one(config_of(roofs)),
+               host=one(launch.node if launch and launch.node else roofs.meta.host),
+               gpu_index=launch.gpu_index if launch else None, rank=launch.rank if launch else None,
+               cuda_index=d.index, uuid=d.uuid, pci_bus_id=one(d.pci_bus_id), memory_bytes=one(d.memory_bytes),
+               simulated=roofs.simulated, complete=roofs.complete, layout=layout,
+               kinds=one(tuple(c.kind if c else None for c in chosen)),
+               values=numbers(c.value if c else None for c in chosen),
+               sm_hz=numbers(c.clocks.sm_hz if c else None for c in chosen),
+               mem_hz=numbers(c.clocks.mem_hz_median if c else None for c in chosen),
+               throttled=one(tuple(throttled)), noisy=one(tuple(noisy)), why_invalid=one(tuple(why)))
 
 
 @dataclass(frozen=True)
@@ -181,8 +254,9 @@ class Reference:
     peaks: Mapping[str, float]  # peak_key -> figure (a datasheet row)
     row_key: str | None = None
 
-    def value(self, ceiling: Ceiling) -> float | None:
-        return self.values.get(ceiling.name) if self.row_key is None else self.peaks.get(ceiling.peak_key)
+    def value(self, name: str, peak_key: str) -> float | None:
+        """Its figure for ceiling `name`, whose peak key is `peak_key`."""
+        return self.values.get(name) if self.row_key is None else self.peaks.get(peak_key)
 
 
 def reference_of(spec: str, simulated: bool) -> Reference:
@@ -213,11 +287,10 @@ def _check_reference_fits(reference: Reference, groups: Mapping[Config, list[Gpu
     from .datasheet import match_device
 
     for config, gpus in groups.items():
-        device = gpus[0].roofs.device
         if reference.row_key is None:
             fits = config.model == reference.model
         else:
-            row = match_device(device.name or "", device.memory_bytes)
+            row = match_device(gpus[0].config.model or "", gpus[0].memory_bytes)
             fits = row is not None and row.key == reference.row_key
         if not fits:
             raise CeilingsError(f"--reference: {reference.label} is not a {config.model or 'GPU of unknown model'} "
@@ -241,10 +314,11 @@ def collect(inputs: Sequence[str]) -> list[Path]:
 
 
 def load_gpus(paths: Sequence[Path], *, report: Path | None = None) -> list[Gpu]:
-    """Every file as a GPU; CeilingsError for a file that is not a measurement or a GPU given twice. `report`:
-    this run's --json (resolved), which the folder may hold from the last run: passed over when it is no roofs
-    file; a roofs file there is an input like any other (and Outputs refuses to write over it)."""
-    gpus, seen = [], {}
+    """Every file as a GPU (validated whole, then reduced: gpu_of); CeilingsError for a file that is not a
+    measurement or a GPU given twice. `report`: this run's --json (resolved), which the folder may hold from the
+    last run: passed over when it is no roofs file; a roofs file there is an input like any other (and Outputs
+    refuses to write over it)."""
+    gpus, seen, shared = [], {}, {}
     for path in paths:
         try:
             roofs = load_record(path, sweeps=False)  # a fleet judges ceilings; the sweeps' points are most of it
@@ -265,11 +339,11 @@ def load_gpus(paths: Sequence[Path], *, report: Path | None = None) -> list[Gpu]
             raise CeilingsError(f"{path}: {gpu} is also in {seen[same]}; give one file per GPU (the newest)")
         if same is not None:
             seen[same] = path
-        gpus.append(Gpu(str(path), roofs))
-    kinds = {g.roofs.simulated for g in gpus}
+        gpus.append(gpu_of(str(path), roofs, shared))
+    kinds = {g.simulated for g in gpus}
     if len(kinds) > 1:
-        sim = next(g.path for g in gpus if g.roofs.simulated)
-        real = next(g.path for g in gpus if not g.roofs.simulated)
+        sim = next(g.path for g in gpus if g.simulated)
+        real = next(g.path for g in gpus if not g.simulated)
         raise CeilingsError(f"{sim} is simulated and {real} measured: a simulator's numbers must not sit among "
                             "a GPU's; aggregate them apart")
     return gpus
@@ -285,7 +359,7 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
                             f"{DEFAULT_MIN_RATIO}")
     by_config: dict[Config, list[Gpu]] = {}
     for gpu in gpus:
-        by_config.setdefault(config_of(gpu.roofs), []).append(gpu)
+        by_config.setdefault(gpu.config, []).append(gpu)
     for config in [c for c in by_config if c.mode is None]:  # a schema-1.0 file does not record the mode: it
         # joins the one group that matches it in everything else, rather than stand apart as an outlier
         peers = [c for c in by_config if c.mode is not None and replace(c, mode=None) == config]
@@ -298,7 +372,6 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
     usual: dict[str | None, Config] = {}  # model -> its most common configuration
     for config in configs:
         usual.setdefault(config.model, config)
-    best = {gpu.path: gpu.roofs.best_by_name() for gpu in gpus}
 
     groups, outliers, notes, ratios = [], [], [], {}
     for config in configs:
@@ -311,7 +384,7 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
             peers = by_config[main]
         else:
             peers = None
-        medians = _medians(peers, best) if peers is not None else {}
+        medians = _medians(peers) if peers is not None else {}
         if reference is not None:
             baseline_label = reference.label
         elif peers is members:
@@ -322,52 +395,52 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
             baseline_label = None
         differs = [] if peers is None or peers is members else _differences(config, main)
 
-        names = list(dict.fromkeys(c.name for gpu in members for c in gpu.roofs.ceilings))
+        units: dict[str, str] = {}  # name -> unit, and peak key: its first entry's in the group
+        peak_keys: dict[str, str] = {}
+        for layout in dict.fromkeys(gpu.layout for gpu in members):
+            for name, unit, peak_key in zip(layout.names, layout.units, layout.peak_keys):
+                units.setdefault(name, unit)
+                peak_keys.setdefault(name, peak_key)
+        names = list(units)
         baselines: dict[str, float | None] = {}
-        units: dict[str, str] = {}
         for name in names:
-            example = next(c for gpu in members for c in gpu.roofs.ceilings if c.name == name)
-            units[name] = example.unit
             if reference is not None:
-                baselines[name] = reference.value(example)
+                baselines[name] = reference.value(name, peak_keys[name])
                 if baselines[name] is None:
                     notes.append(f"{ids[config]} {name}: {reference.label} has no figure for it; not judged")
             else:
                 baselines[name] = medians[name].value if name in medians else None
 
         for gpu in members:
-            mine = best[gpu.path]
-            present: dict[str, list[Ceiling]] = {}
-            for c in gpu.roofs.ceilings:
-                present.setdefault(c.name, []).append(c)
+            at = gpu.layout.at
             gpu_ratios = {}
             for name in names:
-                entries = present.get(name)
-                if not entries:
-                    why = "the run was interrupted" if not gpu.roofs.complete else None
+                i = at.get(name)
+                value = None if i is None else gpu.value(i)
+                if i is None:
+                    why = "the run was interrupted" if not gpu.complete else None
                     outliers.append(Outlier(gpu, ids[config], MISSING, name, None, units[name], None, why))
-                elif name not in mine:
-                    why = "; ".join(dict.fromkeys(c.notes[0] for c in entries if c.notes)) or None
-                    outliers.append(Outlier(gpu, ids[config], INVALID, name, None, units[name], None, why))
+                elif value is None:
+                    outliers.append(Outlier(gpu, ids[config], INVALID, name, None, units[name], None,
+                                            gpu.why_invalid[i]))
                 elif baselines[name]:
-                    ratio = relative(mine[name].kind, mine[name].value, baselines[name])
+                    ratio = relative(gpu.kinds[i], value, baselines[name])
                     gpu_ratios[name] = ratio
                     if ratio < min_ratio:
-                        cause = _likely_cause(mine[name], medians, differs)
-                        outliers.append(Outlier(gpu, ids[config], BELOW, name, mine[name].value, units[name], ratio,
-                                                cause))
+                        cause = _likely_cause(gpu, i, medians.get(name), differs)
+                        outliers.append(Outlier(gpu, ids[config], BELOW, name, value, units[name], ratio, cause))
             ratios[gpu.path] = gpu_ratios
             if differs:  # a lone GPU set up unlike the rest of its model: a wrong power cap, an old driver
                 outliers.append(Outlier(gpu, ids[config], CONFIGURATION, None, None, None, None, "; ".join(differs)))
-            if mine and not gpu_ratios:
+            if any(kind is not None for kind in gpu.kinds) and not gpu_ratios:
                 why = (f"{reference.label} has no figure for any of its valid ceilings" if reference else
                        f"only {len(members)} GPU(s) like it and no --reference: measure more of its siblings, "
                        "or give --reference")
                 outliers.append(Outlier(gpu, ids[config], UNJUDGED, None, None, None, None, why))
         groups.append(Group(ids[config], config, tuple(members), baseline_label,
-                            tuple(_stats(name, units[name], members, best, baselines[name], ratios, min_ratio)
+                            tuple(_stats(name, units[name], members, baselines[name], ratios, min_ratio)
                                   for name in names)))
-    return Fleet(simulated=gpus[0].roofs.simulated, min_ratio=min_ratio,
+    return Fleet(simulated=gpus[0].simulated, min_ratio=min_ratio,
                  reference=reference.label if reference else None, groups=tuple(groups), ratios=ratios,
                  outliers=tuple(outliers), notes=tuple(notes))
 
@@ -379,19 +452,19 @@ class _Medians:
     mem_hz: float | None
 
 
-def _medians(peers: Sequence[Gpu], best: Mapping[str, Mapping[str, Ceiling]]) -> dict[str, _Medians]:
+def _medians(peers: Sequence[Gpu]) -> dict[str, _Medians]:
     """Ceiling name -> the median value, SM clock and memory clock of `peers` (their best valid ceiling each)."""
-    per_name: dict[str, list[Ceiling]] = {}
+    per_name: dict[str, list[tuple[float, float, float]]] = {}
     for gpu in peers:
-        for name, c in best[gpu.path].items():
-            per_name.setdefault(name, []).append(c)
+        for i, name in enumerate(gpu.layout.names):
+            if gpu.kinds[i] is not None:
+                per_name.setdefault(name, []).append((gpu.values[i], gpu.sm_hz[i], gpu.mem_hz[i]))
 
     def median(values):
-        values = [v for v in values if v is not None]
+        values = [v for v in values if not math.isnan(v)]
         return float(np.median(values)) if values else None
 
-    return {name: _Medians(median(c.value for c in cs), median(c.clocks.sm_hz for c in cs),
-                           median(c.clocks.mem_hz_median for c in cs)) for name, cs in per_name.items()}
+    return {name: _Medians(*(median(column) for column in zip(*cs))) for name, cs in per_name.items()}
 
 
 def _differences(config: Config, usual: Config) -> list[str]:
@@ -400,29 +473,26 @@ def _differences(config: Config, usual: Config) -> list[str]:
             for f in fields(Config) if getattr(config, f.name) != getattr(usual, f.name)]
 
 
-def _likely_cause(c: Ceiling, medians: Mapping[str, _Medians], differs: list[str]) -> str | None:
-    """What the file knows of why ceiling `c` fell short: throttling, a low clock, noise, a configuration
-    unlike its peers'."""
-    causes = []
-    limiting = [r for r in c.clocks.throttle_reasons or () if r in LIMITING_REASONS]
-    if limiting:
-        causes.append(f"throttled ({', '.join(limiting)})")
-    peer = medians.get(c.name)
-    clocks = (("SM", c.clocks.sm_hz, peer.sm_hz if peer else None),)
-    if c.kind == "bandwidth":
-        clocks += (("memory", c.clocks.mem_hz_median, peer.mem_hz if peer else None),)
+def _likely_cause(gpu: Gpu, i: int, peer: _Medians | None, differs: list[str]) -> str | None:
+    """What the file knows of why `gpu`'s ceiling `i` fell short: throttling, a low clock against its peers'
+    (`peer`), noise, a configuration unlike its peers'."""
+    causes = [gpu.throttled[i]] if gpu.throttled[i] else []
+    clocks = (("SM", _known(gpu.sm_hz[i]), peer.sm_hz if peer else None),)
+    if gpu.kinds[i] == "bandwidth":
+        clocks += (("memory", _known(gpu.mem_hz[i]), peer.mem_hz if peer else None),)
     for what, mine, theirs in clocks:
         if mine is not None and theirs and mine < theirs * (1 - CLOCK_SHORTFALL):
             causes.append(f"{what} clock {mine / 1e6:.0f} MHz, its peers' {theirs / 1e6:.0f} MHz")
-    if c.noisy:
-        causes.append(f"noisy: launch times spread ±{c.rel_iqr / 2:.0%}" if c.rel_iqr is not None else "noisy")
+    if gpu.noisy[i]:
+        causes.append(gpu.noisy[i])
     causes += differs
     return "; ".join(causes) or None
 
 
-def _stats(name: str, unit: str, members: Sequence[Gpu], best, baseline: float | None,
+def _stats(name: str, unit: str, members: Sequence[Gpu], baseline: float | None,
            ratios: Mapping[str, Mapping[str, float]], min_ratio: float) -> CeilingStats:
-    values = np.array([best[g.path][name].value for g in members if name in best[g.path]])
+    values = [g.values[i] for g in members if (i := g.layout.at.get(name)) is not None]
+    values = np.array([v for v in values if not math.isnan(v)])
     below = sum(1 for g in members if ratios[g.path].get(name, math.inf) < min_ratio)
     if values.size == 0:
         return CeilingStats(name, unit, 0, None, None, None, None, baseline, below)
@@ -460,8 +530,8 @@ def markdown(fleet: Fleet) -> str:
         lines.append(markdown_table(
             ["host", "GPU", "UUID", "PCI bus", "group", "ceiling", "value", "ratio", "reason", "likely cause",
              "file"],
-            [[o.gpu.host or "-", _text(o.gpu.gpu_index), _text(o.gpu.roofs.device.uuid),
-              _text(o.gpu.roofs.device.pci_bus_id), o.group, o.ceiling or "-",
+            [[o.gpu.host or "-", _text(o.gpu.gpu_index), _text(o.gpu.uuid), _text(o.gpu.pci_bus_id), o.group,
+              o.ceiling or "-",
               format_rate(o.value, o.unit) if o.unit else "-", "-" if o.ratio is None else f"{o.ratio:.3f}",
               o.reason, o.cause or "-", Path(o.gpu.path).name] for o in shown]))
         if len(fleet.outliers) > MARKDOWN_OUTLIERS:
@@ -482,9 +552,8 @@ def _text(value) -> str:
 
 def as_json(fleet: Fleet) -> dict:
     def who(gpu: Gpu) -> dict:
-        d = gpu.roofs.device
         return {"file": gpu.path, "gpu": gpu.label, "host": gpu.host, "gpu_index": gpu.gpu_index,
-                "cuda_index": d.index, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id}
+                "cuda_index": gpu.cuda_index, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id}
 
     return {
         "simulated": fleet.simulated, "passed": fleet.passed, "min_ratio": fleet.min_ratio,
@@ -498,6 +567,17 @@ def as_json(fleet: Fleet) -> dict:
         "files": [{**who(gpu), "group": g.id, "ratios": dict(fleet.ratios[gpu.path])}
                   for g in fleet.groups for gpu in g.gpus],
     }
+
+
+def json_text(fleet: Fleet) -> str:
+    """as_json's report as --json writes it."""
+    import io
+    import json
+
+    text = io.StringIO()  # json.dumps holds every piece of the text at once, 6 times its size (indented)
+    json.dump(as_json(fleet), text, indent=1, allow_nan=False)
+    text.write("\n")
+    return text.getvalue()
 
 
 def plot_ceiling(ax, fleet: Fleet, name: str) -> None:
@@ -594,13 +674,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.want("--html", args.html)
     gpus = load_gpus(collect(args.inputs), report=Path(args.json).resolve() if args.json else None)
     out.add_inputs([Path(g.path) for g in gpus])  # before anything is computed or written
-    reference = reference_of(args.reference, gpus[0].roofs.simulated) if args.reference else None
+    reference = reference_of(args.reference, gpus[0].simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
     report = markdown(fleet)
     if args.json:
-        import json
-
-        out.text(args.json, json.dumps(as_json(fleet), indent=1, allow_nan=False) + "\n")
+        out.text(args.json, json_text(fleet))
     if args.output:
         out.figure(args.output, draw(fleet), dpi=120)
     if args.html:

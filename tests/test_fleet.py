@@ -265,3 +265,22 @@ def test_a_1_0_file_without_launch_is_read(tmp_path):
     [o] = result.outliers
     assert (o.gpu.host, o.gpu.gpu_index, o.gpu.label, o.ratio) == ("n2", None, "old2.json", 0.5)
     assert result.groups[0].config.mode is None  # not said in a 1.0 file: unknown, not "single"
+
+
+def test_a_gpu_keeps_the_best_valid_ceiling_of_each_name_and_why_a_name_has_none(tmp_path):
+    # dram.read twice: an invalid 3.5 TB/s (its note) and a valid 2.9 TB/s, noisy with IQR/median 0.2 (spread
+    # ±10 %), throttled by sw_power_cap; fp32.fma only invalid, twice with the same note (named once)
+    noisy = ceiling("dram.read", 2.9 * TB, reasons=("gpu_idle", "sw_power_cap"))
+    noisy["stats"] = {"rel_iqr": 0.2, "noisy": True}
+    doc = roofs("node1", 0, [ceiling("dram.read", 3.5 * TB, valid=False, notes=["output check failed"]), noisy,
+                             ceiling("fp32.fma", 60 * TF, valid=False, notes=["output check failed", "x"]),
+                             ceiling("fp32.fma", 61 * TF, valid=False, notes=["output check failed"])])
+    [gpu] = load_gpus(collect([str(write(tmp_path, [doc]))]))
+    assert gpu.layout.names == ("dram.read", "fp32.fma") and gpu.layout.units == ("B/s", "FLOP/s")
+    assert (gpu.value(0), gpu.value(1)) == (2.9 * TB, None)
+    assert gpu.kinds == ("bandwidth", None)
+    assert (gpu.sm_hz[0], gpu.mem_hz[0]) == (1.98 * GHZ, 2.619 * GHZ)
+    assert gpu.throttled == ("throttled (sw_power_cap)", None)
+    assert gpu.noisy == ("noisy: launch times spread ±10%", None)
+    assert gpu.why_invalid == (None, "output check failed")
+    assert (gpu.label, gpu.uuid, gpu.pci_bus_id) == ("node1:0", "GPU-node1-0", "0000:17:00.0")
