@@ -315,7 +315,7 @@ def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Seq
                   warnings: list[str]) -> pd.DataFrame:
     """Each group's runs merged by kernel name and launch order; each launch's time from one run: `time_run`
     if it is in the group, else the first run that timed the launch. Disagreeing runs are reported. All
-    groups at once: one sort and one groupby over every launch, whatever the number of runs."""
+    groups at once: one sort of every launch and one groupby of those to merge, whatever the number of runs."""
     timed = [sorted(group, key=lambda r: r.number != time_run) for group in groups]  # the timing run first
     group_of, order_of = np.empty(len(runs), dtype=np.int64), np.empty(len(runs), dtype=np.int64)
     for g, group in enumerate(timed):
@@ -330,9 +330,17 @@ def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Seq
     if several.any():
         _check_times(frame[several], timed, warnings)
     frame = frame.sort_values(["_group", "_order", "_occ"], kind="stable")
-    merged = frame.groupby(["_group", "kernel", "_occ"], sort=False, dropna=False).first().reset_index()
-    single = sizes[merged["_group"]] == 1  # a group of one run keeps its launch order
-    merged = pd.concat([merged[single].sort_values(["_group", "id"], kind="stable"), merged[~single]])
+    keys = ["_group", "kernel", "_occ"]
+    single = sizes[frame["_group"].to_numpy()] == 1
+    # a run alone in its group has one row per launch: nothing to merge (a groupby of every launch to find so);
+    # it keeps its launch order
+    parts = []
+    if single.any():
+        parts.append(frame[single].sort_values(["_group", "id"], kind="stable")[
+            [*keys, *frame.columns.difference(keys, sort=False)]])
+    if not single.all():
+        parts.append(frame[~single].groupby(keys, sort=False, dropna=False).first().reset_index())
+    merged = pd.concat(parts) if len(parts) > 1 else parts[0]
     merged = merged.sort_values("_group", kind="stable").reset_index(drop=True)
     labels = [next((r.process for r in group if r.process is not None), f"group {g + 1}")
               for g, group in enumerate(groups)]
