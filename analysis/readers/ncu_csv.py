@@ -211,21 +211,19 @@ def _nvtx_columns(header: list[str]) -> list[str]:
     return [c for c in header if "_Range:" in c]
 
 
-def _nvtx_names(cells: pd.Series) -> list[tuple[str, ...]]:
-    """Range names of NVTX cells: each range is '"[id:]domain:name:type:value"' (quoted when several); the
+def _nvtx_names(cell: str) -> tuple[str, ...]:
+    """Range names of an NVTX cell: each range is '"[id:]domain:name:type:value"' (quoted when several); the
     name is what lies between the domain and the payload's two fields (it may hold ':')."""
-    out = []
-    for cell in cells.astype(str):
-        items = re.findall(r'"([^"]*)"', cell) or ([cell.strip()] if cell.strip() else [])
-        names = []
-        for item in items:
-            fields = item.strip().split(":")
-            if len(fields) >= 5:  # id, domain, name..., type, value
-                names.append(":".join(fields[2:-2]))
-            elif len(fields) >= 4:  # domain, name..., type, value
-                names.append(":".join(fields[1:-2]))
-        out.append(tuple(names))
-    return out
+    cell = str(cell)
+    items = re.findall(r'"([^"]*)"', cell) or ([cell.strip()] if cell.strip() else [])
+    names = []
+    for item in items:
+        fields = item.strip().split(":")
+        if len(fields) >= 5:  # id, domain, name..., type, value
+            names.append(":".join(fields[2:-2]))
+        elif len(fields) >= 4:  # domain, name..., type, value
+            names.append(":".join(fields[1:-2]))
+    return tuple(names)
 
 
 def _launch_meta(df: pd.DataFrame, first_rows: np.ndarray) -> pd.DataFrame:
@@ -238,17 +236,30 @@ def _launch_meta(df: pd.DataFrame, first_rows: np.ndarray) -> pd.DataFrame:
         if col not in meta.columns:
             meta[col] = None
         else:
-            meta[col] = meta[col].astype(object).where(meta[col].astype(str) != "", None)
+            meta[col] = _by_distinct(meta[[col]], lambda cell: None if cell == "" else cell)
     if "Process ID" in rows.columns:
-        name = rows["Process Name"].astype(str) if "Process Name" in rows.columns else ""
-        host = ("@" + rows["Host Name"].astype(str)) if "Host Name" in rows.columns else ""
-        meta["process"] = (rows["Process ID"].astype(str) + " " + name + host).str.strip()
+        parts = [c for c in ("Process ID", "Process Name", "Host Name") if c in rows.columns]
+
+        def label(*cells):
+            got = dict(zip(parts, cells))
+            host = f"@{got['Host Name']}" if "Host Name" in got else ""
+            return f"{got['Process ID']} {got.get('Process Name', '')}{host}".strip()
+        meta["process"] = _by_distinct(rows[parts], label).astype(str)
     else:
         meta["process"] = None
     nvtx = _nvtx_columns(list(rows.columns))
-    per_column = [_nvtx_names(rows[c]) for c in nvtx]
-    meta["nvtx"] = [sum(names, ()) for names in zip(*per_column)] if nvtx else [()] * len(meta)
+    meta["nvtx"] = _by_distinct(rows[nvtx], lambda *cells: sum(map(_nvtx_names, cells), ())) if nvtx else \
+        [()] * len(meta)
     return meta.rename(columns={"_id": "id"}).reset_index(drop=True)
+
+
+def _by_distinct(cells: pd.DataFrame, make: Callable) -> pd.Series:
+    """make(*row) for each row of `cells` (objects), called once per distinct row: a million launches hold a
+    few processes, grids and NVTX stacks."""
+    codes = cells.groupby(list(cells.columns), sort=False, dropna=False, observed=True).ngroup().to_numpy()
+    firsts = cells.iloc[np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())]
+    made = pd.Series([make(*row) for row in firsts.itertuples(index=False, name=None)], dtype=object)
+    return pd.Series(made.to_numpy()[codes], index=cells.index, dtype=object)
 
 
 DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Block Size", "Grid Size",
