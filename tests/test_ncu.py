@@ -112,6 +112,21 @@ def test_details_csv_quoted_fields_spanning_lines(tmp_path, capsys):
     assert str(cut) in line and "truncated" in line
 
 
+def test_non_csv_line_found_wherever_it_falls_against_the_scan_steps(monkeypatch):
+    """The scan for lines that are no CSV rows goes a step at a time: a line of application output is found
+    with its newline the last byte of one step and its first byte the first of the next, at the end of the
+    file too; blank lines and a final newline are no such line."""
+    from analysis.readers import ncu_csv
+
+    monkeypatch.setattr(ncu_csv, "SCAN_STEP", 8)
+    for pad in range(17):  # every position of the line against steps of 8 bytes
+        head = b'"ID","' + b"x" * pad + b'"\n'
+        assert ncu_csv._only_csv_rows(head + b'"1","a"\n\n"2","b"\n', 0)
+        assert not ncu_csv._only_csv_rows(head + b'app output\n"1","a"\n', 0)
+        assert not ncu_csv._only_csv_rows(head + b'"1","a"\nx', 0)
+        assert ncu_csv._only_csv_rows(b"app output\n" + head, len(b"app output\n"))  # before the header: not read
+
+
 def test_raw_csv_units_row_and_lists():
     p = read_profile(DATA / "raw.csv")
     assert p["inst_executed"].isna().all()  # "a; b; c" per-instance lists are not one value

@@ -27,9 +27,7 @@ np = lazy("numpy")
 pd = lazy("pandas")
 
 OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,)")
-# A line after the ncu header that does not start with '"': application output, ==PROF== lines, or the rest
-# of a quoted field that spans lines. Blank lines are skipped by read_csv itself.
-NON_CSV_LINE = re.compile(rb'\n[^"\n]')
+SCAN_STEP = 1 << 22  # bytes _only_csv_rows looks at in one step: a few MB, in the CPU's cache
 # The start of a data row ('"12",') or of a repeated header ('"ID",'): never the rest of a quoted field.
 RECORD_START = re.compile(rb'"(?:\d+|ID)",')
 MAX_ID = 1 << 40  # launch IDs are below this: a launch's key is run x MAX_ID + ID
@@ -266,11 +264,24 @@ DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name
                    "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"}
 
 
+def _only_csv_rows(data: bytes, start: int) -> bool:
+    """Whether every line after `start` starts with '"' or is blank (read_csv skips those): none is application
+    output, a ==PROF== line or the rest of a quoted field that spans lines. In numpy, a step at a time: a
+    regular expression takes 2.5x as long over 100 MB."""
+    byte = np.frombuffer(data, dtype=np.uint8)
+    for at in range(start, len(byte) - 1, SCAN_STEP):
+        step = byte[at:at + SCAN_STEP + 1]
+        after = step[np.flatnonzero(step[:-1] == ord("\n")) + 1]  # the first byte of each line
+        if ((after != ord('"')) & (after != ord("\n"))).any():
+            return False
+    return True
+
+
 def read_details(src: Source, start: int) -> pd.DataFrame:
     """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch.
     `src.file`, if any, is read again by read_csv when only CSV rows follow the header."""
     data, path, file = src.data, src.path, src.file
-    if NON_CSV_LINE.search(data, start) is None:  # only CSV rows: read_csv reads them as they are
+    if _only_csv_rows(data, start):  # read_csv reads them as they are
         end = data.find(b"\n", start)
         header = _header(data[start:end if end >= 0 else len(data)], path)
         # lines before the header are rows for read_csv to skip only without quotes or lone CRs (both make
