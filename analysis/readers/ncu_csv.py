@@ -254,7 +254,10 @@ def _launch_meta(df: pd.DataFrame, first_rows: np.ndarray) -> pd.DataFrame:
 def _by_distinct(cells: pd.DataFrame, make: Callable) -> pd.Series:
     """make(*row) for each row of `cells` (objects), called once per distinct row: a million launches hold a
     few processes, grids and NVTX stacks."""
-    codes = cells.groupby(list(cells.columns), sort=False, dropna=False, observed=True).ngroup().to_numpy()
+    codes = np.zeros(len(cells), dtype="int64")
+    for col in cells.columns:  # codes numbered in order of first appearance, as each column's (a groupby: 3x slower)
+        column, distinct = pd.factorize(cells[col], use_na_sentinel=False)
+        codes = pd.factorize(codes * len(distinct) + column)[0]
     firsts = cells.iloc[np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())]
     made = pd.Series([make(*row) for row in firsts.itertuples(index=False, name=None)], dtype=object)
     return pd.Series(made.to_numpy()[codes], index=cells.index, dtype=object)
