@@ -720,12 +720,6 @@ def _diagnosis(table: pd.DataFrame, paths: Sequence, nsys: Sequence) -> list[str
             f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)"]
 
 
-def _one_value(values: pd.Series):
-    """The one value every launch of a group agrees on, else None (unknown or mixed)."""
-    distinct = values.dropna().unique()
-    return distinct[0] if len(distinct) == 1 and values.notna().all() else None
-
-
 def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     """Totals per kernel (per process and kernel with `per_process`). A total is missing unless every launch
     of the kernel has the metric: a sum over some launches divided by the time of all would give wrong
@@ -739,7 +733,10 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     out["kernel"] = groups["kernel"].first()
     out["launches"] = groups["launches"].sum()
     out["sm_clock_hz"] = groups["sm_clock_hz"].mean()
-    out["tensor_type"] = groups["tensor_type"].agg(_one_value)
+    # the one type every launch of the kernel agrees on, else None (unknown or mixed)
+    types = groups["tensor_type"]
+    agreed = types.nunique().eq(1) & types.count().eq(groups.size())
+    out["tensor_type"] = types.first().astype(object).where(agreed, None)
     out = with_rates(out.reset_index())
     extra = ["process"] if per_process else []
     for col in ("cc", "device", "gpu"):  # kept when every launch of every kernel agrees
