@@ -263,6 +263,20 @@ def _by_distinct(cells: pd.DataFrame, make: Callable) -> pd.Series:
     return pd.Series(made.to_numpy()[codes], index=cells.index, dtype=object)
 
 
+def _launches(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's launch, numbered in order of first appearance (pd.factorize's codes), and the first row of
+    each. ncu writes a launch's rows together and launches in increasing ID: then the numbers are counted at
+    each change of key, without hashing every row's."""
+    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    firsts = np.concatenate([[0], change])
+    if (np.diff(keys[firsts]) > 0).all():  # no launch's rows come back after another's
+        steps = np.zeros(len(keys), dtype=np.intp)
+        steps[change] = 1
+        return np.cumsum(steps), firsts
+    launch = pd.factorize(keys)[0]
+    return launch, np.flatnonzero(~pd.Series(launch).duplicated().to_numpy())
+
+
 DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Block Size", "Grid Size",
                    "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"}
 
@@ -307,8 +321,7 @@ def read_details(src: Source, start: int) -> pd.DataFrame:
         if needed not in df.columns:
             raise CeilingsError(f"{path}: ncu CSV without a {needed!r} column; expected --csv details output")
     df["run"] = _runs(df)
-    launch, _ = pd.factorize(df["run"].to_numpy() * MAX_ID + df["_id"].to_numpy())
-    first_rows = np.flatnonzero(~pd.Series(launch).duplicated().to_numpy())
+    launch, first_rows = _launches(df["run"].to_numpy() * MAX_ID + df["_id"].to_numpy())
     meta = _launch_meta(df, first_rows)
     gpu_rows = (df["Metric Name"] == GPU_NAME_METRIC).to_numpy()
     meta["gpu"] = None
@@ -330,11 +343,17 @@ def read_details(src: Source, start: int) -> pd.DataFrame:
     metric = key_codes[pair_codes]
     no_name = names.categories.get_indexer([""])[0]  # rule rows have no metric name (-1: none such)
     keep = ~np.isnan(values) & (names.codes.to_numpy() != no_name)
-    launch, metric, values = launch[keep], metric[keep], values[keep]
-    first = ~pd.Series(launch * len(key_names) + metric).duplicated().to_numpy()  # first value wins
+    if not keep.all():
+        launch, metric, values = launch[keep], metric[keep], values[keep]
     wide = np.full((len(meta), len(key_names)), np.nan)
-    wide[launch[first], metric[first]] = values[first]
-    used = np.flatnonzero(~np.isnan(wide).all(axis=0))
+    wide[launch, metric] = values
+    known = ~np.isnan(wide)
+    if np.count_nonzero(known) < len(values):  # a launch with a metric twice (in two sections): the first wins
+        first = ~pd.Series(launch * len(key_names) + metric).duplicated().to_numpy()
+        wide[:] = np.nan
+        wide[launch[first], metric[first]] = values[first]
+        known = ~np.isnan(wide)
+    used = np.flatnonzero(known.any(axis=0))
     metrics = pd.DataFrame(wide[:, used], columns=[str(key_names[i]) for i in used])
     out = pd.concat([meta, metrics], axis=1)
     out["launches"] = 1
