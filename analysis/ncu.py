@@ -42,7 +42,17 @@ from .metrics import (
     with_rates,
 )
 from .readers import ncu_csv
-from .readers.contract import BEFORE_TRACE, COUNTERS, LAUNCH_COLUMNS, META_COLUMNS, TIMES, Format, Source
+from .readers.contract import (
+    BEFORE_TRACE,
+    COUNTERS,
+    LAUNCH_COLUMNS,
+    META_COLUMNS,
+    META_DTYPES,
+    TIMES,
+    Format,
+    Source,
+    no_launches,
+)
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -147,7 +157,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     for col in META_COLUMNS:
         if col not in df.columns:
             df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
-    for col in ("before_trace", "op_helper"):
+    for col in (c for c, dtype in META_DTYPES.items() if dtype == "bool"):  # flags a reader may leave unset
         df[col] = df[col].fillna(False).astype(bool)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
@@ -158,7 +168,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
                             f"nothing{_first_error(data)}")
     df = df[META_COLUMNS + rest].reset_index(drop=True)
-    df["launches"] = df["launches"].astype("int64")
+    df["launches"] = df["launches"].astype(META_DTYPES["launches"])
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
 
@@ -441,7 +451,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")
     counted = [(str(p), f) for p, f in zip(paths, frames) if f.attrs["yields"] == COUNTERS]
     timed = [f for f in frames + nsys_frames if f.attrs["yields"] == TIMES]
-    nsys_rows = pd.concat(timed, ignore_index=True) if timed else pd.DataFrame(columns=META_COLUMNS)
+    nsys_rows = pd.concat(timed, ignore_index=True) if timed else no_launches()
     if time_run is not None and not 1 <= time_run <= sum(f["run"].nunique() for _, f in counted):
         raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
                             f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
@@ -454,8 +464,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         more = f"; and {len(groups) - GROUPS_LISTED} more" if len(groups) > GROUPS_LISTED else ""
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
                         f"distinct launches, summed per kernel: {listed}{more}; --per-process shows them apart")
-    launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else \
-        pd.DataFrame(columns=[*META_COLUMNS, "_group"])
+    launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else no_launches()
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
@@ -482,10 +491,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         if len(launches) and len(time_only):
             warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
                             f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
-        # not concatenated to an empty ncu frame: its columns, built without rows, are objects and would make
-        # every nsys column one (a million launch counts multiplied and summed as Python floats)
-        launches = pd.concat([launches, time_only], ignore_index=True) if len(launches) else \
-            time_only.reindex(columns=launches.columns.union(time_only.columns, sort=False))
+        launches = pd.concat([launches, time_only], ignore_index=True)
         derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
     if "_key" not in launches:

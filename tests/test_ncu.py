@@ -127,6 +127,18 @@ def test_non_csv_line_found_wherever_it_falls_against_the_scan_steps(monkeypatch
         assert ncu_csv._only_csv_rows(b"app output\n" + head, len(b"app output\n"))  # before the header: not read
 
 
+def test_read_profile_types_the_launch_columns_as_the_contract_says():
+    """Every reader's frame holds META_COLUMNS typed as META_DTYPES (text may be objects, None where missing),
+    so the frame of no launches, concatenated to one, leaves its types as they are."""
+    from analysis.readers.contract import META_DTYPES, no_launches
+
+    for f in [*sorted(DATA.iterdir()), *sorted((DATA.parent / "nsys").iterdir())]:
+        p = read_profile(f)
+        for col, dtype in META_DTYPES.items():
+            assert str(p[col].dtype) == dtype or (dtype == "str" and p[col].dtype == object), (f.name, col)
+        assert dict(pd.concat([no_launches(), p], ignore_index=True).dtypes) == dict(p.dtypes), f.name
+
+
 def test_raw_csv_units_row_and_lists():
     p = read_profile(DATA / "raw.csv")
     assert p["inst_executed"].isna().all()  # "a; b; c" per-instance lists are not one value
