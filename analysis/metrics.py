@@ -214,17 +214,17 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     # per distinct CC, not per launch (a million nsys launches have no counters, only a CC)
     cc_codes, ccs = pd.factorize(cc, use_na_sentinel=False)
 
-    def per_cc(table: dict, missing):
-        return np.array([table.get(c, missing) for c in ccs], dtype=object)[cc_codes]
+    def per_cc(table: dict, missing, dtype="float64") -> np.ndarray:
+        return np.array([table.get(c, missing) for c in ccs], dtype=dtype)[cc_codes]
 
-    per_hmma = pd.Series(per_cc(HMMA_FLOPS_PER_INST, np.nan), index=df.index).astype("float64")
-    per_dmma = pd.Series(per_cc(DMMA_FLOPS_PER_INST, np.nan), index=df.index).astype("float64")
+    per_hmma = pd.Series(per_cc(HMMA_FLOPS_PER_INST, np.nan), index=df.index)
+    per_dmma = pd.Series(per_cc(DMMA_FLOPS_PER_INST, np.nan), index=df.index)
     # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it
     real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
     by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
     out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
     rules = {c: f"x{n:.0f} per instruction (CC {c})" for c, n in HMMA_FLOPS_PER_INST.items()}
-    out["tensor_rule"] = pd.Series(per_cc(rules, ""), index=df.index, dtype="str")
+    out["tensor_rule"] = pd.Series(per_cc(rules, "", object), index=df.index, dtype="str")
     # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80); one type
     # where only one of them has FLOPs
     fp16, fp64 = real_hmma > 0, dmma > 0
