@@ -173,8 +173,7 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     """
     out = pd.DataFrame(index=df.index)
     total, hmma, imma, dmma = (_col(df, name) for name in TENSOR_METRICS)
-    # objects: pandas' str dtype maps value by value (0.4 s for a million nsys launches, 0.04 s as objects)
-    cc = df["cc"].astype(object) if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
+    cc = df["cc"] if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
     has_parts = hmma.notna() | imma.notna() | dmma.notna()
     hfma = _col(df, HFMA_METRIC)
     # Which count holds the moves is not documented: the tensor-pipe instructions beside the hmma/imma/dmma
@@ -202,30 +201,37 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
         out["flops_tensor"] = summed(floats)
         out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"]
         out["tensor_rule"] = "ops counters"
-        by_src = [summed([src]) for src in floats]
-        out["tensor_type"] = [_one_type(dict(zip(floats, values))) for values in zip(*by_src)]
+        # the input type of a launch's tensor FLOPs when all of them are of one type: per type (None for a
+        # source of no known type), whether any of its sources has FLOPs; one type busy, that one
+        busy: dict[str | None, np.ndarray] = {}
+        for src in floats:
+            busy[tensor_type(src)] = busy.get(tensor_type(src), False) | (summed([src]) > 0).to_numpy()
+        alone = sum(busy.values()) == 1
+        types = np.full(len(df), None, dtype=object)
+        for kind, has in busy.items():
+            types[has & alone] = kind
+        out["tensor_type"] = types.tolist()  # typed by pandas from the values, as the other branch's
         return out
-    per_hmma = cc.map(HMMA_FLOPS_PER_INST).astype("float64")
-    per_dmma = cc.map(DMMA_FLOPS_PER_INST).astype("float64")
+    # per distinct CC, not per launch (a million nsys launches have no counters, only a CC)
+    cc_codes, ccs = pd.factorize(cc, use_na_sentinel=False)
+
+    def per_cc(table: dict, missing, dtype="float64") -> np.ndarray:
+        return np.array([table.get(c, missing) for c in ccs], dtype=dtype)[cc_codes]
+
+    per_hmma = pd.Series(per_cc(HMMA_FLOPS_PER_INST, np.nan), index=df.index)
+    per_dmma = pd.Series(per_cc(DMMA_FLOPS_PER_INST, np.nan), index=df.index)
     # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it
     real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
     by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
     out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
-    # per CC, not per launch (a million nsys launches have no counters, only a CC)
     rules = {c: f"x{n:.0f} per instruction (CC {c})" for c, n in HMMA_FLOPS_PER_INST.items()}
-    out["tensor_rule"] = cc.map(rules).where(per_hmma.notna(), "")
+    out["tensor_rule"] = pd.Series(per_cc(rules, "", object), index=df.index, dtype="str")
     # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80); one type
-    # where only one of them has FLOPs (_one_type)
+    # where only one of them has FLOPs
     fp16, fp64 = real_hmma > 0, dmma > 0
     out["tensor_type"] = np.where(fp16 & ~fp64, "fp16", np.where(fp64 & ~fp16, "fp64", None))
     out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _times(moves, per_hmma).fillna(0)
     return out
-
-
-def _one_type(flops_by_src: dict) -> str | None:
-    """The input type of a launch's tensor FLOPs when all of them are of one type."""
-    busy = {tensor_type(src) for src, f in flops_by_src.items() if f == f and f > 0}
-    return busy.pop() if len(busy) == 1 else None
 
 
 def launch_time(raw: pd.DataFrame) -> pd.Series:

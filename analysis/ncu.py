@@ -48,9 +48,11 @@ from .readers.contract import (
     HEAD_BYTES,
     LAUNCH_COLUMNS,
     META_COLUMNS,
+    META_DTYPES,
     TIMES,
     Format,
     Source,
+    no_launches,
 )
 
 np = lazy("numpy")
@@ -165,7 +167,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     for col in META_COLUMNS:
         if col not in df.columns:
             df[col] = [defaults.get(col)] * len(df) if col == "nvtx" else defaults.get(col)
-    for col in ("before_trace", "op_helper"):
+    for col in (c for c, dtype in META_DTYPES.items() if dtype == "bool"):  # flags a reader may leave unset
         df[col] = df[col].fillna(False).astype(bool)
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
@@ -176,7 +178,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
                             f"nothing{_first_error(data)}")
     df = df[META_COLUMNS + rest].reset_index(drop=True)
-    df["launches"] = df["launches"].astype("int64")
+    df["launches"] = df["launches"].astype(META_DTYPES["launches"])
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
 
@@ -333,7 +335,7 @@ def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Seq
                   warnings: list[str]) -> pd.DataFrame:
     """Each group's runs merged by kernel name and launch order; each launch's time from one run: `time_run`
     if it is in the group, else the first run that timed the launch. Disagreeing runs are reported. All
-    groups at once: one sort and one groupby over every launch, whatever the number of runs."""
+    groups at once: one sort of every launch and one groupby of those to merge, whatever the number of runs."""
     timed = [sorted(group, key=lambda r: r.number != time_run) for group in groups]  # the timing run first
     group_of, order_of = np.empty(len(runs), dtype=np.int64), np.empty(len(runs), dtype=np.int64)
     for g, group in enumerate(timed):
@@ -343,19 +345,42 @@ def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Seq
     frame = frame.assign(_group=group_of[frame["_run"]], _order=order_of[frame["_run"]])
     frame = frame.sort_values(["_group", "_order", "id"], kind="stable")
     frame["time_s"], frame["sm_clock_hz"] = launch_time(frame), launch_clock(frame)
+    group, ids = frame["_group"].to_numpy(), frame["id"].to_numpy()
+    repeated = (group[1:] == group[:-1]) & (ids[1:] == ids[:-1])  # sorted: an ID twice in a run is adjacent
+    if (sizes == 1).all() and frame["id"].notna().all() and not repeated.any():
+        # every run alone in its group, each launch ID once in it: nothing to merge, and in launch order already
+        keys = ["_group", "kernel"]
+        merged = frame[[*keys, *frame.columns.difference(keys, sort=False)]].reset_index(drop=True)
+    else:
+        merged = _merged(frame, sizes, timed, warnings)
+    labels = [next((r.process for r in group if r.process is not None), f"group {g + 1}")
+              for g, group in enumerate(groups)]
+    merged["process"] = np.array(labels, dtype=object)[merged["_group"]]
+    return merged.drop(columns=["_order", "_run"])
+
+
+def _merged(frame: pd.DataFrame, sizes: np.ndarray, timed: Sequence[Sequence[Run]], warnings: list[str]
+            ) -> pd.DataFrame:
+    """_merge_groups' launches (sorted by group, order in it and ID; timed) merged: each run's launches of a
+    kernel numbered and matched by that number across the runs of its group; sorted by group."""
     frame["_occ"] = frame.groupby(["_run", "kernel"], sort=False).cumcount()
     several = sizes[frame["_group"]] > 1
     if several.any():
         _check_times(frame[several], timed, warnings)
     frame = frame.sort_values(["_group", "_order", "_occ"], kind="stable")
-    merged = frame.groupby(["_group", "kernel", "_occ"], sort=False, dropna=False).first().reset_index()
-    single = sizes[merged["_group"]] == 1  # a group of one run keeps its launch order
-    merged = pd.concat([merged[single].sort_values(["_group", "id"], kind="stable"), merged[~single]])
+    keys = ["_group", "kernel", "_occ"]
+    single = sizes[frame["_group"].to_numpy()] == 1
+    # a run alone in its group has one row per launch: nothing to merge (a groupby of every launch to find so);
+    # it keeps its launch order
+    parts = []
+    if single.any():
+        parts.append(frame[single].sort_values(["_group", "id"], kind="stable")[
+            [*keys, *frame.columns.difference(keys, sort=False)]])
+    if not single.all():
+        parts.append(frame[~single].groupby(keys, sort=False, dropna=False).first().reset_index())
+    merged = pd.concat(parts) if len(parts) > 1 else parts[0]
     merged = merged.sort_values("_group", kind="stable").reset_index(drop=True)
-    labels = [next((r.process for r in group if r.process is not None), f"group {g + 1}")
-              for g, group in enumerate(groups)]
-    merged["process"] = np.array(labels, dtype=object)[merged["_group"]]
-    return merged.drop(columns=["_occ", "_order", "_run"])
+    return merged.drop(columns=["_occ"])
 
 
 def _check_times(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: list[str]) -> None:
@@ -454,7 +479,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
             raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")
     counted = [(str(p), f) for p, f in zip(paths, frames) if f.attrs["yields"] == COUNTERS]
     timed = [f for f in frames + nsys_frames if f.attrs["yields"] == TIMES]
-    nsys_rows = pd.concat(timed, ignore_index=True) if timed else pd.DataFrame(columns=META_COLUMNS)
+    nsys_rows = pd.concat(timed, ignore_index=True) if timed else no_launches()
     if time_run is not None and not 1 <= time_run <= sum(f["run"].nunique() for _, f in counted):
         raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
                             f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
@@ -466,8 +491,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                             lambda g: g[0].label + (f" with {len(g) - 1} more pass(es)" if len(g) > 1 else ""))
         warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
                         f"distinct launches, summed per kernel: {runs_named}; --per-process shows them apart")
-    launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else \
-        pd.DataFrame(columns=[*META_COLUMNS, "_group"])
+    launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else no_launches()
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
@@ -494,10 +518,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         if len(launches) and len(time_only):
             warnings.append(f"{time_only['kernel'].nunique()} kernel(s) only nsys saw (not profiled by ncu) are "
                             f"rows with times and no counters (first: {time_only['kernel'].iloc[0][:60]!r})")
-        # not concatenated to an empty ncu frame: its columns, built without rows, are objects and would make
-        # every nsys column one (a million launch counts multiplied and summed as Python floats)
-        launches = pd.concat([launches, time_only], ignore_index=True) if len(launches) else \
-            time_only.reindex(columns=launches.columns.union(time_only.columns, sort=False))
+        launches = pd.concat([launches, time_only], ignore_index=True)
         derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
     if "_key" not in launches:
@@ -732,12 +753,6 @@ def _diagnosis(table: pd.DataFrame, paths: Sequence, nsys: Sequence) -> list[str
             f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)"]
 
 
-def _one_value(values: pd.Series):
-    """The one value every launch of a group agrees on, else None (unknown or mixed)."""
-    distinct = values.dropna().unique()
-    return distinct[0] if len(distinct) == 1 and values.notna().all() else None
-
-
 def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     """Totals per kernel (per process and kernel with `per_process`). A total is missing unless every launch
     of the kernel has the metric: a sum over some launches divided by the time of all would give wrong
@@ -751,7 +766,10 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     out["kernel"] = groups["kernel"].first()
     out["launches"] = groups["launches"].sum()
     out["sm_clock_hz"] = groups["sm_clock_hz"].mean()
-    out["tensor_type"] = groups["tensor_type"].agg(_one_value)
+    # the one type every launch of the kernel agrees on, else None (unknown or mixed)
+    types = groups["tensor_type"]
+    agreed = types.nunique().eq(1) & types.count().eq(groups.size())
+    out["tensor_type"] = types.first().astype(object).where(agreed, None)
     out = with_rates(out.reset_index())
     extra = ["process"] if per_process else []
     for col in ("cc", "device", "gpu"):  # kept when every launch of every kernel agrees

@@ -112,6 +112,33 @@ def test_details_csv_quoted_fields_spanning_lines(tmp_path, capsys):
     assert str(cut) in line and "truncated" in line
 
 
+def test_non_csv_line_found_wherever_it_falls_against_the_scan_steps(monkeypatch):
+    """The scan for lines that are no CSV rows goes a step at a time: a line of application output is found
+    with its newline the last byte of one step and its first byte the first of the next, at the end of the
+    file too; blank lines and a final newline are no such line."""
+    from analysis.readers import ncu_csv
+
+    monkeypatch.setattr(ncu_csv, "SCAN_STEP", 8)
+    for pad in range(17):  # every position of the line against steps of 8 bytes
+        head = b'"ID","' + b"x" * pad + b'"\n'
+        assert ncu_csv._only_csv_rows(head + b'"1","a"\n\n"2","b"\n', 0)
+        assert not ncu_csv._only_csv_rows(head + b'app output\n"1","a"\n', 0)
+        assert not ncu_csv._only_csv_rows(head + b'"1","a"\nx', 0)
+        assert ncu_csv._only_csv_rows(b"app output\n" + head, len(b"app output\n"))  # before the header: not read
+
+
+def test_read_profile_types_the_launch_columns_as_the_contract_says():
+    """Every reader's frame holds META_COLUMNS typed as META_DTYPES (text may be objects, None where missing),
+    so the frame of no launches, concatenated to one, leaves its types as they are."""
+    from analysis.readers.contract import META_DTYPES, no_launches
+
+    for f in [*sorted(DATA.iterdir()), *sorted((DATA.parent / "nsys").iterdir())]:
+        p = read_profile(f)
+        for col, dtype in META_DTYPES.items():
+            assert str(p[col].dtype) == dtype or (dtype == "str" and p[col].dtype == object), (f.name, col)
+        assert dict(pd.concat([no_launches(), p], ignore_index=True).dtypes) == dict(p.dtypes), f.name
+
+
 def test_raw_csv_units_row_and_lists():
     p = read_profile(DATA / "raw.csv")
     assert p["inst_executed"].isna().all()  # "a; b; c" per-instance lists are not one value

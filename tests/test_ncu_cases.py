@@ -50,6 +50,19 @@ def only(table, prefix: str):
     return hits.iloc[0]
 
 
+def test_a_launch_whose_rows_come_back_after_another_is_one_launch_keeping_its_first_values(tmp_path):
+    """ncu writes a launch's rows together, in increasing ID; an edited or concatenated file may not: still
+    one row per launch in order of first appearance, and a metric written twice keeps its first value."""
+    dram = "dram__bytes_read.sum"
+    f = details_csv(tmp_path / "back.csv", [(5, 1, "k_a", {TIME: ("usecond", "2.00")}),
+                                            (3, 1, "k_b", {TIME: ("usecond", "7.00")}),
+                                            (5, 1, "k_a", {TIME: ("usecond", "9.00"), dram: ("Kbyte", "4.00")})])
+    p = read_profile(f)
+    assert list(p["id"]) == [5, 3] and list(p["kernel"]) == ["k_a", "k_b"]
+    assert list(p[TIME]) == pytest.approx([2e-6, 7e-6])
+    assert p[dram].iloc[0] == pytest.approx(4_000) and math.isnan(p[dram].iloc[1])
+
+
 # ------------------------------------------------------------------------------------ tensor FLOPs
 SGEMM = "ampere_sgemm_128x64_nn"
 T = 67_108_864  # tensor-pipe warp instructions: every one an HFMA2.MMA register move

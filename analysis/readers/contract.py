@@ -49,6 +49,19 @@ BEFORE_TRACE = "launched before the trace began"  # how such kernels are named, 
 LAUNCH_COLUMNS = ["grid", "block", "device", "cc", "gpu"]
 META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "nvtx", "op", "module",
                 "tensor_type", "source", "name_truncated", "before_trace", "op_helper"]
+# their types in read_profile's frames: counts and numbers int64, flags bool, nvtx's tuples objects; text is
+# str, or objects where a reader gives None for missing (pandas keeps the objects when str is concatenated to them)
+META_DTYPES = {"run": "int64", "id": "int64", "kernel": "str", "launches": "int64",
+               **dict.fromkeys([*LAUNCH_COLUMNS, "process"], "str"), "nvtx": "object",
+               **dict.fromkeys(["op", "module", "tensor_type", "source"], "str"),
+               **dict.fromkeys(["name_truncated", "before_trace", "op_helper"], "bool")}
+
+
+def no_launches() -> pd.DataFrame:
+    """A frame of no launches, META_COLUMNS typed as META_DTYPES: concatenated to launches, it leaves their
+    types as they are (a frame built from column names alone has object columns, which would make every
+    column it is concatenated to one: a million launch counts multiplied and summed as Python numbers)."""
+    return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in META_DTYPES.items()})
 
 
 @dataclass(frozen=True)
