@@ -74,13 +74,16 @@ def _write_launches(f, first: int, until: int) -> int:
     return launches - first
 
 
-def best_of(repeat: int, fn) -> float:
-    times = []
+def best_of(repeat: int, *fns) -> list[float]:
+    """The best of `repeat` timings of each of `fns`, taken in turn (one after another, then again): a load that
+    comes and goes slows each alike, where timing one `repeat` times, then the next, would not."""
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for fn, seen in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            seen.append(time.perf_counter() - t0)
+    return [min(seen) for seen in times]
 
 
 def main() -> int:
@@ -96,9 +99,8 @@ def main() -> int:
         csv_path = Path(tmp) / "details.csv"
         rows = write_csv(csv_path, target)
         size_csv = csv_path.stat().st_size / 1e6
-        t_pandas = best_of(args.repeat, lambda: pd.read_csv(csv_path))
-        t_csv_read = best_of(args.repeat, lambda: read_profile(csv_path))
-        t_csv_table = best_of(args.repeat, lambda: kernel_table([csv_path]))
+        t_pandas, t_csv_read, t_csv_table = best_of(args.repeat, lambda: pd.read_csv(csv_path),
+                                                    lambda: read_profile(csv_path), lambda: kernel_table([csv_path]))
         print(f"details CSV: {size_csv:.0f} MB, {rows:,} metric rows")
         print(f"  pandas.read_csv           {t_pandas:7.2f} s")
         print(f"  read_profile              {t_csv_read:7.2f} s   ratio {t_csv_read / t_pandas:.2f}x")
@@ -107,9 +109,9 @@ def main() -> int:
             text_path = Path(tmp) / f"log{runs}.txt"
             launches = write_text(text_path, target, runs)
             size = text_path.stat().st_size / 1e6
-            t_plain = best_of(args.repeat, lambda p=text_path: p.read_text().split("\n"))
-            t_read = best_of(args.repeat, lambda p=text_path: read_profile(p))
-            t_table = best_of(args.repeat, lambda p=text_path: kernel_table([p]))
+            t_plain, t_read, t_table = best_of(args.repeat, lambda p=text_path: p.read_text().split("\n"),
+                                               lambda p=text_path: read_profile(p),
+                                               lambda p=text_path: kernel_table([p]))
             text_path.unlink()
             print(f"text log: {size:.0f} MB, {runs} run(s), {launches:,} launches, {launches * len(METRICS):,} "
                   f"metric rows")
