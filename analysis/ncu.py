@@ -638,8 +638,10 @@ def _filter(launches: pd.DataFrame, nsys_rows: pd.DataFrame, pattern, nvtx: str 
             warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Launches (and nsys rows) whose kernel matches `pattern` and that ran inside NVTX range `nvtx`."""
     if pattern is not None:
-        launches = launches[launches["kernel"].map(lambda k: bool(pattern.search(str(k))))]
-        nsys_rows = nsys_rows[nsys_rows["kernel"].map(lambda k: bool(pattern.search(str(k))))]
+        def matches(kernel) -> bool:
+            return bool(pattern.search(str(kernel)))
+
+        launches, nsys_rows = _kept(launches, "kernel", matches), _kept(nsys_rows, "kernel", matches)
         if not len(launches) and not len(nsys_rows):
             raise CeilingsError(f"--kernel {pattern.pattern!r}: no kernel name matches")
     if nvtx is not None:
@@ -655,15 +657,24 @@ def _filter(launches: pd.DataFrame, nsys_rows: pd.DataFrame, pattern, nvtx: str 
         if nvtx not in known:
             raise CeilingsError(f"--nvtx {nvtx!r}: no launch ran inside such a range; the profile's ranges: "
                                 f"{', '.join(sorted(known)[:10])}")
-        launches = launches[ncu_ranges.map(lambda r: nvtx in r)]
+        def inside(ranges) -> bool:
+            return isinstance(ranges, tuple) and nvtx in ranges
+
+        launches = _kept(launches, "nvtx", inside)
         if nsys_ranges.map(len).any():  # an nsys export with its NVTX ranges
-            nsys_rows = nsys_rows[nsys_ranges.map(lambda r: nvtx in r)]
+            nsys_rows = _kept(nsys_rows, "nvtx", inside)
         elif len(nsys_rows):
             warnings.append(f"--nvtx {nvtx!r}: nsys kernel summaries have no NVTX ranges; their times are used "
                             f"for matching ncu kernels only")
             nsys_rows = nsys_rows[nsys_rows["kernel"].isin(set(launches["kernel"]))
                                   | nsys_rows["name_truncated"]]
     return launches.reset_index(drop=True), nsys_rows.reset_index(drop=True)
+
+
+def _kept(rows: pd.DataFrame, column: str, keep) -> pd.DataFrame:
+    """The rows whose `column` passes `keep`, by a boolean mask even when there are none (a frame indexed by an
+    empty object Series selects columns: none, and then no "kernel" column)."""
+    return rows[rows[column].map(keep).astype(bool)]
 
 
 def _time_only_rows(nsys_rows: pd.DataFrame, profiled: set[str]) -> pd.DataFrame:

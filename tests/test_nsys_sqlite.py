@@ -227,6 +227,26 @@ def test_what_the_caller_uses_is_all_that_is_read(tmp_path):
     assert t.loc[COPY, ["launches", "time_s"]].tolist() == [2, pytest.approx(700e-9, rel=1e-15)]
 
 
+def test_the_table_reads_ranges_where_it_groups_or_filters_by_them(tmp_path):
+    """The kernel table reads no NVTX ranges, --by annotation and --nvtx do (KERNELS' launches with the ranges
+    of test_nvtx_ranges_enclosing_each_launch_call_outermost_first, innermost last); --nvtx and --kernel on an
+    export alone (both raised KeyError 'kernel' before: an empty frame indexed by an empty Series)."""
+    export = make_export(tmp_path / "report.sqlite")
+    by = kernel_table(export, by="annotation").set_index("kernel")
+    # innermost range of each launch: step (2000 ns), inner (2500), exact (600), forever (3000); the last
+    # launch's API call is not exported: no annotation known (100 ns)
+    assert by["launches"].to_dict() == {"step": 1, "inner": 1, "exact": 1, "forever": 1, "(no annotation)": 1}
+    assert by["time_s"].to_dict() == pytest.approx({"step": 2000e-9, "inner": 2500e-9, "exact": 600e-9,
+                                                    "forever": 3000e-9, "(no annotation)": 100e-9}, rel=1e-15)
+    inside = kernel_table(export, nvtx="epoch").set_index("kernel")  # a process range of 1234: its 3 launches
+    assert inside["launches"].to_dict() == {SCALE: 2, COPY: 1}
+    assert inside["time_s"].to_dict() == pytest.approx({SCALE: 4500e-9, COPY: 600e-9}, rel=1e-15)
+    # --kernel on an export alone (no ncu launches to filter; it raised KeyError 'kernel' before)
+    scale = kernel_table(export, kernel_regex="scale")
+    assert scale["kernel"].tolist() == [SCALE] and scale["launches"].tolist() == [3]
+    assert scale["time_s"].tolist() == pytest.approx([(2000 + 2500 + 3000) * 1e-9], rel=1e-15)
+
+
 def test_seconds_are_the_nanoseconds_correctly_rounded(tmp_path):
     """A duration of d ns is d/10^9 s rounded to the nearest double (d x 1e-9 is not: 1e-9 has no exact binary
     form); checked with exact fractions, per launch and for a kernel's total."""
