@@ -1,5 +1,6 @@
 """What readers of large profiles share: the garbage collector paused while they build millions of objects,
-and the ranges (operators, NVTX / record_function ranges) open at each launch, found in one sweep."""
+the ranges (operators, NVTX / record_function ranges) open at each launch, found in one sweep, and rows of
+repeated values numbered by their distinct values."""
 
 from __future__ import annotations
 
@@ -8,11 +9,25 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import numpy as np
+from ceilings.lazy import lazy
+
+np = lazy("numpy")  # imported by ncu_csv, which --help loads: numpy and pandas when first used
+pd = lazy("pandas")
 
 # the most ranges a launch is placed in: real nesting is a few dozen deep at most; more means ranges pushed and
 # never popped, which would make every launch's list (and the reading) grow with the length of the run
 MAX_DEPTH = 64
+
+
+def row_codes(columns) -> np.ndarray:
+    """One code per distinct row of `columns` (arrays or Series of one length), numbered in order of first
+    appearance: a million launches hold a few thousand distinct kernels, processes, grids and stacks. Column by
+    column (each step's codes stay below rows x distinct values: no overflow), 3x faster than a groupby."""
+    codes = None
+    for column in columns:
+        values, distinct = pd.factorize(column, use_na_sentinel=False)
+        codes = values if codes is None else pd.factorize(codes * len(distinct) + values)[0]
+    return codes
 
 
 @contextmanager

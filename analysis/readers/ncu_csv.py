@@ -20,6 +20,7 @@ from ceilings.lazy import lazy
 
 from ..metrics import EXTENSIVE, canonical_metric
 from ..units import metric_factor, parse_values, unit_factors
+from .bulk import row_codes
 from .contract import COUNTERS, Format, Source
 from .ncu_text import GPU_NAME_METRIC, metric_key
 
@@ -254,10 +255,7 @@ def _launch_meta(df: pd.DataFrame, first_rows: np.ndarray) -> pd.DataFrame:
 def _by_distinct(cells: pd.DataFrame, make: Callable) -> pd.Series:
     """make(*row) for each row of `cells` (objects), called once per distinct row: a million launches hold a
     few processes, grids and NVTX stacks."""
-    codes = np.zeros(len(cells), dtype="int64")
-    for col in cells.columns:  # codes numbered in order of first appearance, as each column's (a groupby: 3x slower)
-        column, distinct = pd.factorize(cells[col], use_na_sentinel=False)
-        codes = pd.factorize(codes * len(distinct) + column)[0]
+    codes = row_codes(cells[col] for col in cells.columns)
     firsts = cells.iloc[np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())]
     made = pd.Series([make(*row) for row in firsts.itertuples(index=False, name=None)], dtype=object)
     return pd.Series(made.to_numpy()[codes], index=cells.index, dtype=object)

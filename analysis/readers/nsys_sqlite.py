@@ -63,7 +63,7 @@ import pandas as pd
 
 from ceilings.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
 
-from .bulk import MAX_DEPTH, open_ranges, paused_gc
+from .bulk import MAX_DEPTH, open_ranges, paused_gc, row_codes
 from .contract import HEAD_BYTES, TIMES, Format, Source
 from .nsys import TIME_METRIC
 
@@ -133,10 +133,7 @@ def _by_value(values: np.ndarray, convert) -> np.ndarray:
 def _summed(keys: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Launches in start order summed by their row of `keys`: for each distinct row, in the order of its first
     launch, that launch's index, the number of launches and their total of `ns` (int64: exact)."""
-    codes = np.zeros(len(keys), dtype="int64")
-    for column in keys.T:  # one code per distinct row, by first appearance; each step below len(keys)**2
-        values, distinct = pd.factorize(column)
-        codes = pd.factorize(codes * len(distinct) + values)[0]
+    codes = row_codes(keys.T)
     order = np.argsort(codes, kind="stable")
     launches = np.bincount(codes)
     bounds = np.cumsum(launches) - launches
