@@ -106,9 +106,10 @@ def read_source(path: str | os.PathLike) -> Source:
     what = "profiler output file (a folder is taken only as one of torch.profiler traces)"
     # a binary format is read from its file: its first bytes are all it needs here (contract)
     head = Source(read_bytes(p, what, HEAD_BYTES), str(p), p)
-    head.memo["binary_format"] = detect(head, binary=True)
-    if head.memo["binary_format"] is not None:
-        return head
+    if not head.data.startswith(GZIP_MAGIC):  # gzipped, the format is that of the bytes inside
+        head.memo["binary_format"] = detect(head, binary=True)
+        if head.memo["binary_format"] is not None:
+            return head
     data = read_bytes(p, what)
     # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
     # changed below (decompressed; a BOM: the header must start the line)

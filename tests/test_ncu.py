@@ -5,6 +5,7 @@ Expected numbers were read off the files by hand (units converted by hand), neve
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -487,6 +488,25 @@ def test_sample_summary_failed_nvtx_raw_nsys(capsys):
 
 
 @needs_samples
+def test_a_gzipped_ncu_rep_reaches_ncu_report_decompressed(tmp_path, monkeypatch):
+    from analysis.readers import ncu_rep
+
+    seen = []
+
+    class Module:
+        @staticmethod
+        def load_report(path):
+            seen.append(Path(path).read_bytes())
+            raise RuntimeError("stop here")
+
+    monkeypatch.setattr(ncu_rep, "_import_ncu_report", lambda: Module)
+    f = tmp_path / "r.ncu-rep"
+    f.write_bytes(gzip.compress(b"NVR\0rest"))
+    with pytest.raises(CeilingsError, match="ncu_report could not read it"):
+        read_profile(f)
+    assert seen == [b"NVR\0rest"]
+
+
 def test_sample_ncu_rep_without_module(capsys, monkeypatch):
     from analysis.readers import ncu_rep
 

@@ -247,6 +247,30 @@ def test_the_table_reads_ranges_where_it_groups_or_filters_by_them(tmp_path):
     assert scale["time_s"].tolist() == pytest.approx([(2000 + 2500 + 3000) * 1e-9], rel=1e-15)
 
 
+def test_launches_are_summed_by_their_ranges_and_the_table_reads_none_it_does_not_use(tmp_path, monkeypatch):
+    """Four launches of one kernel, process, grid, block and GPU: in "a" and "b" on thread T1A, and in "s" on
+    T1A and on T1B (two threads' ranges of one name: one row). Summed: a 10 ns, b 20 ns, s 2 launches 70 ns."""
+    kernels = [(start, start + d, 0, corr, P1, 1, 2, (64, 1, 1), (256, 1, 1))
+               for start, d, corr in [(200, 10, 1), (2200, 20, 2), (4300, 30, 3), (4400, 40, 4)]]
+    runtime = [(100, 150, T1A, 1), (2100, 2150, T1A, 2), (4100, 4150, T1A, 3), (4200, 4250, T1B, 4)]
+    nvtx = [(0, 1000, 59, "a", None, T1A), (2000, 3000, 59, "b", None, T1A), (4000, 5000, 59, "s", None, T1A),
+            (4000, 5000, 59, "s", None, T1B)]
+    export = make_export(tmp_path / "report.sqlite", kernels=kernels, runtime=runtime, nvtx=nvtx)
+    summed = read_profile(export, each_launch=False)
+    assert rows(summed, "nvtx", "launches") == [(("a",), 1), (("b",), 1), (("s",), 2)]
+    assert summed[T].tolist() == pytest.approx([10e-9, 20e-9, 35e-9], rel=1e-15)
+    by = kernel_table(export, by="annotation").set_index("kernel")
+    assert by["launches"].to_dict() == {"a": 1, "b": 1, "s": 2}
+    assert by["time_s"].to_dict() == pytest.approx({"a": 10e-9, "b": 20e-9, "s": 70e-9}, rel=1e-15)
+
+    def unused(*args):
+        raise AssertionError("NVTX ranges read for a table that does not use them")
+
+    monkeypatch.setattr(nsys_sqlite, "_nvtx", unused)
+    assert kernel_table(export)["launches"].tolist() == [4]
+    assert kernel_table(export, per_launch=True)["launches"].tolist() == [1, 1, 1, 1]
+
+
 def test_seconds_are_the_nanoseconds_correctly_rounded(tmp_path):
     """A duration of d ns is d/10^9 s rounded to the nearest double (d x 1e-9 is not: 1e-9 has no exact binary
     form); checked with exact fractions, per launch and for a kernel's total."""
@@ -259,6 +283,8 @@ def test_seconds_are_the_nanoseconds_correctly_rounded(tmp_path):
 
     seconds = read_profile(export, ranges=False)[T].tolist()
     assert all(nearest(x, Fraction(d, 10**9)) for x, d in zip(seconds, durations))
+    per_launch = read_profile(export, each_launch=False, ranges=False)[T].iloc[0]  # summed: total / (10^9 x 4)
+    assert nearest(per_launch, Fraction(sum(durations), 4 * 10**9))
     total = kernel_table(export)["time_s"].iloc[0]
     assert abs(Fraction(total) - Fraction(sum(durations), 10**9)) <= Fraction(math.ulp(total))
 
@@ -283,6 +309,20 @@ def test_an_nsys_rep_report_is_exported_by_nsys_on_path(tmp_path, monkeypatch):
         read_profile(report)
     assert str(err.value) == (f"{report}: `nsys export` failed (ERROR: not a valid report); run `nsys export --type "
                               f"sqlite --output {report}.sqlite {report}` to see why")
+
+
+def test_a_gzipped_nsys_rep_reaches_nsys_decompressed(tmp_path, monkeypatch):
+    export = make_export(tmp_path / "fixture.sqlite")
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(gzip.compress(b"\0\x01report bytes nsys reads\0"))
+    fake = tmp_path / "bin" / "nsys"
+    fake.parent.mkdir()
+    # the fake exports only a report whose first bytes are the report's own, not gzip's (1f 8b)
+    fake.write_text(f'#!/bin/sh\n[ "$(head -c 2 "$6" | od -An -tx1 | tr -d " ")" = "0001" ] '
+                    f'|| {{ echo "not a report: gzip" >&2; exit 2; }}\ncp "{export}" "$5"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    assert read_profile(report).attrs["format"] == ".nsys-rep (through nsys export)"
 
 
 def test_an_nsys_that_cannot_run_or_hangs_is_a_one_line_error(tmp_path, monkeypatch):
@@ -340,6 +380,13 @@ def test_an_sqlite_file_that_is_no_nsys_export(tmp_path):
     ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 4000 WHERE start = 5000",
      "a broken nsys export (a kernel from 5000 to 4000 ns)"),
     ("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "profiler output without any kernel results"),
+    # values no nsys writes in integer columns: text, a number past int64
+    *[(f"UPDATE {table} SET {column} = {value} WHERE rowid = 2", f"a broken nsys export (a value that is no integer, "
+       f"such as text, in an integer column of {table})") for table, column, value in [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start", "'abc'"), ("CUPTI_ACTIVITY_KIND_KERNEL", "end", "1e30"),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "deviceId", "'x'"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "start", "'x'"),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", "'x'"), ("NVTX_EVENTS", "start", "'abc'"),
+        ("NVTX_EVENTS", "globalTid", "'tid'")]],
 ])
 def test_broken_exports_are_one_line_errors_naming_the_file(tmp_path, change, message):
     export = make_export(tmp_path / "report.sqlite")
@@ -347,7 +394,7 @@ def test_broken_exports_are_one_line_errors_naming_the_file(tmp_path, change, me
         con.execute(change)
         con.commit()
     with pytest.raises(CeilingsError) as err:
-        read_profile(export)
+        read_profile(export)  # every table read: the ranges too
     assert str(err.value).startswith(f"{export}: {message}") and "\n" not in str(err.value)
 
 

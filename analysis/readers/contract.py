@@ -25,7 +25,9 @@ other format saves anything by them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -76,6 +78,18 @@ class Source:
     path: str
     file: Path | None = None
     memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @contextmanager
+    def on_disk(self) -> Iterator[str]:
+        """A path holding the bytes (for a reader that hands a path to a library or a tool): the source's own
+        file, or a temporary copy of bytes changed in reading (decompressed)."""
+        if self.file is not None:
+            yield str(self.file)
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            copy = Path(folder) / Path(self.path).name
+            copy.write_bytes(self.data)
+            yield str(copy)
 
     @property
     def uses(self) -> dict[str, bool]:

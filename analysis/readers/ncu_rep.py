@@ -53,12 +53,13 @@ def _read_ncu_rep(source: Source, _found) -> pd.DataFrame:
                             f"Compute in extras/python; not found); convert it with: ncu --import {path} --csv "
                             f"--page raw > {path}.csv")
     try:
-        context = module.load_report(path)
         rows = []
-        for r in range(context.num_ranges()):
-            rng = context.range_by_idx(r)
-            for a in range(rng.num_actions()):
-                rows.append(_action_row(rng.action_by_idx(a), r, a))
+        with source.on_disk() as on_disk:  # a gzipped report: its bytes decompressed, read while they exist
+            context = module.load_report(on_disk)
+            for r in range(context.num_ranges()):
+                rng = context.range_by_idx(r)
+                for a in range(rng.num_actions()):
+                    rows.append(_action_row(rng.action_by_idx(a), r, a))
     except CeilingsError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure inside NVIDIA's module is a bad report

@@ -54,8 +54,7 @@ import sqlite3
 import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -105,10 +104,20 @@ def _pid(global_id: int) -> str | None:
     return str((global_id >> TID_BITS) & PID_MASK) if global_id else None
 
 
-def _fetch(con: sqlite3.Connection, query: str, columns: int) -> np.ndarray:
-    """The integer rows of `query` as an int64 array, CHUNK_ROWS at a time (never a million tuples at once)."""
+class NotIntegers(Exception):
+    """A value of an integer column of `table` that is none (text, NULL, beyond int64): an edited or corrupt
+    export; read_export names the file."""
+
+
+def _fetch(con: sqlite3.Connection, query: str, columns: int, table: str) -> np.ndarray:
+    """The integer rows of `query` (from `table`) as an int64 array, CHUNK_ROWS at a time (never a million tuples
+    at once); NotIntegers where a value is none. A real number is cut to an integer (nsys writes none: finding
+    one would cost each value a type test, 5% of the reading)."""
     cursor = con.execute(query)
-    parts = [np.array(rows, dtype="int64") for rows in iter(lambda: cursor.fetchmany(CHUNK_ROWS), [])]
+    try:
+        parts = [np.array(rows, dtype="int64") for rows in iter(lambda: cursor.fetchmany(CHUNK_ROWS), [])]
+    except (ValueError, TypeError, OverflowError):  # numpy's cast of text, of None, of a number past int64
+        raise NotIntegers(table) from None
     return np.concatenate(parts) if parts else np.empty((0, columns), dtype="int64")
 
 
@@ -173,7 +182,7 @@ def _launches(con: sqlite3.Connection, tables: set[str], process: np.ndarray, co
         return None
     calls = _fetch(con, "SELECT correlationId, globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "
                         "globalTid IS NOT NULL AND correlationId IN "
-                        "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)", 4)
+                        "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)", 4, "CUPTI_ACTIVITY_KIND_RUNTIME")
     calls = pd.DataFrame({"process": calls[:, 1] >> TID_BITS, "corr": calls[:, 0], "start": calls[:, 2],
                           "end": calls[:, 3], "tid": calls[:, 1]})
     calls = calls[~calls.duplicated(["process", "corr"], keep=False)]
@@ -191,6 +200,8 @@ def _ranges(con: sqlite3.Connection) -> tuple[dict, dict, int]:
     for start, end, kind, text, tid in con.execute(
             f"SELECT e.start, e.end, e.eventType, {name}, e.globalTid FROM NVTX_EVENTS AS e {join} "
             f"WHERE e.eventType IN ({', '.join(map(str, PUSH_POP + START_END))}) AND {name} IS NOT NULL"):
+        if type(start) is not int or type(tid) is not int or not (end is None or type(end) is int):
+            raise NotIntegers("NVTX_EVENTS")  # start, end and globalTid are integers in every nsys export
         span = (start, NEVER if end is None else end, text)
         never_closed += end is None
         if kind in PUSH_POP:
@@ -275,9 +286,11 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], process: np.ndarray, corr: 
         spans.sort(key=lambda s: (s[0], s[1]))  # stable: a thread's range before a process's of the same span
         names[n] = tuple(text for _, _, text in spans[-MAX_DEPTH:])
         cut[n] = len(spans) > MAX_DEPTH or (t >= 0 and thread_deep[t]) or (p >= 0 and process_deep[p])
+    # one index per distinct tuple of names (two threads' sets may name the same ranges): a key to sum by
+    same, distinct = pd.factorize(names)
     of_kernel = np.full(len(corr), -1, dtype="int64")
-    of_kernel[known] = pairs
-    return names, of_kernel, int(cut[pairs].sum()), never_closed
+    of_kernel[known] = same[pairs]
+    return _chains(*distinct), of_kernel, int(cut[pairs].sum()), never_closed
 
 
 @paused_gc()
@@ -304,7 +317,7 @@ def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = Tr
                        "coalesce(globalPid, 0)", f"coalesce(demangledName, {NULL})", _packed_dims(KERNEL_COLUMNS[6:9]),
                        _packed_dims(KERNEL_COLUMNS[9:])] + ["coalesce(correlationId, 0)"] * ranges
             kernels = _fetch(con, f"SELECT {', '.join(columns)} FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid",
-                             len(columns))
+                             len(columns), "CUPTI_ACTIVITY_KIND_KERNEL")
             kernels = kernels[np.argsort(kernels[:, 0], kind="stable")]
             start, end, device, gpid, name_id, grid, block = kernels[:, :7].T
             names = _strings(con, np.unique(name_id))
@@ -327,6 +340,9 @@ def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = Tr
     except sqlite3.Error as exc:
         raise CeilingsError(f"{label}: an SQLite file that cannot be read ({describe(exc)}); truncated copy? "
                             f"{remedy}") from None
+    except NotIntegers as exc:
+        raise CeilingsError(f"{label}: a broken nsys export (a value that is no integer, such as text, in an "
+                            f"integer column of {exc}); {remedy}") from None
     launches, ns = np.ones(len(kernels), dtype="int64"), end - start
     if not each_launch:
         first, launches, ns = _summed(np.column_stack([kernels[:, 2:7], chain]), ns)
@@ -337,8 +353,9 @@ def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = Tr
     run, place = _runs(process)
     order = np.argsort(run, kind="stable")  # rows by run, in start order within each
     columns = {"run": run, "id": place, "process": process, "kernel": _by_value(name_id, names.__getitem__),
-               # ns / 1e9 rounds correctly (1e-9 has no exact binary form); per launch, as the contract has it
-               "launches": launches, TIME_METRIC: ns / 1e9 / launches,
+               # seconds per launch (the contract's) in one correctly rounded division: 1e9 x launches is exact
+               # (below 9e6 launches), x 1e-9 would not be (it has no exact binary form)
+               "launches": launches, TIME_METRIC: ns / (1e9 * launches),
                "grid": _by_value(grid, _dims), "block": _by_value(block, _dims),
                **{col: _by_value(device, lambda d, i=i: facts[d][i]) for i, col in enumerate(("device", "gpu", "cc"))},
                "nvtx": _chains(*chains, None)[chain]}  # -1, unknown, picks the None at the end
@@ -351,20 +368,8 @@ def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = Tr
     return df
 
 
-@contextmanager
-def _on_disk(source: Source) -> Iterator[str]:
-    """A path holding the source's bytes: its own file, or a temporary copy (decompressed bytes, a pipe)."""
-    if source.file is not None:
-        yield str(source.file)
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder) / Path(source.path).name
-        copy.write_bytes(source.data)
-        yield str(copy)
-
-
 def _read_sqlite(source: Source, _found) -> pd.DataFrame:
-    with _on_disk(source) as db:
+    with source.on_disk() as db:
         return read_export(db, source.path, **source.uses)
 
 
@@ -380,7 +385,7 @@ def _read_report(source: Source, _found) -> pd.DataFrame:
     if nsys is None:
         raise CeilingsError(f"{path}: an .nsys-rep report; nsys is not on PATH to export it: run `{command}` where "
                             f"nsys is installed and pass {path}.sqlite")
-    with _on_disk(source) as report, tempfile.TemporaryDirectory() as folder:
+    with source.on_disk() as report, tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "export.sqlite"
         try:
             done = subprocess.run([nsys, "export", "--type", "sqlite", "--output", str(db), report],
