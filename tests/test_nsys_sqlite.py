@@ -289,17 +289,24 @@ def test_seconds_are_the_nanoseconds_correctly_rounded(tmp_path):
     assert abs(Fraction(total) - Fraction(sum(durations), 10**9)) <= Fraction(math.ulp(total))
 
 
+def fake_nsys(tmp_path: Path, monkeypatch, script: str) -> Path:
+    """An executable `nsys` shell script first on PATH."""
+    fake = tmp_path / "bin" / "nsys"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\n{script}")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    return fake
+
+
 def test_an_nsys_rep_report_is_exported_by_nsys_on_path(tmp_path, monkeypatch):
     export = make_export(tmp_path / "fixture.sqlite")
     report = tmp_path / "run.nsys-rep"
     report.write_bytes(b"\0\x01report bytes nsys reads\0")
-    fake = tmp_path / "bin" / "nsys"
-    fake.parent.mkdir()
     # the arguments this reader must pass, else the fake fails as nsys would
-    fake.write_text(f'#!/bin/sh\n[ "$1 $2 $3 $4" = "export --type sqlite --output" ] && [ "$6" = "{report}" ] '
-                    f'|| {{ echo "unexpected arguments: $*" >&2; exit 2; }}\ncp "{export}" "$5"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    fake = fake_nsys(tmp_path, monkeypatch, f'[ "$1 $2 $3 $4" = "export --type sqlite --output" ] && '
+                     f'[ "$6" = "{report}" ] || {{ echo "unexpected arguments: $*" >&2; exit 2; }}\n'
+                     f'cp "{export}" "$5"\n')
     df = read_profile(report)
     assert df.attrs["format"] == ".nsys-rep (through nsys export)" and df.attrs["yields"] == "times"
     assert rows(df, "run", "id", "kernel", "nvtx") == rows(read_profile(export), "run", "id", "kernel", "nvtx")
@@ -315,13 +322,9 @@ def test_a_gzipped_nsys_rep_reaches_nsys_decompressed(tmp_path, monkeypatch):
     export = make_export(tmp_path / "fixture.sqlite")
     report = tmp_path / "run.nsys-rep"
     report.write_bytes(gzip.compress(b"\0\x01report bytes nsys reads\0"))
-    fake = tmp_path / "bin" / "nsys"
-    fake.parent.mkdir()
     # the fake exports only a report whose first bytes are the report's own, not gzip's (1f 8b)
-    fake.write_text(f'#!/bin/sh\n[ "$(head -c 2 "$6" | od -An -tx1 | tr -d " ")" = "0001" ] '
-                    f'|| {{ echo "not a report: gzip" >&2; exit 2; }}\ncp "{export}" "$5"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    fake_nsys(tmp_path, monkeypatch, f'[ "$(head -c 2 "$6" | od -An -tx1 | tr -d " ")" = "0001" ] '
+              f'|| {{ echo "not a report: gzip" >&2; exit 2; }}\ncp "{export}" "$5"\n')
     assert read_profile(report).attrs["format"] == ".nsys-rep (through nsys export)"
 
 
