@@ -487,7 +487,6 @@ def test_sample_summary_failed_nvtx_raw_nsys(capsys):
     assert g["launches"] == 3 and g["time_s"] == pytest.approx(42_720e-9)
 
 
-@needs_samples
 def test_a_gzipped_ncu_rep_reaches_ncu_report_decompressed(tmp_path, monkeypatch):
     from analysis.readers import ncu_rep
 
@@ -507,6 +506,7 @@ def test_a_gzipped_ncu_rep_reaches_ncu_report_decompressed(tmp_path, monkeypatch
     assert seen == [b"NVR\0rest"]
 
 
+@needs_samples
 def test_sample_ncu_rep_without_module(capsys, monkeypatch):
     from analysis.readers import ncu_rep
 
