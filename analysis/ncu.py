@@ -346,41 +346,28 @@ def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Seq
     frame = frame.assign(_group=group_of[frame["_run"]], _order=order_of[frame["_run"]])
     frame = frame.sort_values(["_group", "_order", "id"], kind="stable")
     frame["time_s"], frame["sm_clock_hz"] = launch_time(frame), launch_clock(frame)
-    group, ids = frame["_group"].to_numpy(), frame["id"].to_numpy()
-    repeated = (group[1:] == group[:-1]) & (ids[1:] == ids[:-1])  # sorted: an ID twice in a run is adjacent
-    if (sizes == 1).all() and frame["id"].notna().all() and not repeated.any():
-        # every run alone in its group, each launch ID once in it: nothing to merge, and in launch order already
-        keys = ["_group", "kernel"]
-        merged = frame[[*keys, *frame.columns.difference(keys, sort=False)]].reset_index(drop=True)
-    else:
-        merged = _merged(frame, sizes, timed, warnings)
+    # a run alone in its group has one row per launch, already in launch order: nothing to merge (a groupby of
+    # every launch to find so); the runs of a group of several are merged
+    single = sizes[frame["_group"].to_numpy()] == 1
+    keys = ["_group", "kernel"]
+    parts = [frame[single][[*keys, *frame.columns.difference(keys, sort=False)]]] if single.any() else []
+    if not single.all():
+        parts.append(_merged(frame[~single], timed, warnings))
+    merged = (pd.concat(parts) if len(parts) > 1 else parts[0]).sort_values("_group", kind="stable")
+    merged = merged.reset_index(drop=True)
     labels = [next((r.process for r in group if r.process is not None), f"group {g + 1}")
               for g, group in enumerate(groups)]
     merged["process"] = np.array(labels, dtype=object)[merged["_group"]]
     return merged.drop(columns=["_order", "_run"])
 
 
-def _merged(frame: pd.DataFrame, sizes: np.ndarray, timed: Sequence[Sequence[Run]], warnings: list[str]
-            ) -> pd.DataFrame:
-    """_merge_groups' launches (sorted by group, order in it and ID; timed) merged: each run's launches of a
-    kernel numbered and matched by that number across the runs of its group; sorted by group."""
-    frame["_occ"] = frame.groupby(["_run", "kernel"], sort=False).cumcount()
-    several = sizes[frame["_group"]] > 1
-    if several.any():
-        _check_times(frame[several], timed, warnings)
+def _merged(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: list[str]) -> pd.DataFrame:
+    """The launches of groups of several runs (sorted by group, order in it and ID; timed) merged: each run's
+    launches of a kernel numbered and matched by that number across the runs of its group."""
+    frame = frame.assign(_occ=frame.groupby(["_run", "kernel"], sort=False).cumcount())
+    _check_times(frame, timed, warnings)
     frame = frame.sort_values(["_group", "_order", "_occ"], kind="stable")
-    keys = ["_group", "kernel", "_occ"]
-    single = sizes[frame["_group"].to_numpy()] == 1
-    # a run alone in its group has one row per launch: nothing to merge (a groupby of every launch to find so);
-    # it keeps its launch order
-    parts = []
-    if single.any():
-        parts.append(frame[single].sort_values(["_group", "id"], kind="stable")[
-            [*keys, *frame.columns.difference(keys, sort=False)]])
-    if not single.all():
-        parts.append(frame[~single].groupby(keys, sort=False, dropna=False).first().reset_index())
-    merged = pd.concat(parts) if len(parts) > 1 else parts[0]
-    merged = merged.sort_values("_group", kind="stable").reset_index(drop=True)
+    merged = frame.groupby(["_group", "kernel", "_occ"], sort=False, dropna=False).first().reset_index()
     return merged.drop(columns=["_occ"])
 
 

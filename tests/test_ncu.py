@@ -213,8 +213,7 @@ def test_kernel_total_is_missing_unless_every_launch_has_the_metric(tmp_path, ca
     warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
     # rates are judged per launch: launch 0's DRAM bytes are a rate too, left unchecked for want of the GPU
     assert warned == ["warning: fp64 FLOP/s, DRAM B/s not checked against a physical peak: the profile does not say "
-                      "which GPU "
-                      "it ran on (collect device__attribute_display_name with ncu)",
+                      "which GPU it ran on (collect device__attribute_display_name with ncu)",
                       "warning: dram_bytes: missing for 1 kernel(s) because only some of their launches have it"]
 
 

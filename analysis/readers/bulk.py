@@ -30,6 +30,11 @@ def row_codes(columns) -> np.ndarray:
     return codes
 
 
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """The first row of each code, for codes numbered in order of first appearance (row_codes, pd.factorize)."""
+    return np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """The garbage collector off: a trace's millions of new dicts and tuples hold no cycles, and each

@@ -7,7 +7,8 @@ recognised by its first bytes (a magic number, a JSON document's opening) says h
 is given only those (a 500 MB trace is recognised from 64 KiB), and such formats are tried before the ones
 whose headers may be anywhere in a file (an ncu CSV after the application's output). A binary format (magic
 bytes) is recognised from at most HEAD_BYTES and read from its file: `data` then holds only those first bytes
-(a multi-GB nsys export is never loaded into memory; `file` is the path to open). `read(
+(a multi-GB nsys export is never loaded into memory; `file` is the path to open), unless the file is gzipped
+(`data` is then all of it, decompressed, and `file` None: `Source.on_disk` writes a copy). `read(
 source, found)` returns one row per launch (or per kernel of a summary, with `launches` = N and values per
 launch) with the columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in
 base units (bytes, seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters,

@@ -20,7 +20,7 @@ from ceilings.lazy import lazy
 
 from ..metrics import EXTENSIVE, canonical_metric
 from ..units import metric_factor, parse_values, unit_factors
-from .bulk import row_codes
+from .bulk import first_rows, row_codes
 from .contract import COUNTERS, Format, Source
 from .ncu_text import GPU_NAME_METRIC, metric_key
 
@@ -256,7 +256,7 @@ def _by_distinct(cells: pd.DataFrame, make: Callable) -> pd.Series:
     """make(*row) for each row of `cells` (objects), called once per distinct row: a million launches hold a
     few processes, grids and NVTX stacks."""
     codes = row_codes(cells[col] for col in cells.columns)
-    firsts = cells.iloc[np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())]
+    firsts = cells.iloc[first_rows(codes)]
     made = pd.Series([make(*row) for row in firsts.itertuples(index=False, name=None)], dtype=object)
     return pd.Series(made.to_numpy()[codes], index=cells.index, dtype=object)
 
@@ -272,7 +272,7 @@ def _launches(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         steps[change] = 1
         return np.cumsum(steps), firsts
     launch = pd.factorize(keys)[0]
-    return launch, np.flatnonzero(~pd.Series(launch).duplicated().to_numpy())
+    return launch, first_rows(launch)
 
 
 DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Block Size", "Grid Size",

@@ -139,24 +139,29 @@ def _by_value(values: np.ndarray, convert) -> np.ndarray:
     return converted[codes]
 
 
+def _grouped(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by their code (0, 1, ...): the rows in code order (stable: each group in row order), the
+    size of each group and where each begins in that order."""
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes)
+    return order, sizes, np.cumsum(sizes) - sizes
+
+
 def _summed(keys: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Launches in start order summed by their row of `keys`: for each distinct row, in the order of its first
     launch, that launch's index, the number of launches and their total of `ns` (int64: exact)."""
-    codes = row_codes(keys.T)
-    order = np.argsort(codes, kind="stable")
-    launches = np.bincount(codes)
-    bounds = np.cumsum(launches) - launches
+    order, launches, bounds = _grouped(row_codes(keys.T))
     total = np.add.reduceat(ns[order], bounds) if len(ns) else ns
     return order[bounds], launches, total
 
 
 def _runs(process: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For launches in start order, labelled by process (None: unknown): the run of each (one per process, in
-    the order of their first launch) and its place in its run."""
+    """For rows in start order, labelled by process (None: unknown): the run of each (one per process, in the
+    order of its first row) and its place in its run."""
     run = pd.factorize(pd.Series(process, dtype=object).fillna(""))[0]
-    counts = np.bincount(run)
+    order, sizes, bounds = _grouped(run)
     place = np.empty(len(run), dtype="int64")
-    place[np.argsort(run, kind="stable")] = np.arange(len(run)) - np.repeat(np.cumsum(counts) - counts, counts)
+    place[order] = np.arange(len(run)) - np.repeat(bounds, sizes)
     return run, place
 
 
