@@ -94,32 +94,21 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
         # not UTF-8 in a cell: one line, not a traceback
         raise CeilingsError(f"{source.path}: {fmt.name} that does not parse ({describe(exc)}); truncated or "
                             f"edited file? Export it again") from None
-    return _finish(df, Path(source.path), source.data, fmt)
+    return _finish(df, source, fmt)
 
 
 def read_source(path: str | os.PathLike) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
-    dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file."""
+    dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file.
+    A text file past HEAD_BYTES whose head needs no change is read whole only when a reader asks (contract)."""
     from .readers.registry import detect
 
     p = Path(path)
-    what = "profiler output file (a folder is taken only as one of torch.profiler traces)"
+    head = read_bytes(p, WHAT_IS_READ, HEAD_BYTES)
+    gzipped = head.startswith(GZIP_MAGIC)  # torch.profiler's .json.gz, or any profile gzipped: by content
+    data = gunzip(read_bytes(p, WHAT_IS_READ), p) if gzipped else head
     # a binary format is read from its file: its first bytes are all it needs here (contract)
-    head = Source(read_bytes(p, what, HEAD_BYTES), str(p), p)
-    if not head.data.startswith(GZIP_MAGIC):  # gzipped, the format is that of the bytes inside
-        head.memo["binary_format"] = detect(head, binary=True)
-        if head.memo["binary_format"] is not None:
-            return head
-    data = read_bytes(p, what)
-    # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
-    # changed below (decompressed; a BOM: the header must start the line)
-    file = p
-    if data.startswith(GZIP_MAGIC):  # torch.profiler's .json.gz, or any profile gzipped: by content
-        data, file = gunzip(data, p), None
-    if not data or data.isspace():
-        raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
-
-    source = Source(data, str(p), file)
+    source = Source(data, str(p), None if gzipped else p)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
     if source.memo["binary_format"] is not None:
         return source
@@ -128,13 +117,29 @@ def read_source(path: str | os.PathLike) -> Source:
                             f"`Get-Content IN | Set-Content -Encoding utf8 OUT`, or iconv -f UTF-16 -t UTF-8")
     if b"\0" in data[:HEAD_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
-    if data.startswith(UTF8_BOM):  # Windows `Out-File -Encoding utf8`
-        data, file = data.removeprefix(UTF8_BOM), None
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n")
-    text = Source(data, str(p), file)
+    if not gzipped and len(head) == HEAD_BYTES and not head.isspace() and _as_read(head) is head:
+        text = Source(head, str(p), p, load=lambda: _as_read(read_bytes(p, WHAT_IS_READ)))
+    else:
+        if not gzipped and len(head) == HEAD_BYTES:
+            data = read_bytes(p, WHAT_IS_READ)
+        if not data or data.isspace():
+            raise CeilingsError(f"{p}: empty file; expected Nsight Compute or Nsight Systems output")
+        # read_csv may read a regular file again by path (faster than from memory); not a file whose bytes were
+        # changed here (decompressed; a BOM: the header must start the line)
+        text = Source(_as_read(data), str(p), None if gzipped or data.startswith(UTF8_BOM) else p)
     text.memo["binary_format"] = None
     return text
+
+
+WHAT_IS_READ = "profiler output file (a folder is taken only as one of torch.profiler traces)"
+
+
+def _as_read(data: bytes) -> bytes:
+    """Text as the readers see it: a leading BOM (Windows `Out-File -Encoding utf8`) dropped, CRLF made LF;
+    `data` itself where neither is there."""
+    if data.startswith(UTF8_BOM):
+        data = data.removeprefix(UTF8_BOM)
+    return data.replace(b"\r\n", b"\n") if b"\r" in data else data
 
 
 def _not_a_profile(source: Source) -> None:
@@ -159,7 +164,8 @@ def _is_roofs_file(data: bytes) -> bool:
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 
 
-def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFrame:
+def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
+    path = Path(source.path)
     attrs = dict(df.attrs)  # what the reader noted (notes, memory_operations, busy_s) survives the reshaping
     if df.empty:
         raise CeilingsError(f"{path}: profiler output without any kernel results")
@@ -177,7 +183,7 @@ def _finish(df: pd.DataFrame, path: Path, data: bytes, fmt: Format) -> pd.DataFr
     _launch_facts_from_metrics(df)
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
-                            f"nothing{_first_error(data)}")
+                            f"nothing{_first_error(source.data)}")
     df = df[META_COLUMNS + rest].reset_index(drop=True)
     df["launches"] = df["launches"].astype(META_DTYPES["launches"])
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)

@@ -18,6 +18,7 @@ import pytest
 
 from analysis.metrics import OUTPUT_COLUMNS
 from analysis.ncu import kernel_table, main, read_profile
+from ceilings import inputs
 from ceilings.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -562,6 +563,81 @@ def test_details_csv_read_the_same_whatever_surrounds_it(tmp_path, name, make):
     f = tmp_path / name
     f.write_bytes(make((DATA / "details_12col.csv").read_bytes()))
     assert _same_kernels(read_profile(f), plain)
+
+
+DETAILS_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+                  '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+BIG_LAUNCHES = 600  # rows of ~150 bytes: past HEAD_BYTES, the part of a file read before a reader asks for more
+
+
+def _details_row(i: int) -> str:
+    """Launch i of a details CSV: one time metric, (i + 1) microseconds."""
+    return (f'"{i}","1","app","h","k{i % 3}(int)","1","7","(256, 1, 1)","(1, 1, 1)","0","9.0",'
+            f'"Command line profiler metrics","gpu__time_duration.sum","usecond","{i + 1}.00"')
+
+
+def _pad(before: int) -> str:
+    """Lines of application output, `before` bytes in all."""
+    return "".join(f"app output {i:06d}\n" for i in range(before // 18)).ljust(before, "x")[:before - 1] + "\n"
+
+
+@pytest.mark.parametrize("name, make", [
+    ("plain", lambda rows: "\n".join([DETAILS_HEADER, *rows]) + "\n"),
+    ("output among the rows past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-9], "app: done",
+                                                                    *rows[-9:]]) + "\n"),
+    ("a field over two lines past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-1],
+                                                                     rows[-1].replace('"h"', '"h\nost"')]) + "\n"),
+    ("header past the head", lambda rows: _pad(70_000) + "\n".join([DETAILS_HEADER, *rows]) + "\n"),
+    # the header's line cut at HEAD_BYTES before "Metric Name": a raw page's header, were it taken as a line
+    ("header across the head's end", lambda rows: _pad(65_536 - 100) + "\n".join([DETAILS_HEADER, *rows]) + "\n"),
+    ("CRLF past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-9]]) + "\r\n".join(["", *rows[-9:]])
+     + "\r\n"),
+    ("CRLF", lambda rows: "\r\n".join([DETAILS_HEADER, *rows]) + "\r\n"),
+    ("progress past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-9], "app: 50%\r100%",
+                                                       *rows[-9:]]) + "\n"),  # a lone CR
+    ("BOM", lambda rows: "\ufeff" + "\n".join([DETAILS_HEADER, *rows]) + "\n"),
+])
+def test_a_details_csv_past_the_head_reads_every_launch(tmp_path, name, make):
+    """A details CSV larger than the head read first: its header found wherever it lies (even across the head's
+    end), every launch read once with its own time whatever follows the head (application output, a field over
+    two lines, CRs), as written in the file."""
+    from analysis.readers.contract import HEAD_BYTES
+
+    f = tmp_path / "big.csv"
+    f.write_bytes(make([_details_row(i) for i in range(BIG_LAUNCHES)]).encode())
+    assert f.stat().st_size > HEAD_BYTES
+    df = read_profile(f)
+    assert df.attrs["format"] == "ncu --csv (details page)"
+    assert df["id"].tolist() == list(range(BIG_LAUNCHES))
+    assert df["kernel"].tolist() == [f"k{i % 3}(int)" for i in range(BIG_LAUNCHES)]
+    assert df["gpu__time_duration.sum"].tolist() == pytest.approx([(i + 1) * 1e-6 for i in range(BIG_LAUNCHES)])
+
+
+def test_a_details_csv_read_csv_can_read_as_written_is_never_read_whole_into_memory(tmp_path, monkeypatch):
+    """Only its head is read into memory (the rest is scanned mapped, then read by read_csv): a 100 MB CSV is
+    not also held as 100 MB of bytes. With application output among its rows it is (csv_records drops it)."""
+    import analysis.ncu as ncu
+
+    whole = []
+    monkeypatch.setattr(ncu, "read_bytes", lambda p, what, limit=None: whole.append(limit is None) or
+                        inputs.read_bytes(p, what, limit))
+    f = tmp_path / "big.csv"
+    rows = [_details_row(i) for i in range(BIG_LAUNCHES)]
+    f.write_text("\n".join([DETAILS_HEADER, *rows]) + "\n")
+    assert len(read_profile(f)) == BIG_LAUNCHES and whole == [False]
+    f.write_text("\n".join([DETAILS_HEADER, *rows[:-1], "app: done", rows[-1]]) + "\n")
+    whole.clear()
+    assert len(read_profile(f)) == BIG_LAUNCHES and whole == [False, True]
+
+
+def test_a_file_whose_head_only_is_blank_is_read_not_called_empty(tmp_path):
+    """Whitespace filling the head and a profile after it: not an empty file."""
+    f = tmp_path / "late.csv"
+    f.write_text(" " * 70_000 + "\n" + "\n".join([DETAILS_HEADER, _details_row(0)]) + "\n")
+    assert read_profile(f)["gpu__time_duration.sum"].tolist() == pytest.approx([1e-6])
+    f.write_text(" \n" * 40_000)
+    with pytest.raises(CeilingsError, match="empty file"):
+        read_profile(f)
 
 
 def test_a_pipe_is_refused_not_waited_on(tmp_path):

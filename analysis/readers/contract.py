@@ -8,11 +8,14 @@ is given only those (a 500 MB trace is recognised from 64 KiB), and such formats
 whose headers may be anywhere in a file (an ncu CSV after the application's output). A binary format (magic
 bytes) is recognised from at most HEAD_BYTES and read from its file: `data` then holds only those first bytes
 (a multi-GB nsys export is never loaded into memory; `file` is the path to open), unless the file is gzipped
-(`data` is then all of it, decompressed, and `file` None: `Source.on_disk` writes a copy). `read(
-source, found)` returns one row per launch (or per kernel of a summary, with `launches` = N and values per
-launch) with the columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in
-base units (bytes, seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters,
-and often times) or TIMES (times only, matched to counters by kernel name).
+(`data` is then all of it, decompressed, and `file` None: `Source.on_disk` writes a copy). A text file past
+HEAD_BYTES is read into memory only when a reader asks for `data`: a finder of a header line looks at the
+head's lines first (`Source.first`), and a reader that hands the file to a parser may scan it mapped
+(`Source.mapped`), so a 100 MB ncu CSV read by read_csv is never also copied whole. `read(source, found)`
+returns one row per launch (or per kernel of a summary, with `launches` = N and values per launch) with the
+columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in base units (bytes,
+seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters, and often times) or
+TIMES (times only, matched to counters by kernel name).
 
 A new format is one module in this package with one `Format`, listed in `registry.formats()`; the first whose
 `find` answers wins.
@@ -26,6 +29,7 @@ other format saves anything by them.
 
 from __future__ import annotations
 
+import mmap
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +38,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ceilings.errors import CeilingsError, describe
 from ceilings.lazy import lazy
 
 pd = lazy("pandas")
@@ -69,16 +74,49 @@ def no_launches() -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Source:
-    """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `file` is the regular file
-    they were read from when those bytes are the file's own (read_csv may read it again, faster). `memo`:
-    what readers found once and share (a scan of a 100 MB file is worth doing once), and the caller's reading
-    options (read_profile sets them): "flops", how a torch trace's causal attention is counted; "ranges" and
-    "each_launch", what the caller uses (module docstring)."""
+    """A profile's content: bytes with a leading BOM dropped and CRLF made LF. `head` holds its first bytes, at
+    least HEAD_BYTES of them, or all of it where `load` is None; `data` is all of it, read by `load` when a
+    reader first asks (module docstring). `file`: the regular file the bytes were read from when they are the
+    file's own (read_csv may read it again, faster): with `load`, as far as the head shows (it holds no BOM or
+    CR; `mapped` says whether the rest does). `memo`: what readers found once and share (a scan of a 100 MB file
+    is worth doing once), and the caller's reading options (read_profile sets them): "flops", how a torch
+    trace's causal attention is counted; "ranges" and "each_launch", what the caller uses (module docstring)."""
 
-    data: bytes
+    head: bytes
     path: str
     file: Path | None = None
     memo: dict = field(default_factory=dict, compare=False, repr=False)
+    load: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def data(self) -> bytes:
+        return self.head if self.load is None else self.load()
+
+    def first(self, find: Callable[[bytes], Any]) -> Any:
+        """find(bytes) on the head's whole lines, and on all the content where they hold no answer: for a
+        finder of the first line of a kind (a CSV header), whose answer in the head is its answer in all."""
+        if self.load is None:
+            return find(self.head)
+        found = find(self.head[:self.head.rfind(b"\n") + 1])
+        return found if found is not None else find(self.data)
+
+    def prefix(self, end: int) -> bytes:
+        """The content's first `end` bytes: from the head where it holds them."""
+        return self.head[:end] if end <= len(self.head) else self.data[:end]
+
+    @contextmanager
+    def mapped(self) -> Iterator[mmap.mmap | None]:
+        """The file mapped into memory (read-only) where its bytes are the content (`load` set, no CR past the
+        head: nothing was changed in reading), else None: a reader may scan it, then hand the file to a
+        parser, without a copy of it in memory."""
+        if self.file is None or self.load is None:
+            yield None
+            return
+        try:
+            with self.file.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                yield view if view.find(b"\r", len(self.head)) < 0 else None
+        except (OSError, ValueError) as exc:  # gone or emptied since its head was read
+            raise CeilingsError(f"{self.path}: cannot read it ({describe(exc)})") from None
 
     @contextmanager
     def on_disk(self) -> Iterator[str]:
@@ -112,9 +150,10 @@ class Format:
     head: int | None = None  # `find` needs only the first `head` bytes (module docstring); None: all of them
 
     def __post_init__(self):
-        if self.binary and not (self.head and self.head <= HEAD_BYTES):
-            raise ValueError(f"{self.name}: a binary format is recognised from its first HEAD_BYTES at most")
+        if (self.binary or self.head is not None) and not (self.head and self.head <= HEAD_BYTES):
+            raise ValueError(f"{self.name}: a format is recognised from its first HEAD_BYTES at most (a binary "
+                             f"one always: it is read from its file)")
 
     def recognise(self, source: Source):
         """`find` on the bytes it needs: the first `head`, or all."""
-        return self.find(source if self.head is None else Source(source.data[:self.head], source.path))
+        return self.find(source if self.head is None else Source(source.head[:self.head], source.path))

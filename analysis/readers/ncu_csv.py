@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import mmap
 import re
 import warnings
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from ceilings.lazy import lazy
 from ..metrics import EXTENSIVE, canonical_metric
 from ..units import metric_factor, parse_values, unit_factors
 from .bulk import first_rows, row_codes
-from .contract import COUNTERS, Format, Source
+from .contract import COUNTERS, HEAD_BYTES, Format, Source
 from .ncu_text import GPU_NAME_METRIC, metric_key
 
 np = lazy("numpy")
@@ -279,7 +280,7 @@ DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name
                    "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"}
 
 
-def _only_csv_rows(data: bytes, start: int) -> bool:
+def _only_csv_rows(data: bytes | mmap.mmap, start: int) -> bool:
     """Whether every line after `start` starts with '"' or is blank (read_csv skips those): none is application
     output, a ==PROF== line or the rest of a quoted field that spans lines. In numpy, a step at a time: a
     regular expression takes 2.5x as long over 100 MB."""
@@ -292,27 +293,32 @@ def _only_csv_rows(data: bytes, start: int) -> bool:
     return True
 
 
-def read_details(src: Source, start: int) -> pd.DataFrame:
+def read_details(src: Source, found: tuple[int, bytes]) -> pd.DataFrame:
     """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch.
-    `src.file`, if any, is read again by read_csv when only CSV rows follow the header."""
-    data, path, file = src.data, src.path, src.file
-    if _only_csv_rows(data, start):  # read_csv reads them as they are
-        end = data.find(b"\n", start)
-        header = _header(data[start:end if end >= 0 else len(data)], path)
-        # lines before the header are rows for read_csv to skip only without quotes or lone CRs (both make
-        # its idea of a line differ from ours)
-        if file is not None and not re.search(b'["\r]', data[:start]):
-            source: io.BytesIO | tuple[Path, int] = (file, data.count(b"\n", 0, start))
+    `found`: the header line and its offset. `src.file`, if any, is read again by read_csv when only CSV rows
+    follow the header; scanned mapped where it holds the content as it is (then never copied into memory)."""
+    start, line = found
+    path, file = src.path, src.file
+    before = src.prefix(start)
+    # lines before the header are rows for read_csv to skip only without quotes or lone CRs (both make its idea
+    # of a line differ from ours)
+    by_file = file is not None and not re.search(b'["\r]', before)
+    with src.mapped() as view:
+        only_rows = _only_csv_rows(src.data if view is None else view, start)
+    if only_rows:  # read_csv reads them as they are
+        header = _header(line, path)
+        if by_file:
+            source: io.BytesIO | tuple[Path, int] = (file, before.count(b"\n"))
             file_line = int  # read_csv counts the skipped lines too
         else:
-            source = io.BytesIO(data)
+            source = io.BytesIO(src.data)
             source.seek(start)
-            before = data.count(b"\n", 0, start)
-            file_line = lambda n: before + n  # noqa: E731
+            skipped = before.count(b"\n")
+            file_line = lambda n: skipped + n  # noqa: E731
     else:
-        records = csv_records(data, start)
+        records = csv_records(src.data, start)
         source, header = io.BytesIO(b"\n".join(records)), _header(records[0], path)
-        file_line = record_lines(data, start, records)
+        file_line = record_lines(src.data, start, records)
     used = DETAILS_COLUMNS | set(_nvtx_columns(header))
     df = _ncu_frame(source, header, path, file_line, used, used - {"ID", "Metric Value"}, "Metric Value")
     for needed in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
@@ -467,13 +473,13 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
 def _ncu_header(src: Source) -> tuple[int, bytes] | None:
     """find_ncu_header, once per source (the details and raw formats both ask)."""
     if "ncu_header" not in src.memo:
-        src.memo["ncu_header"] = find_ncu_header(src.data)
+        src.memo["ncu_header"] = src.first(find_ncu_header)
     return src.memo["ncu_header"]
 
 
-def _find_details(src: Source) -> int | None:
+def _find_details(src: Source) -> tuple[int, bytes] | None:
     header = _ncu_header(src)
-    return header[0] if header and b'"Metric Name"' in header[1] else None
+    return header if header and b'"Metric Name"' in header[1] else None
 
 
 def _find_raw(src: Source) -> int | None:
@@ -481,7 +487,9 @@ def _find_raw(src: Source) -> int | None:
     return header[0] if header and b'"Metric Name"' not in header[1] else None
 
 
-OWN_CSV = Format("ceilings kernel table (CSV)", COUNTERS, lambda src: find_own_csv(src.data), read_own)
+# its header is the first line that is not blank
+OWN_CSV = Format("ceilings kernel table (CSV)", COUNTERS, lambda src: find_own_csv(src.data), read_own,
+                 head=HEAD_BYTES)
 DETAILS_CSV = Format("ncu --csv (details page)", COUNTERS, _find_details, read_details)
 SUMMARY_CSV = Format("ncu --print-summary per-kernel --csv", COUNTERS, _find_summary, read_summary)
 RAW_CSV = Format("ncu --csv --page raw", COUNTERS, _find_raw, read_raw)
