@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from ceilings.lazy import lazy
 
@@ -112,10 +113,17 @@ def parse_values(values: pd.Series) -> pd.Series:
     return numeric.where(np.isfinite(numeric))
 
 
+def _codes(column: pd.Series) -> tuple[np.ndarray, Sequence]:
+    """Each cell's code (-1: missing) and the distinct values: a categorical's own (read_csv made them)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), column.cat.categories
+    return pd.factorize(column, use_na_sentinel=True)
+
+
 def unit_factors(units: pd.Series, metrics: pd.Series) -> np.ndarray:
     """Vectorised metric_factor (pairs of metric and unit are few: computed once per distinct pair)."""
-    unit_codes, unit_names = pd.factorize(units, use_na_sentinel=True)
-    metric_codes, metric_names = pd.factorize(metrics, use_na_sentinel=True)
+    unit_codes, unit_names = _codes(units)
+    metric_codes, metric_names = _codes(metrics)
     unit_names, metric_names = [None, *unit_names], ["", *map(str, metric_names)]  # code -1 (missing) -> 0
     n = len(unit_names)
     pair_codes, pairs = pd.factorize((metric_codes.astype("int64") + 1) * n + unit_codes + 1)

@@ -78,7 +78,7 @@ class Source:
     least HEAD_BYTES of them, or all of it where `load` is None; `data` is all of it, read by `load` when a
     reader first asks (module docstring). `file`: the regular file the bytes were read from when they are the
     file's own (read_csv may read it again, faster): with `load`, as far as the head shows (it holds no BOM or
-    CR; `mapped` says whether the rest does). `memo`: what readers found once and share (a scan of a 100 MB file
+    CR; the rest may hold CRs, `mapped`). `memo`: what readers found once and share (a scan of a 100 MB file
     is worth doing once), and the caller's reading options (read_profile sets them): "flops", how a torch
     trace's causal attention is counted; "ranges" and "each_launch", what the caller uses (module docstring)."""
 
@@ -106,15 +106,15 @@ class Source:
 
     @contextmanager
     def mapped(self) -> Iterator[mmap.mmap | None]:
-        """The file mapped into memory (read-only) where its bytes are the content (`load` set, no CR past the
-        head: nothing was changed in reading), else None: a reader may scan it, then hand the file to a
-        parser, without a copy of it in memory."""
+        """The file mapped into memory (read-only) where `load` is set, else None: its bytes are the content's
+        at the same offsets but for any CR past the head (CRLF is made LF in `data`): a reader that scans it
+        for what it needs (and for CRs) may then hand the file to a parser, without a copy of it in memory."""
         if self.file is None or self.load is None:
             yield None
             return
         try:
             with self.file.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                yield view if view.find(b"\r", len(self.head)) < 0 else None
+                yield view
         except (OSError, ValueError) as exc:  # gone or emptied since its head was read
             raise CeilingsError(f"{self.path}: cannot read it ({describe(exc)})") from None
 
