@@ -117,7 +117,8 @@ def read_source(path: str | os.PathLike) -> Source:
                             f"`Get-Content IN | Set-Content -Encoding utf8 OUT`, or iconv -f UTF-16 -t UTF-8")
     if b"\0" in data[:HEAD_BYTES]:
         raise CeilingsError(f"{p}: binary file, not Nsight Compute/Systems text or CSV output")
-    if not gzipped and len(head) == HEAD_BYTES and not head.isspace() and _as_read(head) is head:
+    if not gzipped and len(head) == HEAD_BYTES and not head.isspace() and not head.startswith(UTF8_BOM) \
+            and b"\r" not in head:
         text = Source(head, str(p), p, load=lambda: _as_read(read_bytes(p, WHAT_IS_READ)))
     else:
         if not gzipped and len(head) == HEAD_BYTES:

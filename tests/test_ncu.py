@@ -583,7 +583,8 @@ def _pad(before: int) -> str:
 
 @pytest.mark.parametrize("name, make", [
     ("plain", lambda rows: "\n".join([DETAILS_HEADER, *rows]) + "\n"),
-    ("output among the rows past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-9], "app: done",
+    # a line read_csv would refuse (more fields than the header), were it handed the file
+    ("output among the rows past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-9], "app:" + "," * 20,
                                                                     *rows[-9:]]) + "\n"),
     ("a field over two lines past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-1],
                                                                      rows[-1].replace('"h"', '"h\nost"')]) + "\n"),
@@ -596,12 +597,24 @@ def _pad(before: int) -> str:
     ("progress past the head", lambda rows: "\n".join([DETAILS_HEADER, *rows[:-9], "app: 50%\r100%",
                                                        *rows[-9:]]) + "\n"),  # a lone CR
     ("BOM", lambda rows: "\ufeff" + "\n".join([DETAILS_HEADER, *rows]) + "\n"),
+    ("CRLF, output before the header and among the rows", lambda rows: (_pad(70_000) + "\n".join(
+        [DETAILS_HEADER, *rows[:-9], "app:" + "," * 20, *rows[-9:]]) + "\n").replace("\n", "\r\n")),
+    ("BOM, output among the rows", lambda rows: "\ufeff" + "\n".join([DETAILS_HEADER, *rows[:-9], "app:" + "," * 20,
+                                                                     *rows[-9:]]) + "\n"),
+    # quotes before the header: read_csv's idea of the lines to skip is not ours (the content is read instead)
+    ('==PROF== Profiling "k" lines before the header', lambda rows: "".join(
+        f'==PROF== Profiling "k{i}": 0%....50%....100%\n' for i in range(1_600)) + "\n".join([DETAILS_HEADER, *rows])
+     + "\n"),
 ])
-def test_a_details_csv_past_the_head_reads_every_launch(tmp_path, name, make):
+def test_a_details_csv_past_the_head_reads_every_launch(tmp_path, monkeypatch, name, make):
     """A details CSV larger than the head read first: its header found wherever it lies (even across the head's
     end), every launch read once with its own time whatever follows the head (application output, a field over
-    two lines, CRs), as written in the file."""
+    two lines, CRs), as written in the file. The file is scanned in steps of 4 kB here (several steps, over
+    threads), not 4 MB."""
+    from analysis.readers import ncu_csv
     from analysis.readers.contract import HEAD_BYTES
+
+    monkeypatch.setattr(ncu_csv, "SCAN_STEP", 4096)
 
     f = tmp_path / "big.csv"
     f.write_bytes(make([_details_row(i) for i in range(BIG_LAUNCHES)]).encode())
@@ -614,7 +627,7 @@ def test_a_details_csv_past_the_head_reads_every_launch(tmp_path, name, make):
 
 
 def test_a_details_csv_read_csv_can_read_as_written_is_never_read_whole_into_memory(tmp_path, monkeypatch):
-    """Only its head is read into memory (the rest is scanned mapped, then read by read_csv): a 100 MB CSV is
+    """Only its head is read into memory (the rest is scanned from the file, then read by read_csv): a 100 MB CSV is
     not also held as 100 MB of bytes. With application output among its rows it is (csv_records drops it)."""
     import analysis.ncu as ncu
 
@@ -638,6 +651,32 @@ def test_a_file_whose_head_only_is_blank_is_read_not_called_empty(tmp_path):
     f.write_text(" \n" * 40_000)
     with pytest.raises(CeilingsError, match="empty file"):
         read_profile(f)
+
+
+def test_a_parse_error_past_a_crlf_at_the_heads_end_names_the_files_line(tmp_path, capsys):
+    """A CRLF whose CR is the head's last byte: the head is not the content's first bytes (CRLF is made LF), so
+    the file is read whole, and a row read_csv refuses is named by its line in the file."""
+    from analysis.readers.contract import HEAD_BYTES
+
+    pad = _pad(HEAD_BYTES)[:-1] + "\r\n"  # its CR the head's last byte, its LF the next
+    rows = [_details_row(i) for i in range(5)]
+    f = tmp_path / "crlf_at_the_end.csv"
+    f.write_text(pad + "\n".join([DETAILS_HEADER, *rows[:3], rows[3] + ',"one too many"', rows[4]]) + "\n")
+    bad_line = pad.count("\n") + 1 + 4  # the header, then three rows
+    assert f"{f}:{bad_line}: unreadable ncu CSV" in _error_line(capsys, [str(f)])
+
+
+def test_a_kernel_table_csv_after_a_head_of_blanks_is_read(tmp_path):
+    """This tool's own CSV is recognised by its header, its first line that is not blank: even one that begins in
+    the head's last bytes, or past it."""
+    from analysis.readers.contract import HEAD_BYTES
+
+    table = "kernel,launches,time_s,flops_fp64,flops_fp32,flops_fp16\nk,1,2e-06,0,0,0\n"
+    for blanks in (HEAD_BYTES - 10, HEAD_BYTES + 10):
+        f = tmp_path / f"own_{blanks}.csv"
+        f.write_text(" " * (blanks - 1) + "\n" + table)
+        df = read_profile(f)
+        assert df.attrs["format"] == "ceilings kernel table (CSV)" and df["time_s"].tolist() == [2e-6]
 
 
 def test_a_pipe_is_refused_not_waited_on(tmp_path):

@@ -10,8 +10,8 @@ bytes) is recognised from at most HEAD_BYTES and read from its file: `data` then
 (a multi-GB nsys export is never loaded into memory; `file` is the path to open), unless the file is gzipped
 (`data` is then all of it, decompressed, and `file` None: `Source.on_disk` writes a copy). A text file past
 HEAD_BYTES is read into memory only when a reader asks for `data`: a finder of a header line looks at the
-head's lines first (`Source.first`), and a reader that hands the file to a parser may scan it mapped
-(`Source.mapped`), so a 100 MB ncu CSV read by read_csv is never also copied whole. `read(source, found)`
+head's lines first (`Source.first`), and a reader that hands the file to a parser may scan it from the
+file (`Source.opened`), so a 100 MB ncu CSV read by read_csv is never also copied whole. `read(source, found)`
 returns one row per launch (or per kernel of a summary, with `launches` = N and values per launch) with the
 columns of `META_COLUMNS` (missing ones are filled in), then one column per raw metric in base units (bytes,
 seconds, hertz, counts). `yields` says what the rows hold: COUNTERS (hardware counters, and often times) or
@@ -29,7 +29,7 @@ other format saves anything by them.
 
 from __future__ import annotations
 
-import mmap
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -78,7 +78,7 @@ class Source:
     least HEAD_BYTES of them, or all of it where `load` is None; `data` is all of it, read by `load` when a
     reader first asks (module docstring). `file`: the regular file the bytes were read from when they are the
     file's own (read_csv may read it again, faster): with `load`, as far as the head shows (it holds no BOM or
-    CR; the rest may hold CRs, `mapped`). `memo`: what readers found once and share (a scan of a 100 MB file
+    CR; the rest may hold CRs, `opened`). `memo`: what readers found once and share (a scan of a 100 MB file
     is worth doing once), and the caller's reading options (read_profile sets them): "flops", how a torch
     trace's causal attention is counted; "ranges" and "each_launch", what the caller uses (module docstring)."""
 
@@ -105,18 +105,22 @@ class Source:
         return self.head[:end] if end <= len(self.head) else self.data[:end]
 
     @contextmanager
-    def mapped(self) -> Iterator[mmap.mmap | None]:
-        """The file mapped into memory (read-only) where `load` is set, else None: its bytes are the content's
-        at the same offsets but for any CR past the head (CRLF is made LF in `data`): a reader that scans it
-        for what it needs (and for CRs) may then hand the file to a parser, without a copy of it in memory."""
+    def opened(self) -> Iterator[int | None]:
+        """The file open for reading, a descriptor (for os.preadv, from any thread), where `load` is set, else
+        None: its bytes are the content's at the same offsets but for any CR past the head (CRLF is made LF in
+        `data`). A reader that scans it for what it needs (and for CRs) may then hand the file to a parser,
+        without a copy of it in memory."""
         if self.file is None or self.load is None:
             yield None
             return
         try:
-            with self.file.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                yield view
-        except (OSError, ValueError) as exc:  # gone or emptied since its head was read
+            fd = os.open(self.file, os.O_RDONLY)
+        except OSError as exc:  # gone since its head was read
             raise CeilingsError(f"{self.path}: cannot read it ({describe(exc)})") from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @contextmanager
     def on_disk(self) -> Iterator[str]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
-import mmap
 import os
 import re
+import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,13 +24,14 @@ from ceilings.lazy import lazy
 from ..metrics import EXTENSIVE, canonical_metric
 from ..units import metric_factor, parse_values, unit_factors
 from .bulk import first_rows, row_codes
-from .contract import COUNTERS, HEAD_BYTES, Format, Source
+from .contract import COUNTERS, Format, Source
 from .ncu_text import GPU_NAME_METRIC, metric_key
 
 np = lazy("numpy")
 pd = lazy("pandas")
 
 OWN_CSV_HEADER = re.compile(rb"\s*((?:id,)?kernel,launches,time_s,flops_fp64,flops_fp32,)")
+OWN_CSV_START = len(b"id,kernel,launches,time_s,flops_fp64,flops_fp32,")  # the most OWN_CSV_HEADER needs
 SCAN_STEP = 1 << 22  # bytes _only_csv_rows looks at in one step: a few MB, in the CPU's cache
 SCAN_THREADS = min(os.cpu_count() or 1, 8)
 # The start of a data row ('"12",') or of a repeated header ('"ID",'): never the rest of a quoted field.
@@ -283,21 +284,38 @@ DETAILS_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name
                    "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"}
 
 
-def _only_csv_rows(data: bytes | mmap.mmap, start: int, no_cr: bool = False) -> bool:
+def _only_csv_rows(data: bytes | int, start: int) -> bool:
     """Whether every line after `start` starts with '"' or is blank (read_csv skips those): none is application
-    output, a ==PROF== line or the rest of a quoted field that spans lines; with `no_cr`, also that no CR is
-    there (a file's bytes, whose CRs before LFs its content has not). In numpy, a step at a time, the steps
-    spread over threads (numpy lets go of the GIL): a regular expression takes 2.5x as long over 100 MB."""
-    byte = np.frombuffer(data, dtype=np.uint8)
+    output, a ==PROF== line or the rest of a quoted field that spans lines. `data`: the bytes, or a file
+    descriptor to read them from a step at a time into a buffer of each thread's (the file is never held whole,
+    and one cut short while it is read is read as far as it goes). A file's lines start as its content's (CRLF
+    made LF changes no line's first byte; a blank CRLF line is taken for one that is not: the content is then
+    read as any other). In numpy, SCAN_STEP bytes a step, the steps spread
+    over threads (numpy and reads let go of the GIL): a regular expression takes 2.5x as long over 100 MB."""
+    size = os.fstat(data).st_size if isinstance(data, int) else len(data)
+    buffers = threading.local()
+
+    def step_at(at: int) -> tuple[bytes | bytearray, int, int]:
+        """The step at `at` and the byte after it (a line's first byte after the step's last newline): what
+        holds them, and where they lie in it."""
+        if not isinstance(data, int):
+            return data, at, min(at + SCAN_STEP + 1, size)
+        if not hasattr(buffers, "step"):
+            buffers.step = bytearray(SCAN_STEP + 1)
+        return buffers.step, 0, os.preadv(data, [buffers.step], at)
 
     def clean(at: int) -> bool:
-        step = byte[at:at + SCAN_STEP + 1]
+        held, lo, hi = step_at(at)
+        step = np.frombuffer(held, dtype=np.uint8)[lo:hi]
         after = step[np.flatnonzero(step[:-1] == ord("\n")) + 1]  # the first byte of each line
-        return not (((after != ord('"')) & (after != ord("\n"))).any()
-                    or no_cr and data.find(b"\r", at, at + SCAN_STEP + 1) >= 0)
+        return not ((after != ord('"')) & (after != ord("\n"))).any()
+
+    steps = range(start, size - 1, SCAN_STEP)
+    if len(steps) <= 1:
+        return all(map(clean, steps))
     pool = ThreadPoolExecutor(SCAN_THREADS)
     try:
-        return all(pool.map(clean, range(start, len(byte) - 1, SCAN_STEP)))
+        return all(pool.map(clean, steps))
     finally:
         pool.shutdown(cancel_futures=True)  # a step found that fails: the others not started are not needed
 
@@ -305,15 +323,15 @@ def _only_csv_rows(data: bytes | mmap.mmap, start: int, no_cr: bool = False) -> 
 def read_details(src: Source, found: tuple[int, bytes]) -> pd.DataFrame:
     """ncu --csv details page (12 to 20 columns, NVTX columns, rule rows): long -> wide, one row per launch.
     `found`: the header line and its offset. `src.file`, if any, is read again by read_csv when only CSV rows
-    follow the header; scanned mapped where it holds the content as it is (then never copied into memory)."""
+    follow the header; scanned from the file where it holds the content as it is (then never copied into memory)."""
     start, line = found
     path, file = src.path, src.file
     before = src.prefix(start)
     # lines before the header are rows for read_csv to skip only without quotes or lone CRs (both make its idea
     # of a line differ from ours)
     by_file = file is not None and not re.search(b'["\r]', before)
-    with src.mapped() as view:  # a CR in the file: the content's offsets are not the file's, scanned again
-        only_rows = view is not None and _only_csv_rows(view, start, no_cr=True) or _only_csv_rows(src.data, start)
+    with src.opened() as fd:
+        only_rows = _only_csv_rows(src.data if fd is None else fd, start)
     if only_rows:  # read_csv reads them as they are
         header = _header(line, path)
         if by_file:
@@ -479,6 +497,12 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     return pd.concat([meta, wide.reindex(range(len(first))).reset_index(drop=True)], axis=1)
 
 
+def _find_own(src: Source) -> int | None:
+    """find_own_csv on the head, or on all the content where the head is blank but for fewer bytes than the
+    header begins with (the head may cut it): the header is the first line that is not blank."""
+    return find_own_csv(src.head if len(src.head.lstrip()) >= OWN_CSV_START else src.data)
+
+
 def _ncu_header(src: Source) -> tuple[int, bytes] | None:
     """find_ncu_header, once per source (the details and raw formats both ask)."""
     if "ncu_header" not in src.memo:
@@ -496,9 +520,7 @@ def _find_raw(src: Source) -> int | None:
     return header[0] if header and b'"Metric Name"' not in header[1] else None
 
 
-# its header is the first line that is not blank
-OWN_CSV = Format("ceilings kernel table (CSV)", COUNTERS, lambda src: find_own_csv(src.data), read_own,
-                 head=HEAD_BYTES)
+OWN_CSV = Format("ceilings kernel table (CSV)", COUNTERS, _find_own, read_own)
 DETAILS_CSV = Format("ncu --csv (details page)", COUNTERS, _find_details, read_details)
 SUMMARY_CSV = Format("ncu --print-summary per-kernel --csv", COUNTERS, _find_summary, read_summary)
 RAW_CSV = Format("ncu --csv --page raw", COUNTERS, _find_raw, read_raw)
