@@ -15,7 +15,6 @@ import re
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ceilings.errors import CeilingsError, describe
@@ -313,6 +312,8 @@ def _only_csv_rows(data: bytes | int, start: int) -> bool:
     steps = range(start, size - 1, SCAN_STEP)
     if len(steps) <= 1:
         return all(map(clean, steps))
+    from concurrent.futures import ThreadPoolExecutor  # 6 ms of imports: not for --help
+
     pool = ThreadPoolExecutor(SCAN_THREADS)
     try:
         return all(pool.map(clean, steps))
