@@ -254,7 +254,9 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80); one type
     # where only one of them has FLOPs
     fp16, fp64 = real_hmma > 0, dmma > 0
-    out["tensor_type"] = np.where(fp16 & ~fp64, "fp16", np.where(fp64 & ~fp16, "fp64", None))
+    types = np.full(len(df), None, dtype=object)  # filled by mask: np.where would make a str per launch
+    types[fp16 & ~fp64], types[fp64 & ~fp16] = "fp16", "fp64"
+    out["tensor_type"] = types
     out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _or0(_times(moves, per_hmma))
     return pd.DataFrame(out, index=df.index)
 
