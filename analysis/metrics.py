@@ -5,8 +5,9 @@ Every derived quantity is missing (NaN) when the metrics it needs are absent: ne
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ceilings.errors import listed
 from ceilings.lazy import lazy
@@ -92,30 +93,51 @@ def canonical_metric(name: str) -> str:
     return name
 
 
-def _col(df: pd.DataFrame, name: str) -> pd.Series:
+# The per-launch arithmetic is done on numpy float64 arrays, one per metric (a pandas operation costs
+# ~0.1 ms of its own on any length: derive would spend ~15 ms on a table of 46k launches); the frame is built
+# once at the end. NaN is a missing metric: it stays NaN through arithmetic and compares False.
+
+
+def _quiet(func: Callable) -> Callable:
+    """Run `func` without numpy's warnings on inf - inf, overflow or x / 0 (their NaN / inf are the result,
+    as pandas gives them silently)."""
+    @functools.wraps(func)
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return func(*args)
+    return quiet
+
+
+def _col(df: pd.DataFrame, name: str) -> np.ndarray:
     if name in df.columns:
-        return df[name].astype("float64")
-    return pd.Series(np.nan, index=df.index, dtype="float64")
+        return df[name].to_numpy(dtype="float64")
+    return np.full(len(df), np.nan)
 
 
-def _first(*series: pd.Series) -> pd.Series:
-    out = series[0]
-    for s in series[1:]:
-        out = out.fillna(s)
+def _first(*arrays: np.ndarray) -> np.ndarray:
+    """Per launch, the first of `arrays` that is not missing."""
+    out = arrays[0]
+    for a in arrays[1:]:
+        out = np.where(np.isnan(out), a, out)
     return out
 
 
-def _sectors(df: pd.DataFrame, unit: str) -> pd.Series:
+def _or0(a: np.ndarray) -> np.ndarray:
+    """`a` with 0 where it is missing (pandas' fillna(0))."""
+    return np.where(np.isnan(a), 0.0, a)
+
+
+def _sectors(df: pd.DataFrame, unit: str) -> np.ndarray:
     """32 x (`unit`__t_sectors.sum), else 32 x (read + write [+ atom + red]) when read and write are present."""
     total = _col(df, f"{unit}__t_sectors.sum")
     ops = [_col(df, f"{unit}__t_sectors_op_{op}.sum") for op in ("read", "write", "atom", "red")]
-    by_op = ops[0] + ops[1] + ops[2].fillna(0) + ops[3].fillna(0)
+    by_op = ops[0] + ops[1] + _or0(ops[2]) + _or0(ops[3])
     return SECTOR_BYTES * _first(total, by_op)
 
 
-def _times(count: pd.Series, per_inst: pd.Series) -> pd.Series:
+def _times(count: np.ndarray, per_inst: np.ndarray) -> np.ndarray:
     """count x per_inst, where a zero count is 0 FLOPs even when the per-instruction rule is unknown."""
-    return (count * per_inst).where(count != 0, count)
+    return np.where(count != 0, count * per_inst, count)
 
 
 QUALIFIERS = ("op", "dst", "sparsity")  # the optional parts of an ops counter's name, beside its source type
@@ -159,6 +181,7 @@ def tensor_type(src: str) -> str | None:
     return src if src in ("fp64", "tf32", "fp16", "bf16", "int8") else None
 
 
+@_quiet
 def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     """Per launch: flops_tensor, ops_tensor_int (integer tensor ops are not FLOPs), phantom_flops (fp16 and
     tensor FLOPs of HFMA2.MMA moves, PHANTOM_NOTE), hfma_phantom (hfma thread instructions to leave out of
@@ -171,32 +194,32 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
     (..._op_hmma_type_hfma2), else the signature hfma thread instructions = 32 x the tensor-pipe
     instructions that are no IMMA/DMMA (the moves count as HMMA in the hmma breakdown).
     """
-    out = pd.DataFrame(index=df.index)
+    out = {}  # column -> values per launch, made a frame at the end
     total, hmma, imma, dmma = (_col(df, name) for name in TENSOR_METRICS)
     cc = df["cc"] if "cc" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    has_parts = hmma.notna() | imma.notna() | dmma.notna()
+    has_parts = ~np.isnan(hmma) | ~np.isnan(imma) | ~np.isnan(dmma)
     hfma = _col(df, HFMA_METRIC)
     # Which count holds the moves is not documented: the tensor-pipe instructions beside the hmma/imma/dmma
     # breakdown (outside), or the hmma ones (inside: ncu breaks hmma down into ..._type_hfma2). The
     # signature is tried on both; without the breakdown the whole tensor-pipe count is the candidate.
-    outside = (total - hmma.fillna(0) - imma.fillna(0) - dmma.fillna(0)).where(has_parts, total)
-    inside = (total.where(total.notna(), hmma) - imma.fillna(0) - dmma.fillna(0)).where(has_parts, np.nan)
+    outside = np.where(has_parts, total - _or0(hmma) - _or0(imma) - _or0(dmma), total)
+    inside = np.where(has_parts, _first(total, hmma) - _or0(imma) - _or0(dmma), np.nan)
     is_outside = (outside > 0) & (hfma == WARP_THREADS * outside)
     is_inside = ~is_outside & (inside > 0) & (hfma == WARP_THREADS * inside)
     counted = _col(df, HFMA2_MMA_METRIC)  # ncu's own count, where collected: inside hmma
-    moves = counted.where(counted.notna(), outside.where(is_outside, inside.where(is_inside, 0.0))).fillna(0.0)
-    moves_in_hmma = counted.notna() | is_inside | ~has_parts
-    out["hfma_phantom"] = np.minimum(WARP_THREADS * moves, hfma.fillna(0.0))
+    moves = _or0(_first(counted, np.where(is_outside, outside, np.where(is_inside, inside, 0.0))))
+    moves_in_hmma = ~np.isnan(counted) | is_inside | ~has_parts
+    out["hfma_phantom"] = np.minimum(WARP_THREADS * moves, _or0(hfma))
     ops = tensor_ops_columns(df.columns)
     floats = [src for src in ops if not _is_integer(src)]
     integers = [src for src in ops if _is_integer(src)]
 
-    def summed(srcs):
+    def summed(srcs) -> np.ndarray:  # pandas' row sum: its order of addition is pandas' own
         names = [n for src in srcs for n in ops[src]]
-        return df[names].astype("float64").sum(axis=1, min_count=len(names))
+        return df[names].astype("float64").sum(axis=1, min_count=len(names)).to_numpy()
 
     # IMMA: integer ops of several shapes, no FLOPs; 0 instructions are 0 ops
-    out["ops_tensor_int"] = summed(integers) if integers else imma.where(imma == 0)
+    out["ops_tensor_int"] = summed(integers) if integers else np.where(imma == 0, imma, np.nan)
     if floats:  # the FLOP counters themselves: they count no moves
         out["flops_tensor"] = summed(floats)
         out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"]
@@ -205,61 +228,69 @@ def tensor_work(df: pd.DataFrame) -> pd.DataFrame:
         # source of no known type), whether any of its sources has FLOPs; one type busy, that one
         busy: dict[str | None, np.ndarray] = {}
         for src in floats:
-            busy[tensor_type(src)] = busy.get(tensor_type(src), False) | (summed([src]) > 0).to_numpy()
+            busy[tensor_type(src)] = busy.get(tensor_type(src), False) | (summed([src]) > 0)
         alone = sum(busy.values()) == 1
         types = np.full(len(df), None, dtype=object)
         for kind, has in busy.items():
             types[has & alone] = kind
         out["tensor_type"] = types.tolist()  # typed by pandas from the values, as the other branch's
-        return out
+        return pd.DataFrame(out, index=df.index)
     # per distinct CC, not per launch (a million nsys launches have no counters, only a CC)
     cc_codes, ccs = pd.factorize(cc, use_na_sentinel=False)
 
     def per_cc(table: dict, missing, dtype="float64") -> np.ndarray:
         return np.array([table.get(c, missing) for c in ccs], dtype=dtype)[cc_codes]
 
-    per_hmma = pd.Series(per_cc(HMMA_FLOPS_PER_INST, np.nan), index=df.index)
-    per_dmma = pd.Series(per_cc(DMMA_FLOPS_PER_INST, np.nan), index=df.index)
-    # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it
-    real_hmma = (hmma.where(has_parts, total) - moves.where(moves_in_hmma, 0.0)).clip(lower=0)
-    by_rule = _times(real_hmma, per_hmma) + _times(dmma.fillna(0), per_dmma)
-    out["flops_tensor"] = by_rule.where(real_hmma.notna() | dmma.notna(), np.nan)
+    per_hmma = per_cc(HMMA_FLOPS_PER_INST, np.nan)
+    per_dmma = per_cc(DMMA_FLOPS_PER_INST, np.nan)
+    # without the breakdown the whole count is HMMA; moves counted inside it are taken out of it (and a
+    # negative rest is 0: clip(lower=0), NaN kept)
+    real_hmma = np.where(has_parts, hmma, total) - np.where(moves_in_hmma, moves, 0.0)
+    real_hmma = np.where(real_hmma < 0, 0.0, real_hmma)
+    by_rule = _times(real_hmma, per_hmma) + _times(_or0(dmma), per_dmma)
+    out["flops_tensor"] = np.where(~np.isnan(real_hmma) | ~np.isnan(dmma), by_rule, np.nan)
     rules = {c: f"x{n:.0f} per instruction (CC {c})" for c, n in HMMA_FLOPS_PER_INST.items()}
     out["tensor_rule"] = pd.Series(per_cc(rules, "", object), index=df.index, dtype="str")
     # the instruction rules know their type: HMMA.884 is FP16 (sm_70/72), DMMA.884 FP64 (sm_80); one type
     # where only one of them has FLOPs
     fp16, fp64 = real_hmma > 0, dmma > 0
-    out["tensor_type"] = np.where(fp16 & ~fp64, "fp16", np.where(fp64 & ~fp16, "fp64", None))
-    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _times(moves, per_hmma).fillna(0)
-    return out
+    types = np.full(len(df), None, dtype=object)  # filled by mask: np.where would make a str per launch
+    types[fp16 & ~fp64], types[fp64 & ~fp16] = "fp16", "fp64"
+    out["tensor_type"] = types
+    out["phantom_flops"] = FMA_FLOPS * out["hfma_phantom"] + _or0(_times(moves, per_hmma))
+    return pd.DataFrame(out, index=df.index)
 
 
+@_quiet
 def launch_time(raw: pd.DataFrame) -> pd.Series:
     """Seconds per launch from the first time source present: gpu__time_duration ("Duration"), else elapsed
-    cycles over their rate: sm__, smsp__, then gpc__ (max over GPCs: the kernel's whole span)."""
+    cycles over their rate: sm__, smsp__, then gpc__ (max over GPCs: the kernel's whole span). Indexed as
+    `raw` (assigned to its column, it lines up with its rows in any order)."""
     candidates = [_col(raw, "time_s"), _col(raw, "gpu__time_duration.sum")]
     for cycles, rate in (("sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second"),
                          ("smsp__cycles_elapsed.avg", "smsp__cycles_elapsed.avg.per_second"),
                          ("gpc__cycles_elapsed.max", "gpc__cycles_elapsed.avg.per_second")):
         per_second = _col(raw, rate)
-        candidates.append(_col(raw, cycles) / per_second.where(per_second > 0))
-    return _first(*candidates)
+        candidates.append(_col(raw, cycles) / np.where(per_second > 0, per_second, np.nan))
+    return pd.Series(_first(*candidates), index=raw.index)
 
 
 def launch_clock(raw: pd.DataFrame) -> pd.Series:
-    """The SM clock (Hz) a launch ran at, where the profile has it."""
-    return _first(_col(raw, "sm_clock_hz"), _col(raw, "sm__cycles_elapsed.avg.per_second"),
-                  _col(raw, "smsp__cycles_elapsed.avg.per_second"), _col(raw, "gpc__cycles_elapsed.avg.per_second"),
-                  _col(raw, "sm__frequency"))
+    """The SM clock (Hz) a launch ran at, where the profile has it; indexed as `raw`."""
+    return pd.Series(_first(_col(raw, "sm_clock_hz"), _col(raw, "sm__cycles_elapsed.avg.per_second"),
+                            _col(raw, "smsp__cycles_elapsed.avg.per_second"),
+                            _col(raw, "gpc__cycles_elapsed.avg.per_second"), _col(raw, "sm__frequency")),
+                     index=raw.index)
 
 
+@_quiet
 def derive(raw: pd.DataFrame) -> pd.DataFrame:
     """Per-launch output columns from per-launch raw metrics (values per launch, base units).
 
     Columns already present under their output name (this tool's own CSV read back, nsys times) are used
     as they are. `tensor_rule` says how flops_tensor was found.
     """
-    out = pd.DataFrame(index=raw.index)
+    out = {}  # column -> values per launch, made a frame at the end
     tensor = tensor_work(raw)
     inputs = {"flops_tensor": ["flops_tensor", *TENSOR_METRICS, *[n for ns in tensor_ops_columns(raw.columns).values()
                                                                   for n in ns]]}
@@ -267,14 +298,15 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
         names = [f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in (fma, add, mul)]
         ops = [_col(raw, name) for name in names]
         if prec == "fp16":  # HFMA2.MMA moves are no FMAs
-            ops[0] = ops[0] - tensor["hfma_phantom"]
+            ops[0] = ops[0] - tensor["hfma_phantom"].to_numpy()
         out[f"flops_{prec}"] = _first(_col(raw, f"flops_{prec}"), FMA_FLOPS * ops[0] + ops[1] + ops[2])
         inputs[f"flops_{prec}"] = [f"flops_{prec}", *names]
-    out["flops_tensor"] = _first(_col(raw, "flops_tensor"), tensor["flops_tensor"])
-    # a precision the input counts but this row lacks (n/a) makes the total unknown, not smaller
+    out["flops_tensor"] = _first(_col(raw, "flops_tensor"), tensor["flops_tensor"].to_numpy())
+    # a precision the input counts but this row lacks (n/a) makes the total unknown, not smaller; added from
+    # 0 in the order of `inputs`, left to right, as pandas' row sum of those columns (the same bits)
     counted = [col for col, names in inputs.items() if raw.columns.isin(names).any()]
-    total = out[counted].sum(axis=1, skipna=False) if counted else np.nan
-    out["flops"] = _first(_col(raw, "flops"), pd.Series(total, index=raw.index, dtype="float64"))
+    total = sum(out[col] for col in counted) if counted else np.nan
+    out["flops"] = _first(_col(raw, "flops"), total)
     out["dram_bytes"] = _first(
         _col(raw, "dram_bytes"), _col(raw, "dram__bytes.sum"),
         _col(raw, "dram__bytes_read.sum") + _col(raw, "dram__bytes_write.sum"),
@@ -282,15 +314,15 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
         SECTOR_BYTES * _col(raw, "dram__sectors.sum"))
     out["l2_bytes"] = _first(_col(raw, "l2_bytes"), _col(raw, "lts__t_bytes.sum"), _sectors(raw, "lts"))
     out["l1_bytes"] = _first(_col(raw, "l1_bytes"), _col(raw, "l1tex__t_bytes.sum"), _sectors(raw, "l1tex"))
-    out["ops_tensor_int"] = _first(_col(raw, "ops_tensor_int"), tensor["ops_tensor_int"])
+    out["ops_tensor_int"] = _first(_col(raw, "ops_tensor_int"), tensor["ops_tensor_int"].to_numpy())
     out["alg_bytes"] = _col(raw, "alg_bytes")
-    out["phantom_flops"] = _first(_col(raw, "phantom_flops"), tensor["phantom_flops"])
+    out["phantom_flops"] = _first(_col(raw, "phantom_flops"), tensor["phantom_flops"].to_numpy())
     out["time_s"] = launch_time(raw)
     out["sm_clock_hz"] = launch_clock(raw)
     out["tensor_rule"] = tensor["tensor_rule"]
     given = raw["tensor_type"] if "tensor_type" in raw.columns else pd.Series(None, index=raw.index, dtype=object)
     out["tensor_type"] = given.astype(object).where(given.notna(), tensor["tensor_type"])
-    return out
+    return pd.DataFrame(out, index=raw.index)
 
 
 def with_rates(table: pd.DataFrame) -> pd.DataFrame:
