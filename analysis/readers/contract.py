@@ -108,8 +108,8 @@ class Source:
     def opened(self) -> Iterator[int | None]:
         """The file open for reading, a descriptor (for os.preadv, from any thread), where `load` is set, else
         None: its bytes are the content's at the same offsets but for any CR past the head (CRLF is made LF in
-        `data`). A reader that scans it for what it needs (and for CRs) may then hand the file to a parser,
-        without a copy of it in memory."""
+        `data`). A reader that scans it for what it needs may then hand the file to a parser, without a copy
+        of it in memory."""
         if self.file is None or self.load is None:
             yield None
             return

@@ -289,8 +289,8 @@ def _only_csv_rows(data: bytes | int, start: int) -> bool:
     descriptor to read them from a step at a time into a buffer of each thread's (the file is never held whole,
     and one cut short while it is read is read as far as it goes). A file's lines start as its content's (CRLF
     made LF changes no line's first byte; a blank CRLF line is taken for one that is not: the content is then
-    read as any other). In numpy, SCAN_STEP bytes a step, the steps spread
-    over threads (numpy and reads let go of the GIL): a regular expression takes 2.5x as long over 100 MB."""
+    read as any other). In numpy, SCAN_STEP bytes a step, the steps spread over threads (numpy and reads let
+    go of the GIL): a regular expression takes 2.5x as long over 100 MB."""
     size = os.fstat(data).st_size if isinstance(data, int) else len(data)
     buffers = threading.local()
 
