@@ -70,9 +70,11 @@ HFMA2_MMA_METRIC = "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"
 
 OUTPUT_COLUMNS = ["kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
-                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes", "tensor_type"]
+                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes", "tensor_type", "coverage"]
 # tensor_type: the input type of flops_tensor where the profile says it (ops counters, a rule's instruction,
-# a torch op's dtype), for the roof of that type; empty when unknown or mixed.
+# a torch op's dtype), for the roof of that type; empty when unknown or mixed. coverage: the share of the
+# row's time in launches whose FLOPs are known (1: all; 0: none; missing: FLOPs and bytes known on different
+# launches), its rates over those launches.
 # summed over launches; ops_tensor_int: integer tensor operations (IMMA), which are not FLOPs; alg_bytes:
 # algorithmic bytes of framework operators (inputs + outputs, from shapes): a lower bound of DRAM traffic
 EXTENSIVE = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops",
@@ -316,6 +318,8 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
     out["l1_bytes"] = _first(_col(raw, "l1_bytes"), _col(raw, "l1tex__t_bytes.sum"), _sectors(raw, "l1tex"))
     out["ops_tensor_int"] = _first(_col(raw, "ops_tensor_int"), tensor["ops_tensor_int"].to_numpy())
     out["alg_bytes"] = _col(raw, "alg_bytes")
+    # a launch's FLOPs are known or not; a row of this tool's own table read back says its own share
+    out["coverage"] = _col(raw, "coverage") if "coverage" in raw.columns else np.where(np.isnan(out["flops"]), 0.0, 1.0)
     out["phantom_flops"] = _first(_col(raw, "phantom_flops"), tensor["phantom_flops"].to_numpy())
     out["time_s"] = launch_time(raw)
     out["sm_clock_hz"] = launch_clock(raw)
@@ -325,15 +329,21 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=raw.index)
 
 
-def with_rates(table: pd.DataFrame) -> pd.DataFrame:
-    """Add intensities and rates to a table of totals; a row without time has no rates."""
+def with_rates(table: pd.DataFrame, flops_time: pd.Series | None = None,
+               dram_time: pd.Series | None = None) -> pd.DataFrame:
+    """Add intensities and rates to a table of totals; a row without time has no rates. `flops_time` and
+    `dram_time`: the time of the launches whose FLOPs / DRAM bytes are known, where a row's totals cover
+    only some launches (`coverage`, the share of time_s with FLOPs; missing: no intensity either);
+    time_s where they are not given."""
     t = table
+    covered = t["coverage"].notna() if "coverage" in t.columns else True
     for level in ("dram", "l2", "l1"):
         b = t[f"{level}_bytes"]
-        t[f"ai_{level}"] = t["flops"] / b.where(b > 0)
-    time = t["time_s"].where(t["time_s"] > 0)
-    t["flop_per_s"] = t["flops"] / time
-    t["dram_bytes_per_s"] = t["dram_bytes"] / time
+        t[f"ai_{level}"] = (t["flops"] / b.where(b > 0)).where(covered)
+    flops_time = t["time_s"] if flops_time is None else flops_time
+    dram_time = t["time_s"] if dram_time is None else dram_time
+    t["flop_per_s"] = t["flops"] / flops_time.where(flops_time > 0)
+    t["dram_bytes_per_s"] = t["dram_bytes"] / dram_time.where(dram_time > 0)
     return t
 
 

@@ -180,7 +180,7 @@ def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     rest = [c for c in df.columns if c not in META_COLUMNS]
-    _check_values(df, rest, path)
+    attrs["notes"] = [*attrs.get("notes", []), *_check_values(df, rest, source)]
     _launch_facts_from_metrics(df)
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
@@ -191,10 +191,15 @@ def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
     return df
 
 
-def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
+def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> list[str]:
     """The one check of every reader's numbers: each is missing (NaN, where the profiler wrote n/a) or finite,
-    not negative and below MAX_COUNTER; `launches` a whole number from 1 up. Anything else no profiler writes,
-    and a wrong number is worse than none: CeilingsError naming the file, kernel and value."""
+    not negative and below MAX_COUNTER; `launches` a whole number from 1 up.
+
+    A launch count outside that is no profile: CeilingsError naming the kernel and value. A metric value
+    outside it is not measured (ncu writes negative values for some sampled or derived counters: bank
+    conflicts of LDGSTS), so it becomes missing for that launch, never 0: the rest of the file is read, and a
+    warning per metric (returned) names how many launches lost it, the first kernel, value and file line."""
+    path = source.path
     launches = df["launches"]
     # a reader's numbers need no conversion one launch at a time (a million nsys launches); text may hold anything
     numeric = pd.api.types.is_numeric_dtype(launches) and not pd.api.types.is_bool_dtype(launches)
@@ -206,14 +211,48 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], path: Path) -> None:
         shown = repr(written) if isinstance(written, str) else f"{launches.iloc[i]:g}"
         raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {shown} launches; a count is a whole number from 1 "
                             f"up; edited or corrupt file?")
+    if not len(metrics):
+        return []
     with np.errstate(invalid="ignore"):
         values = df[list(metrics)].to_numpy(dtype="float64")
         bad = ~np.isnan(values) & ~((values >= 0) & (values < MAX_COUNTER))
-    if bad.any():
-        i, j = map(int, np.argwhere(bad)[0])
-        raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {metrics[j]} = {values[i, j]:g}, which no "
-                            f"profiler writes (a value is 0 or more, finite and below 2^64); edited or corrupt "
-                            f"file? Fix or drop that kernel")
+    if not bad.any():
+        return []
+    warnings = []
+    for j in np.flatnonzero(bad.any(axis=0)):
+        rows = np.flatnonzero(bad[:, j])
+        i, metric, value = int(rows[0]), metrics[j], values[rows[0], j]
+        line = _line_of(source, metric, value)
+        where = f" (line {line})" if line else ""
+        warnings.append(f"{metric}: {len(rows)} launch(es) hold a value no counter can have (0 or more, finite, "
+                        f"below 2^64), first kernel {_kernel_at(df, i)} = {value:g}{where}: missing for those "
+                        f"launches (what is derived from it too), the rest read; a sampled or derived counter, "
+                        f"or an edited file")
+        df.iloc[rows, df.columns.get_loc(metric)] = np.nan
+    return warnings
+
+
+def _line_of(source: Source, metric: str, value: float) -> int | None:
+    """The file line that writes `metric` (or its section label) = `value` in some unit (a power of 1000 apart
+    from the base unit), the first such; None where no line shows it (a summary's average, a torch trace)."""
+    data = source.data
+    name = metric.rsplit("/", 1)[-1].encode()  # a section layout's metric is 'Section/Label'
+    pos = data.find(name)
+    for _ in range(MAX_LINES_SEARCHED):
+        if pos < 0:
+            return None
+        start, end = data.rfind(b"\n", 0, pos) + 1, data.find(b"\n", pos)
+        line = data[start:end if end >= 0 else len(data)]
+        for number in WRITTEN_NUMBER.findall(line[line.find(name) + len(name):]):
+            written = float(number.replace(b",", b""))
+            if written and any(math.isclose(written * 1000.0**k, value, rel_tol=1e-6) for k in range(-4, 5)):
+                return data.count(b"\n", 0, start) + 1
+        pos = data.find(name, end)
+    return None
+
+
+MAX_LINES_SEARCHED = 1000  # lines naming a bad value's metric looked at for it: the first launches hold it
+WRITTEN_NUMBER = re.compile(rb"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 def _number(value) -> float:
@@ -566,7 +605,8 @@ def _grouped(table: pd.DataFrame, by: str) -> pd.DataFrame:
     # an op's helper kernels carry none of its FLOPs (they are on its compute kernel): 0 in the op's sum
     helper = table["op_helper"].astype(bool)
     work = [*PRECISION_COLUMNS, "flops", "alg_bytes"]
-    table = table.assign(**{c: table[c].where(~helper, 0.0) for c in work})
+    table = table.assign(**{c: table[c].where(~helper, 0.0) for c in work},
+                         coverage=table["coverage"].where(~helper, 1.0))
     column = table[GROUPINGS[by]]
     if by == "annotation":
         column = column.map(lambda ranges: ranges[-1] if isinstance(ranges, tuple) and ranges else None)
@@ -759,24 +799,52 @@ def _diagnosis(table: pd.DataFrame, paths: Sequence, nsys: Sequence) -> list[str
             f"python -m analysis.profile --out NAME -- APP ARGS (ncu with the roofline metrics)"]
 
 
+WORK_BYTES = ("dram_bytes", "l2_bytes", "l1_bytes", "alg_bytes")  # the bytes a row's FLOPs are set against
+
+
 def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
-    """Totals per kernel (per process and kernel with `per_process`). A total is missing unless every launch
-    of the kernel has the metric: a sum over some launches divided by the time of all would give wrong
-    rates. Metrics lost so are in attrs["warnings"]."""
+    """Totals per kernel (per process and kernel with `per_process`; per group of _grouped): every total the
+    sum of what its launches have, so each view holds the same FLOPs, bytes and time. `coverage` is the
+    share of the row's time in launches whose FLOPs are known; each rate is over the launches that have its
+    numerator (a sum over some launches divided by the time of all would be a wrong rate). Where a row's
+    FLOPs and bytes are known on different launches, or FLOPs on a launch without a time, no set of launches
+    holds both: coverage and intensities are missing, and the roofline cannot place the row. Rows so are
+    counted in attrs["warnings"]."""
     keys = ["process", "_key"] if per_process else ["_key"]
-    table = table.assign(process=table["process"].fillna("-"))
+    known = table[["time_s", "flops", *WORK_BYTES]].notna()
+    flops, timed = known["flops"], known["time_s"]
+    apart = pd.concat([known[c] & ~flops for c in WORK_BYTES] + [flops & ~known[c] for c in WORK_BYTES], axis=1)
+    # FLOPs on a launch without a time, or on a row read back whose own coverage is unknown: no rate holds them
+    untimed = flops & (~timed | table["coverage"].isna())
+    table = table.assign(process=table["process"].fillna("-"), _flops_n=flops,
+                         _flops_time=table["time_s"] * table["coverage"],
+                         _dram_time=table["time_s"].where(known["dram_bytes"]),
+                         _untimed=untimed, _dram_untimed=known["dram_bytes"] & ~timed)
     groups = table.groupby(keys, sort=False)
-    counts = groups[EXTENSIVE].count()
-    complete = counts.eq(groups.size(), axis=0)
-    out = groups[EXTENSIVE].sum().where(complete)
+    out = groups[EXTENSIVE].sum(min_count=1)
+    helper = groups[["_flops_n", "_flops_time", "_dram_time", "_untimed", "_dram_untimed"]].sum()
+    size = groups.size()
+    # a byte count known on a launch without FLOPs, or missing on one with them, where the row has both
+    has_bytes = known[list(WORK_BYTES)].groupby([table[k] for k in keys], sort=False).any()
+    mixed = pd.DataFrame(apart.to_numpy(), index=table.index).groupby([table[k] for k in keys], sort=False).any()
+    mixed = (mixed.iloc[:, :len(WORK_BYTES)].to_numpy() | mixed.iloc[:, len(WORK_BYTES):].to_numpy()) \
+        & has_bytes.to_numpy() & (helper["_flops_n"] > 0).to_numpy()[:, None]
+    apart_rows = mixed.any(axis=1) | (helper["_untimed"] > 0).to_numpy()
+    time = out["time_s"]
+    share = helper["_flops_time"] / time.where(time > 0)
+    whole = helper["_flops_n"].eq(size)
+    coverage = share.where(time > 0, whole.astype(float).where(whole | helper["_flops_n"].eq(0)))
+    out["coverage"] = coverage.where(helper["_flops_n"] > 0, 0.0).where(~apart_rows)
     out["kernel"] = groups["kernel"].first()
     out["launches"] = groups["launches"].sum()
     out["sm_clock_hz"] = groups["sm_clock_hz"].mean()
     # the one type every launch of the kernel agrees on, else None (unknown or mixed)
     types = groups["tensor_type"]
-    agreed = types.nunique().eq(1) & types.count().eq(groups.size())
+    agreed = types.nunique().eq(1) & types.count().eq(size)
     out["tensor_type"] = types.first().astype(object).where(agreed, None)
-    out = with_rates(out.reset_index())
+    out = with_rates(out, flops_time=helper["_flops_time"].where(helper["_untimed"].eq(0)),
+                     dram_time=helper["_dram_time"].where(helper["_dram_untimed"].eq(0)))
+    out = out.reset_index()
     extra = ["process"] if per_process else []
     for col in ("cc", "device", "gpu"):  # kept when every launch of every kernel agrees
         values = table[col].dropna().unique()
@@ -785,14 +853,30 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
             extra.append(col)
     out = out.sort_values("time_s", ascending=False, na_position="last", kind="stable")
     out = out[[*OUTPUT_COLUMNS, *extra]].reset_index(drop=True)
-    lost = (counts.gt(0) & ~complete).sum()
-    by_count: dict[int, list[str]] = {}  # one line per count, not one per column: the columns lost together
-    for col, n in lost.items():
-        if n:
-            by_count.setdefault(int(n), []).append(str(col))
-    out.attrs["warnings"] = [f"{', '.join(cols)}: missing for {n} kernel(s) because only some of their launches "
-                             f"have it" for n, cols in by_count.items()]
+    out.attrs["warnings"] = _coverage_warnings(out, int(apart_rows.sum()))
     return out
+
+
+def _coverage_warnings(out: pd.DataFrame, apart: int) -> list[str]:
+    """What the rows' totals cover: rows whose FLOPs cover part of their time, rows with no coverage."""
+    warnings = []
+    part = out[(out["coverage"] > 0) & (out["coverage"] < 1)]
+    if len(part):
+        time = part["time_s"].sum()
+        known = (part["time_s"] * part["coverage"]).sum()
+        warnings.append(f"flops: known for only some launches of {len(part)} row(s) ({_ms(known)} of their "
+                        f"{_ms(time)}; first: {str(part['kernel'].iloc[0])[:NAME_IN_WARNING]!r}): each shows the "
+                        f"sum of what is known and its share of the row's time (coverage), its rates over that "
+                        f"share; the other launches' FLOPs are not in the profile (ops without a FLOP model, "
+                        f"kernels without counters)")
+    if apart:
+        first = out.loc[out["coverage"].isna() & out["flops"].notna(), "kernel"]
+        named = f" (first: {str(first.iloc[0])[:NAME_IN_WARNING]!r})" if len(first) else ""
+        warnings.append(f"flops and bytes are known on different launches of {apart} row(s){named}, or FLOPs on "
+                        f"launches without a time: their totals are kept, their coverage and intensities are not given "
+                        f"(no set of launches holds both), so the roofline cannot place them; --per-launch shows "
+                        f"each launch")
+    return warnings
 
 
 # ------------------------------------------------------------------------------------------ printing
@@ -805,6 +889,7 @@ _PRINTED = (  # column, title, scale, format
     ("flop_per_s", "TFLOP/s", 1e-12, "{:.4g}"),
     ("dram_bytes_per_s", "GB/s", 1e-9, "{:.4g}"),
     ("sm_clock_hz", "SM GHz", 1e-9, "{:.3g}"),
+    ("coverage", "FLOPs of time %", 100, "{:.0f}"),  # the share of the row's time whose FLOPs are known
 )
 
 

@@ -74,7 +74,7 @@ KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "f
 # shapes, torch traces: a lower bound of its DRAM traffic, so its AI is an upper bound and its % of roof a
 # lower bound)
 COUNTED, ALGORITHMIC = "counted", "algorithmic"
-TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "share", "precision", "level", "bytes_kind", "ai",
+TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "coverage", "share", "precision", "level", "bytes_kind", "ai",
                  "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s", "time_saved_s",
                  "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source", "profile_gpu", "roof")
 
@@ -444,6 +444,13 @@ def dominant_precision(row: Mapping) -> str | None:
     return max(known, key=known.get)
 
 
+def _coverage(k: Mapping) -> float:
+    """The share of a kernel table row's time whose FLOPs are known (analysis.ncu's `coverage`); 1 for a table
+    without the column (built by hand: every launch's work known)."""
+    coverage = k.get("coverage", 1.0)
+    return 1.0 if coverage is None else float(coverage)
+
+
 def _intensity(flops: float, nbytes: float) -> float:
     if pd.isna(flops) or pd.isna(nbytes):
         return math.nan
@@ -490,6 +497,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     not_judged: list[str] = []
     reasons: dict[str, list[str]] = {}  # why -> the kernels not judged for it
     above: list[str] = []  # the kernels faster than their roof, with their % of it
+    partly: list[str] = []  # the rows judged on part of their time, with its share
     total_time = float(np.nansum(kernels["time_s"].to_numpy(dtype=float)))
     gpus = list(kernels.attrs.get("gpus", []))
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
@@ -501,10 +509,13 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         if precision is not None and prec not in (NO_FLOPS, None):
             prec = precision
         ais = {lv: _intensity(k["flops"], k[f"{lv}_bytes"]) for lv in LEVELS}
+        coverage = _coverage(k)
+        judged_time = k["time_s"] * coverage  # the time of the launches whose work is known
         row = {"kernel": k["kernel"], "short_name": short_name(str(k["kernel"])), "launches": k["launches"],
-               "time_s": k["time_s"], "share": k["time_s"] / total_time if total_time > 0 else math.nan,
+               "time_s": k["time_s"], "coverage": coverage,
+               "share": k["time_s"] / total_time if total_time > 0 else math.nan,
                "precision": prec, "level": math.nan, "bytes_kind": COUNTED, "roof": math.nan, "ai": math.nan,
-               "flop_per_s": k["flops"] / k["time_s"] if k["time_s"] > 0 else math.nan,
+               "flop_per_s": k["flops"] / judged_time if judged_time > 0 else math.nan,
                "roof_flop_per_s": math.nan, "bound": math.nan, "pct_of_roof": math.nan,
                "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
                **{f"ai_{lv}": ais[lv] for lv in LEVELS}, **provenance}
@@ -523,8 +534,14 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                 warnings.append(f"{row['short_name']}: {', '.join(row['borrowed'])} charged at the "
                                 f"{row['precision']} roof: the roofs have no ceiling for it")
             # the floor is the launch rate, which a kernel's own time may beat: only a roof can be exceeded
-            if row["bound"] != LATENCY and row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * row["time_s"]:
+            if row["bound"] != LATENCY and row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * judged_time:
                 above.append(f"{row['short_name']} at {row['pct_of_roof']:.0f}%")
+            if coverage < 1:
+                partly.append(f"{row['short_name']} ({coverage:.0%})")
+    if partly:
+        warnings.append(f"{len(partly)} row(s) judged on the part of their time whose FLOPs are known "
+                        f"({listed(partly, NAMES_SHOWN, sep=', ')}; the coverage column): their % of roof and "
+                        f"saving are of that part; the rest of their time is not judged")
     if above:  # one line for them all, as for the reasons below
         warnings.append(f"{len(above)} kernel(s) run above their roof ({listed(above, NAMES_SHOWN, sep=', ')} of it); "
                         f"the roofs may be low (clock, incomplete run) or the counters wrong")
@@ -570,9 +587,9 @@ def application_point(kernels: pd.DataFrame) -> dict | None:
     """The whole application as one point: total FLOPs over the GPU's busy time (kernels.attrs["busy_s"],
     the union of kernel intervals, where the profile has timestamps; else the sum of kernel times, as ncu
     serialises kernels), and total bytes (counted DRAM bytes, else algorithmic). None unless every kernel
-    with a time has FLOPs and bytes (a partial sum would place the application wrongly)."""
+    with a time has FLOPs and bytes on all its launches (a partial sum would place the application wrongly)."""
     timed = kernels[kernels["time_s"].notna() & (kernels["time_s"] > 0)]
-    if timed.empty or timed["flops"].isna().any():
+    if timed.empty or timed["flops"].isna().any() or ("coverage" in timed and (timed["coverage"] != 1).any()):
         return None
     dram = timed["dram_bytes"]
     alg = timed["alg_bytes"] if "alg_bytes" in timed.columns else pd.Series(np.nan, index=timed.index)
@@ -632,6 +649,8 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
     """Fill the roof columns of `row`; return why the kernel cannot be judged, or None. Its time at the
     roofs (time_at_roofs) is filled whenever its work is known; % of roof and time saved need a kernel time.
     A forced --precision puts all FLOPs on that flat."""
+    if pd.isna(row["coverage"]):
+        return "its FLOPs and bytes are known on different launches (--per-launch shows each)"
     if pd.isna(k["flops"]):
         missing = [f"flops_{p}" for p in PRECISIONS if pd.isna(k[f"flops_{p}"])]
         return ("no FLOP counters" if len(missing) == len(PRECISIONS) else
@@ -670,9 +689,10 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
     row.update(level=at.level, ai=row[f"ai_{at.level}"], bytes=counted[at.level], bound=at.bound,
                time_at_roof_s=at.time_s, roof_flop_per_s=k["flops"] / at.time_s if at.time_s > 0 else math.nan,
                borrowed=list(at.borrowed))
-    if pd.isna(k["time_s"]) or k["time_s"] <= 0:
+    time = k["time_s"] * row["coverage"]
+    if pd.isna(time) or time <= 0:
         return "no kernel time"
-    row.update(pct_of_roof=100.0 * at.time_s / k["time_s"], time_saved_s=max(0.0, k["time_s"] - at.time_s))
+    row.update(pct_of_roof=100.0 * at.time_s / time, time_saved_s=max(0.0, time - at.time_s))
     return None
 
 

@@ -196,8 +196,9 @@ def test_runs_in_several_files_merge_by_name_and_order(tmp_path):
     assert list(merged["flops_fp64"]) == pytest.approx([250, 250])
 
 
-def test_kernel_total_is_missing_unless_every_launch_has_the_metric(tmp_path, capsys):
-    """The DRAM run saw launch 0 only: the kernel's DRAM total over its 2 launches is unknown, not launch 0's."""
+def test_kernel_total_is_what_its_launches_have_and_no_intensity_across_launches(tmp_path, capsys):
+    """The DRAM run saw launch 0 only: the kernel's DRAM total is launch 0's (the same in every view), its DRAM
+    rate over launch 0's time; its FLOPs are on both launches, so no intensity pairs them and no coverage."""
     a, b = tmp_path / "dram.csv", tmp_path / "rest.csv"
     lines = (DATA / "details_12col.csv").read_text().splitlines()
     header = lines[3]
@@ -205,8 +206,9 @@ def test_kernel_total_is_missing_unless_every_launch_has_the_metric(tmp_path, ca
     b.write_text("\n".join([header] + [x for x in lines[4:] if "dram__" not in x]) + "\n")
     assert list(kernel_table([a, b], per_launch=True)["dram_bytes"].fillna(-1)) == [32 * (1_000 + 500), -1]
     k = kernel_table([a, b]).iloc[0]
-    assert k["launches"] == 2 and math.isnan(k["dram_bytes"])
-    assert math.isnan(k["ai_dram"]) and math.isnan(k["dram_bytes_per_s"])
+    assert k["launches"] == 2 and k["dram_bytes"] == 32 * (1_000 + 500)
+    assert math.isnan(k["ai_dram"]) and math.isnan(k["coverage"])
+    assert k["dram_bytes_per_s"] == pytest.approx(32 * (1_000 + 500) / 1e-6)
     # each launch: 1,400 cycles at 1.40 cycle/ns = 1 us; 2 x 100 dfma + 50 dadd + 0 dmul = 250 FLOPs
     assert k["time_s"] == pytest.approx(2e-6) and k["flops_fp64"] == pytest.approx(500)
     assert k["flop_per_s"] == pytest.approx(500 / 2e-6)
@@ -215,7 +217,10 @@ def test_kernel_total_is_missing_unless_every_launch_has_the_metric(tmp_path, ca
     # rates are judged per launch: launch 0's DRAM bytes are a rate too, left unchecked for want of the GPU
     assert warned == ["warning: fp64 FLOP/s, DRAM B/s not checked against a physical peak: the profile does not say "
                       "which GPU it ran on (collect device__attribute_display_name with ncu)",
-                      "warning: dram_bytes: missing for 1 kernel(s) because only some of their launches have it"]
+                      f"warning: flops and bytes are known on different launches of 1 row(s) (first: {k['kernel']!r}), "
+                      "or FLOPs on launches without a time: their totals are kept, their coverage and intensities "
+                      "are not given (no set of launches holds both), so the roofline cannot place them; "
+                      "--per-launch shows each launch"]
 
 
 def _raw_csv(path: Path, rows: list[list[str]]) -> Path:
@@ -233,8 +238,10 @@ def test_flops_missing_when_a_precision_in_the_input_is_missing(tmp_path):
     t = kernel_table([f], per_launch=True)
     assert math.isnan(t["flops"][0]) and math.isnan(t["flops_fp32"][0]) and t["flops_fp64"][0] == 0
     assert t["flops"][1] == 2 * 10 + 20 + 30 + 2 * 1 + 2 + 3  # no fp16 counters in the input: not needed
+    # the kernel: launch 1's FLOPs, over launch 1's time (half the kernel's)
     k = kernel_table([f]).iloc[0]
-    assert math.isnan(k["flops"]) and math.isnan(k["flop_per_s"]) and k["flops_fp64"] == 2 * 1 + 2 + 3
+    assert k["flops"] == t["flops"][1] and k["coverage"] == 0.5 and k["flops_fp64"] == 2 * 1 + 2 + 3
+    assert k["flop_per_s"] == pytest.approx(t["flops"][1] / 1e-6)
 
 
 def test_raw_csv_without_its_units_row_names_file_and_line(tmp_path, capsys):

@@ -242,18 +242,23 @@ def test_a_bf16_gemv_runs_on_cuda_cores_not_tensor_cores(tmp_path):
     assert row["flops_fp32"] == 2 * 1 * N * K and row["flops_tensor"] == 0 and pd.isna(row["tensor_type"])
 
 
-def test_columns_lost_together_are_one_warning(tmp_path):
-    """relu_kernel launched twice: once by an op with a FLOP rule's call tree (aten::mm), once by none: every
-    FLOP column and alg_bytes are missing for it, said once."""
+def test_a_kernel_with_flops_on_some_launches_keeps_them_and_says_its_coverage(tmp_path):
+    """relu_kernel launched twice: once by an op with a FLOP rule's call tree (aten::mm), once by none: the
+    kernel's FLOPs are the mm's, on 10 of its 20 us, said once."""
     mm = {"External id": 1, "Input Dims": [[M, K], [K, N]], "Input type": ["float", "float"]}
     events = [x("cpu_op", "aten::mm", 0, 100, **mm), x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
               x("cuda_runtime", "cudaLaunchKernel", 200, 5, correlation=2),
               x("kernel", "relu_kernel", 300, 10, pid=0, tid=7, correlation=1),
               x("kernel", "relu_kernel", 320, 10, pid=0, tid=7, correlation=2)]
-    said = [w for w in kernel_table([trace(tmp_path / "lost.json", events)]).attrs["warnings"]
-            if "only some of their launches" in w]
-    assert said == ["flops_fp64, flops_fp32, flops_fp16, flops_tensor, flops, alg_bytes: missing for 1 kernel(s) "
-                    "because only some of their launches have it"]
+    table = kernel_table([trace(tmp_path / "lost.json", events)])
+    said = [w for w in table.attrs["warnings"] if "known for only some launches" in w]
+    assert said == ["flops: known for only some launches of 1 row(s) (0.01 ms of their 0.02 ms; first: "
+                    "'relu_kernel'): each shows the sum of what is known and its share of the row's time (coverage), "
+                    "its rates over that share; the other launches' FLOPs are not in the profile (ops without a "
+                    "FLOP model, kernels without counters)"]
+    row = table.iloc[0]
+    assert row["flops"] == 2 * M * K * N and row["coverage"] == 0.5
+    assert row["flop_per_s"] == pytest.approx(2 * M * K * N / 10e-6)
 
 
 def test_causal_attention_counts_the_executed_pairs_unless_asked_for_torchs_count(tmp_path, capsys):

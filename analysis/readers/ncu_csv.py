@@ -446,8 +446,18 @@ def read_own(src: Source, start: int) -> pd.DataFrame:
         out[col] = _numbers(df[col]) / launches if col in df.columns else float("nan")
     if "sm_clock_hz" in df.columns:
         out["sm_clock_hz"] = _numbers(df["sm_clock_hz"])
+    notes = []
+    if "coverage" in df.columns:  # the share of a row's time its FLOPs cover (an older table: all or none)
+        coverage = _numbers(df["coverage"])
+        wrong = coverage.notna() & ~coverage.between(0, 1)
+        if wrong.any():
+            notes.append(f"coverage: {int(wrong.sum())} row(s) hold a share outside 0-1 (first: "
+                         f"{df['kernel'][wrong].iloc[0][:60]!r} = {coverage[wrong].iloc[0]:g}): missing, so their "
+                         f"rates are not given; an edited file?")
+        out["coverage"] = coverage.where(~wrong)
     for col in ("grid", "block", "device", "cc", "gpu", "process", "tensor_type"):
         out[col] = df[col].astype("object").where(df[col].notna(), None) if col in df.columns else None
+    out.attrs["notes"] = notes
     return out
 
 
