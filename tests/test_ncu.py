@@ -740,3 +740,41 @@ def test_rows_longer_than_the_header_are_a_one_line_error(tmp_path):
     f.write_text("\n".join(line + ',"x"' if n > header else line for n, line in enumerate(lines)) + "\n")
     with pytest.raises(CeilingsError, match=rf"^{re.escape(str(f))}: unreadable ncu CSV"):
         read_profile(f)
+
+
+NEGATIVE_CSV = """==PROF== Connected to process 1 (/tmp/attn)
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"
+"35","1","attn","h","ampere_sgemm_128x64_tn","1","7","Command line profiler metrics","dram__bytes.sum","Mbyte","1.50"
+"35","1","attn","h","ampere_sgemm_128x64_tn","1","7","Command line profiler metrics","gpu__time_duration.sum","usecond","10.00"
+"35","1","attn","h","ampere_sgemm_128x64_tn","1","7","Command line profiler metrics","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum","","-159"
+"36","1","attn","h","ampere_sgemm_128x64_tn","1","7","Command line profiler metrics","dram__bytes.sum","Kbyte","-3.00"
+"36","1","attn","h","ampere_sgemm_128x64_tn","1","7","Command line profiler metrics","gpu__time_duration.sum","usecond","20.00"
+"36","1","attn","h","ampere_sgemm_128x64_tn","1","7","Command line profiler metrics","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum","","-1,234"
+"""
+
+
+def test_a_value_no_counter_can_have_is_missing_for_its_launch_not_the_file(tmp_path, capsys):
+    """ncu writes negative values for some sampled counters (bank conflicts of LDGSTS): that counter, and a
+    negative DRAM count, are missing for their launches (never 0), each named once; the rest is read."""
+    f = tmp_path / "attn.csv"
+    f.write_text(NEGATIVE_CSV)
+    launches = kernel_table([f], per_launch=True)
+    assert list(launches["time_s"]) == pytest.approx([10e-6, 20e-6])
+    assert launches["dram_bytes"][0] == 1.5e6 and math.isnan(launches["dram_bytes"][1])
+    raw = read_profile(f)
+    assert raw["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum"].isna().all()
+    assert main([str(f)]) == 0
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "no counter can have" in ln]
+    # one line per metric, with the count, the first kernel and ID, its value in base units and its line
+    assert len(warned) == 2
+    dram, = (w for w in warned if "dram__bytes.sum:" in w)
+    assert "1 launch(es)" in dram and "ampere_sgemm_128x64_tn (ID 36) = -3000 (line 6)" in dram
+    bank, = (w for w in warned if "ldgsts.sum:" in w)
+    assert "2 launch(es)" in bank and "(ID 35) = -159 (line 5)" in bank
+
+
+def test_a_file_of_only_impossible_values_is_refused(tmp_path, capsys):
+    f = tmp_path / "bad.csv"
+    f.write_text("\n".join(ln.replace('"10.00"', '"-10"').replace('"20.00"', '"-2"').replace('"1.50"', '"-1"')
+                           for ln in NEGATIVE_CSV.splitlines()) + "\n")
+    assert "every metric of every launch is missing" in _error_line(capsys, [str(f)])
