@@ -718,7 +718,8 @@ def totals(table: pd.DataFrame) -> dict[str, float]:
     # NaN, not 0, when no kernel has a time or none was judged: a sum of nothing is unknown
     return {"kernels": len(table), "judged": len(judged),
             "time_s": float(table["time_s"].sum(min_count=1)),
-            "judged_time_s": float(judged["time_s"].sum(min_count=1)),
+            # the time the judgement is of: a row of coverage below 1 is judged on that share of its time
+            "judged_time_s": float((judged["time_s"] * judged["coverage"]).sum(min_count=1)),
             "time_at_roof_s": float(judged["time_at_roof_s"].sum(min_count=1)),
             "time_saved_s": float(judged["time_saved_s"].sum(min_count=1))}
 

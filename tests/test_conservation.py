@@ -114,16 +114,53 @@ def test_most_test_profiles_are_checked():
     assert len(_readable_own()) >= len(_own()) - 2
 
 
-def test_a_row_whose_launches_partly_have_flops_keeps_them(tmp_path):
-    """Two launches of one kernel, FLOPs counted on one (the other run collected no instruction counters):
-    the kernel row and the one-group view hold that launch's FLOPs and say they cover its time only."""
-    header = '"ID","Kernel Name","gpu__time_duration.sum","sm__sass_thread_inst_executed_op_dfma_pred_on.sum",' \
-             '"sm__sass_thread_inst_executed_op_dadd_pred_on.sum","sm__sass_thread_inst_executed_op_dmul_pred_on.sum"'
+def _partly_counted(tmp_path: Path) -> Path:
+    """Two launches of one kernel, FLOPs and DRAM bytes counted on the first (3 ms) only: the second (1 ms)
+    came from a run that collected no counters. (Milliseconds: far above any launch floor.)"""
+    header = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes.sum",'
+              '"sm__sass_thread_inst_executed_op_dfma_pred_on.sum","sm__sass_thread_inst_executed_op_dadd_pred_on.sum",'
+              '"sm__sass_thread_inst_executed_op_dmul_pred_on.sum"')
     f = tmp_path / "raw.csv"
-    f.write_text("\n".join([header, '"","","usecond","inst","inst","inst"', '"0","k","3","100","10","0"',
-                            '"1","k","1","n/a","n/a","n/a"']) + "\n")
+    f.write_text("\n".join([header, '"","","msecond","Gbyte","inst","inst","inst"',
+                            '"0","k","3","6","100","10","0"', '"1","k","1","n/a","n/a","n/a","n/a"']) + "\n")
+    return f
+
+
+def test_a_row_whose_launches_partly_have_flops_keeps_them(tmp_path):
+    """The kernel row and the one-group view hold the first launch's FLOPs and bytes and say they cover 3 of
+    its 4 ms; rates are over those 3 ms."""
+    f = _partly_counted(tmp_path)
     for by in ("kernel", "op"):
         row = kernel_table([f], by=by).iloc[0]
-        assert row["flops"] == 2 * 100 + 10 and row["flops_fp64"] == 210
-        assert row["time_s"] == pytest.approx(4e-6) and row["coverage"] == pytest.approx(3 / 4)
-        assert row["flop_per_s"] == pytest.approx(210 / 3e-6)  # over the launch that has them, not all 4 us
+        assert row["flops"] == 2 * 100 + 10 and row["flops_fp64"] == 210 and row["dram_bytes"] == 6e9
+        assert row["time_s"] == pytest.approx(4e-3) and row["coverage"] == pytest.approx(3 / 4)
+        assert row["flop_per_s"] == pytest.approx(210 / 3e-3)  # over the launch that has them, not all 4 ms
+        assert row["dram_bytes_per_s"] == pytest.approx(6e9 / 3e-3) and row["ai_dram"] == pytest.approx(210 / 6e9)
+
+
+def test_the_roofline_and_whatif_judge_a_partly_counted_row_on_its_counted_time(tmp_path):
+    kernels = kernel_table([_partly_counted(tmp_path)])
+    home = roofline.target_roofs("H100 SXM")
+    row = roofline.roofline_table(home, kernels).iloc[0]
+    assert row["time_s"] == pytest.approx(4e-3) and row["coverage"] == pytest.approx(0.75)
+    assert row["flop_per_s"] == pytest.approx(210 / 3e-3) and row["bound"] == "memory"
+    assert row["pct_of_roof"] == pytest.approx(100 * row["time_at_roof_s"] / 3e-3)
+    assert row["time_saved_s"] == pytest.approx(3e-3 - row["time_at_roof_s"])
+    assert roofline.totals(roofline.roofline_table(home, kernels))["judged_time_s"] == pytest.approx(3e-3)
+    from analysis import whatif
+    projected = whatif.whatif_table(kernels, [home], home=home)
+    assert projected["time_s"].iloc[0] == pytest.approx(3e-3)
+    assert projected["speedup"].iloc[0] == pytest.approx(1.0)  # home: the projection is the measured time
+
+
+def test_a_row_whose_flops_and_bytes_are_on_different_launches_is_not_judged(tmp_path):
+    f = _partly_counted(tmp_path)
+    # the second launch's DRAM bytes known, its FLOPs not
+    f.write_text(f.read_text().replace('"1","k","1","n/a"', '"1","k","1","2"'))
+    kernels = kernel_table([f])
+    row = kernels.iloc[0]
+    assert row["dram_bytes"] == 8e9 and row["flops"] == 210 and math.isnan(row["coverage"])
+    assert math.isnan(row["ai_dram"]) and row["flop_per_s"] == pytest.approx(210 / 3e-3)
+    judged = roofline.roofline_table(roofline.target_roofs("H100 SXM"), kernels)
+    assert math.isnan(judged["pct_of_roof"].iloc[0])
+    assert any("FLOPs and bytes are known on different launches" in w for w in judged.attrs["warnings"])
