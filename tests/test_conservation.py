@@ -75,12 +75,16 @@ def _conserved(path: Path, tmp_path: Path) -> None:
         assert ncu.main([str(path), "--by", by, "--csv", str(csv), "--json", str(js), "--force"]) == 0
         _same(_sums(pd.read_csv(csv)), expected, f"{_name(path)} --by {by} CSV")
         _same(_sums(pd.DataFrame(json.loads(js.read_text()))), expected, f"{_name(path)} --by {by} JSON")
-    # the roofline keeps every row, judged or not, with the kernel table's time and FLOPs
+    # the roofline keeps every row, judged or not, with the kernel table's time and FLOPs: as a table and CSV
     judged = roofline.roofline_table(roofline.target_roofs("H100 SXM"), kernel_table([path], by="op"))
-    assert int(judged["launches"].sum()) == expected["launches"]
-    for col in ("time_s", "flops"):
-        got = float(judged[col].sum(min_count=1))
-        assert (math.isnan(got) and math.isnan(expected[col])) or got == pytest.approx(expected[col], rel=1e-9)
+    written = tmp_path / "roofline.csv"
+    assert roofline.main(["--roofs", "H100 SXM", str(path), "--by", "module", "--csv", str(written)]) == 0
+    for table, what in ((judged, "roofline --by op"), (pd.read_csv(written), "roofline --by module CSV")):
+        assert int(table["launches"].sum()) == expected["launches"], what
+        for col in ("time_s", "flops"):
+            got = float(table[col].sum(min_count=1))
+            assert (math.isnan(got) and math.isnan(expected[col])) or got == pytest.approx(expected[col], rel=1e-9), \
+                f"{_name(path)} {what}: {col} {got} != {expected[col]}"
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared is absent")
