@@ -49,12 +49,13 @@ DEFAULT_TOP = 10
 REPORT_MAX_ROWS = 50
 
 # The launch floor: no kernel launched from the host in a stream of kernels takes less (docs/latency.md). From
-# the roofs file's `launch.stream` ceiling (schema 1.4) when it has a valid one, else this default: what the
-# norm and elementwise kernels of a batch-1 decode profile take whatever their size (issue 22, ~3 us), of the
+# the roofs file's `launch.stream` ceiling (schema 1.4) when it has a valid one, else this default, an assumption:
+# that a batch-1 decode step's norm and elementwise kernels take about one launch whatever their size, of the
 # order of the 3.4-3.8 us per short kernel of NVIDIA's CUDA Graphs post (https://developer.nvidia.com/blog/cuda-graphs/).
 LAUNCH_FLOOR_CEILING = "launch.stream"
 DEFAULT_LAUNCH_FLOOR_S = 3e-6
-DEFAULT_FLOOR_SOURCE = "default 3 us (issue 22's decode profile; NVIDIA's CUDA Graphs post): no launch.stream ceiling"
+DEFAULT_FLOOR_SOURCE = ("default 3 us (an assumption, of the order of the 3.4-3.8 us a short kernel takes in "
+                        "https://developer.nvidia.com/blog/cuda-graphs/): no launch.stream ceiling")
 # A kernel whose time per launch is within this factor of the floor is latency-bound: its time is the floor's
 # more than its work's, and its saving is against the floor, not the roofs.
 LATENCY_BOUND_FACTOR = 1.5

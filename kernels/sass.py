@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 # Scalar/packed arithmetic: class -> (precision, FLOPs per thread-instruction). An FMA is 2 FLOPs, a packed
 # half2/bfloat162 FMA 4. Modifiers that do not change the work (.FTZ, .RZ, .SAT, .MMA pipe) are ignored
-# for the FLOP count but kept in the class name where they tell apart what the brief asks to see.
+# for the FLOP count but kept in the class name where the inspect report should show instructions apart
+# (HFMA2.MMA: the same math on another pipe).
 FLOP_CLASSES: dict[str, tuple[str, int]] = {
     "FFMA": ("fp32", 2), "FADD": ("fp32", 1), "FMUL": ("fp32", 1),
     "DFMA": ("fp64", 2), "DADD": ("fp64", 1), "DMUL": ("fp64", 1),

@@ -10,7 +10,7 @@ the kernels joined to their names, groupby name: count and total time), alternat
 and prints the median seconds and peak RSS of each and their ratios; also `--by annotation`, the view that reads
 every launch's NVTX ranges (the kernel table needs none, and reads none). `--unbalanced N` also times an export of
 N kernels whose every launch pushes a range never popped (end NULL): linear in N, or quadratic.
-Target (issue 21): <= 1.5x the baseline in time and memory at 1M kernels with NVTX.
+Target (this project's own goal for the reader): <= 1.5x the baseline in time and memory at 1M kernels with NVTX.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ shapes, 33,924 runtime calls, 41,671 flow events) repeated, each copy shifted pa
 and in its correlation, External id and flow ids, so every copy links as the original does. Then times
 `python -m analysis.ncu TRACE --csv OUT` and the baseline (json.load, the kernel events in a DataFrame,
 groupby name: count and total duration), alternating, as separate processes, and prints the median seconds
-and peak RSS of each and their ratios. Target (issue 21): <= 1.2x the baseline, never slower than HTA.
+and peak RSS of each and their ratios. Target (this project's own goal for the reader): <= 1.2x the baseline,
+never slower than HTA.
 
 HTA (HolisticTraceAnalysis) is timed beside them where it can be imported, by this interpreter or by the one
 --hta-python names (HTA lives in its own virtual environment): `TraceAnalysis(trace_dir=FOLDER)` (it finds the

@@ -1,4 +1,4 @@
-"""The ceilings beyond FLOPs and bytes (issue 23): launch and memory-latency floors, the SFU, their proofs
+"""The ceilings beyond FLOPs and bytes (docs/latency.md): launch and memory-latency floors, the SFU, their proofs
 from SASS and their place in the roofs file. The kernels themselves run on a GPU only (tests/gpu.py)."""
 
 import copy

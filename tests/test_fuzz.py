@@ -1,4 +1,4 @@
-"""Seeded fuzz of every reader and command (issue 26): mutated and adversarial inputs give either a clean
+"""Seeded fuzz of every reader and command: mutated and adversarial inputs give either a clean
 one-line error with exit 2 or numbers that are possible (finite, not negative); never a traceback, never a
 hang, and no input is ever changed. Cases run in-process (main(argv)) under an alarm; a few run as
 subprocesses to see what a user sees."""

@@ -687,7 +687,7 @@ def test_a_kernel_table_csv_after_a_head_of_blanks_is_read(tmp_path):
 
 
 def test_a_pipe_is_refused_not_waited_on(tmp_path):
-    """A FIFO nobody writes would block the read forever (issue 26): only regular files are read."""
+    """A FIFO nobody writes would block the read forever: only regular files are read."""
     fifo = tmp_path / "pipe.csv"
     os.mkfifo(fifo)
     with pytest.raises(CeilingsError, match=r"pipe.csv: a pipe \(FIFO\), not a regular file"):
