@@ -503,7 +503,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     gpus = list(kernels.attrs.get("gpus", []))
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
     rows = []
-    floor_s, floor_source = roofs.floor
+    floor_s, floor_source = device_floor(roofs, kernels)
     latency_bound = alone = 0
     for _, k in kernels.iterrows():
         prec = dominant_precision(k)
@@ -537,6 +537,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
             # the floor is the launch rate, which a kernel's own time may beat: only a roof can be exceeded
             if row["bound"] != LATENCY and row["time_at_roof_s"] > ABOVE_ROOF_TOLERANCE * judged_time:
                 above.append(f"{row['short_name']} at {row['pct_of_roof']:.0f}%")
+                # faster than physics allows: the roof or the counters are wrong, not the kernel beyond 100 %
+                row.update(pct_of_roof=math.nan, time_saved_s=math.nan)
             if coverage < 1:
                 partly.append(f"{row['short_name']} ({coverage:.0%})")
     if partly:
@@ -545,7 +547,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                         f"saving are of that part; the rest of their time is not judged")
     if above:  # one line for them all, as for the reasons below
         warnings.append(f"{len(above)} kernel(s) run above their roof ({listed(above, NAMES_SHOWN, sep=', ')} of it); "
-                        f"the roofs may be low (clock, incomplete run) or the counters wrong")
+                        f"the roofs may be low (clock, incomplete run) or the counters wrong: their % of roof "
+                        f"and saving are not given")
     if latency_bound:
         warnings.append(f"{latency_bound} kernel(s) latency-bound: within {LATENCY_BOUND_FACTOR:g}x of the launch "
                         f"floor of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
@@ -568,6 +571,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     table.attrs["warnings"] = warnings
     table.attrs["not_judged"] = not_judged
     table.attrs["level"] = level
+    table.attrs["floor"] = (floor_s, floor_source)
     table.attrs["gpus"] = gpus
     table.attrs["application"] = application_point(kernels)
     table.attrs["by"] = kernels.attrs.get("by", "kernel")
@@ -697,6 +701,26 @@ def _judge(row: dict, k: Mapping, roofs: Roofs, levels: Sequence[str], forced: b
     return None
 
 
+def device_floor(roofs: Roofs, kernels: pd.DataFrame) -> tuple[float, str]:
+    """The floor a kernel's time is judged against, in seconds a launch, and where it comes from: the roofs'
+    launch floor, unless a kernel of the profile ran faster. A profile times kernels on the device (ncu's
+    gpu__time_duration, a trace's kernel events), while the launch floor is the host's rate of launches,
+    which a kernel's device time can beat: then the profile's shortest launch is the floor (an upper bound
+    of the device-side floor, said as such), so that no kernel is ever judged above 100 % of it."""
+    floor_s, source = roofs.floor
+    timed = kernels[(kernels["time_s"] > 0) & (kernels["launches"] > 0)]
+    if timed.empty:
+        return floor_s, source
+    per_launch = timed["time_s"] / timed["launches"]
+    shortest = per_launch.idxmin()
+    if per_launch[shortest] >= floor_s:
+        return floor_s, source
+    name = short_name(str(timed.at[shortest, "kernel"]))
+    return float(per_launch[shortest]), (f"the profile's shortest kernel, {name} at {seconds(per_launch[shortest])} a "
+                                         f"launch on the device: below the launch floor of {seconds(floor_s)} "
+                                         f"({source}), a host-side rate; an upper bound of the device-side floor")
+
+
 def _against_floor(row: dict, floor_s: float, *, placed: bool) -> bool:
     """Mark `row` latency-bound when its time is within LATENCY_BOUND_FACTOR of launches x the floor (no kernel
     launched from the host beats that) and the floor is above its time at the roofs, also when its counters
@@ -791,8 +815,9 @@ def profile_line(gpus: Sequence[Mapping], roofs: Roofs | None = None) -> str:
     return text
 
 
-def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
-    """One line per roof, with the ceiling that gave it and the ridge against `level` (dram for 'all')."""
+def roofs_lines(roofs: Roofs, level: str = "dram", floor: tuple[float, str] | None = None) -> list[str]:
+    """One line per roof, with the ceiling that gave it and the ridge against `level` (dram for 'all'); the
+    launch floor the table used (`floor`, device_floor), else the roofs' own."""
     ridge_level = "dram" if level == "all" else level
     lines = [f"{r.key}: {si(r.value, 'B/s')} ({r.ceiling})" for r in roofs.bandwidths]
     for r in roofs.flats:
@@ -801,7 +826,7 @@ def roofs_lines(roofs: Roofs, level: str = "dram") -> list[str]:
                      f"against {ridge_level}")
     clock = f"{roofs.sm_clock_hz / 1e9:.3f} GHz" if roofs.sm_clock_hz else "unknown"
     lines.append(f"SM clock of the roofs: {clock}")
-    floor_s, source = roofs.floor
+    floor_s, source = floor or roofs.floor
     lines.append(f"launch floor: {seconds(floor_s)} a kernel ({source}); a kernel within {LATENCY_BOUND_FACTOR:g}x "
                  f"of it is latency-bound")
     return lines
@@ -868,7 +893,7 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
             f"- Profile: {', '.join(map(str, profiles)) or '-'}; {_md(profiled)}",
             f"- Level: {level}" + (" (each kernel against its slowest measured level)" if level == "all" else ""),
             "", "## Roofs used", ""]
-    out += [f"- {line}" for line in roofs_lines(roofs, level)]
+    out += [f"- {line}" for line in roofs_lines(roofs, level, table.attrs.get("floor"))]
     if datasheet is not None:
         out += ["", f"Datasheet ({datasheet.device}), for comparison only: "
                 + "; ".join(f"{r.key} {si(r.value, 'B/s' if r.key in LEVELS else 'FLOP/s')}"

@@ -346,11 +346,28 @@ def test_without_a_floor_in_the_roofs_the_default_is_used_and_named():
     roofs = roofs_with_floor(None)
     assert roofs.floor[0] == DEFAULT_LAUNCH_FLOOR_S == 3e-6
     table = roofline_table(roofs, tiny_kernels()).set_index("kernel")
-    # 3 us x 1.5 = 4.5 us a launch: tiny (2.5 us), edge (3 us) and busy (2.9 us; its 2.8 us at the roofs is
-    # under the 3 us floor) are latency-bound; long (10 us) is not
-    assert list(table["bound"][["tiny", "edge", "busy", "long"]]) == ["latency", "latency", "latency", "memory"]
-    assert table.at["edge", "time_saved_s"] == 0.0  # at the floor exactly
-    assert any("default 3 us" in w for w in table.attrs["warnings"])
+    # tiny runs 2.5 us a launch on the device, under the 3 us host-side floor: the floor is then 2.5 us (x 1.5 =
+    # 3.75 us a launch): tiny and edge (3 us) are latency-bound; busy's 2.8 us at the roofs is above 2.5 us, so
+    # the roofs judge it; long (10 us) is not latency-bound
+    assert list(table["bound"][["tiny", "edge", "busy", "long"]]) == ["latency", "latency", "memory", "memory"]
+    assert table.at["tiny", "time_saved_s"] == 0.0 and table.at["tiny", "pct_of_roof"] == pytest.approx(100.0)
+    assert table.at["edge", "pct_of_roof"] == pytest.approx(100 * 2.5 / 3)
+    assert (table["pct_of_roof"] <= 100.0 + 1e-9).all()
+    floor = next(w for w in table.attrs["warnings"] if "latency-bound" in w)
+    assert "the profile's shortest kernel, tiny at 2.5 µs a launch" in floor and "default 3 us" in floor
+
+
+def test_no_kernel_is_judged_above_100_percent_of_the_floor():
+    """A kernel of 1.5 us on the device against the 3 us default floor (the host's launch rate) was said to run
+    at 200 % of it: the device time is below the floor, so the floor is the profile's shortest launch."""
+    from analysis.roofline import roofline_table
+
+    kernels = tiny_kernels()
+    kernels.loc[kernels["kernel"] == "edge", "time_s"] = 1.5e-6
+    table = roofline_table(roofs_with_floor(None), kernels).set_index("kernel")
+    assert table.at["edge", "bound"] == "latency" and table.at["edge", "pct_of_roof"] == pytest.approx(100.0)
+    assert (table["pct_of_roof"].dropna() <= 100.0 + 1e-9).all()
+    assert table.attrs["floor"][0] == pytest.approx(1.5e-6)
 
 
 def _launches_in(trace: Path) -> dict[str, list[float]]:

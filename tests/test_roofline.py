@@ -875,5 +875,10 @@ def test_kernels_above_their_roof_are_one_warning(roofs, kernels):
     fast = kernels.head(3).assign(time_s=kernels["time_s"].head(3) / 10)
     said = [w for w in roofline_table(roofs, fast).attrs["warnings"] if "above their roof" in w]
     assert said == ["3 kernel(s) run above their roof (gemm_kernel at 500%, elementwise at 800%, copy_kernel at "
-                    "800% of it); the roofs may be low (clock, incomplete run) or the counters wrong"]
+                    "800% of it); the roofs may be low (clock, incomplete run) or the counters wrong: their % of roof "
+                    "and saving are not given"]
+    # no row is shown above 100 % of a roof: the roof or the counters are wrong there
+    judged = roofline_table(roofs, fast)
+    assert judged["pct_of_roof"].isna().all() and judged["time_saved_s"].isna().all()
+    assert judged["time_at_roof_s"].notna().all()
     assert not any("above their roof" in w for w in roofline_table(roofs, kernels).attrs["warnings"])
