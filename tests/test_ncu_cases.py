@@ -328,28 +328,101 @@ def test_print_summary_per_gpu_new_layout():
     assert only(t, "fill_padding")["time_s"] == pytest.approx(20e-6)
 
 
-def test_print_summary_per_gpu_with_each_section_a_block_of_its_own(tmp_path):
-    """One kernel's sections printed as separate blocks, each under its own kernel line with its own
-    "Invocations 300": one kernel of 300 launches with every section's metrics, not 600 launches."""
+def test_print_summary_per_gpu_old_layout_each_section_a_block_of_its_own():
+    """ncu of about 2020-2021 (`--print-summary per-gpu`, here with raw metric names as `--details-all`
+    prints them) writes every section of a kernel as a block of its own under the kernel line again. The
+    layout follows two real logs in the public repository AlexisPerry/kitsune-1
+    (kitsune/experiments/raytracer/prof-reports/raytrace-cuda-ncu.64.log @ 5365dd5, raytrace-kokkos-ncu.64.log
+    @ 0aacf6b): `  Device 0` without CC; `    NAME, Block Size B, Grid Size G, N invocations ` (a trailing
+    space); a header row, one dash row, left-aligned cells, no closing dash row; units `second`,
+    `msecond`, `cycle/nsecond`, `cycle/usecond`; metrics printed in two sections (launch__block_size,
+    launch__waves_per_multiprocessor); the closing "Note:" saying the averages are means over the launches.
+    Values are made up. Each kernel is one row, launches = N, time = Average x N."""
+    rows = read_profile(DATA / "summary_per_gpu_old_sections.txt")
+    assert len(rows) == 2 and rows["launches"].tolist() == [1, 4] and rows["id"].tolist() == [0, 1]
+    p = rows.iloc[0]
+    assert p["kernel"] == "PathTracer(int, Pixel *, int)"
+    assert p["gpu__time_duration.sum"] == 11.865617  # second: as written
+    assert (p["block"], p["grid"]) == ("256", "8192")  # launch__block_size / launch__grid_size
+    assert p["launch__waves_per_multiprocessor"] == 25.283951
+    assert p["lts__t_sector_hit_rate.pct"] == 97.267316  # the last block's
+    t = kernel_table([DATA / "summary_per_gpu_old_sections.txt"])
+    r = only(t, "PathTracer")
+    assert r["launches"] == 1 and r["time_s"] == pytest.approx(11.865617)
+    assert r["sm_clock_hz"] == pytest.approx(1.096418e9)  # gpc__cycles_elapsed.avg.per_second, cycle/nsecond
+    k = only(t, "void Kokkos::Impl::cuda_parallel_launch_local_memory<")
+    assert k["launches"] == 4 and k["time_s"] == pytest.approx(4 * 4.625e-3)  # Average 4.625 msecond
+    assert k["sm_clock_hz"] == pytest.approx(764.5e6)  # sm__cycles_elapsed.avg.per_second, cycle/usecond
+
+
+def test_print_summary_per_gpu_new_layout_with_several_sections():
+    """The newer per-gpu layout: `  Device 0, CC 8.9`, `    NAME (g, g, g)x(b, b, b), Invocations N`,
+    tables with a dash row above and under the header and one closing them, as a public H100 log of
+    `--print-summary per-gpu --metrics ...` shows (one section: the fixture summary_per_gpu.txt). Labels
+    and units as ncu 2020-2023 prints its sections (`Duration usecond|nsecond`, `SM Frequency
+    cycle/nsecond`: the shared samples einnet g2bmm and dd2360). Several sections in this layout were not
+    seen in a real log, so both forms are here: heat_step repeats its line above each section as the older
+    per-gpu layout does (and its time twice: `Duration` and `--metrics gpu__time_duration.sum`), reduce prints
+    its sections under one line as per-kernel summaries do. Values are made up."""
+    rows = read_profile(DATA / "summary_per_gpu_sections.txt")
+    assert rows["kernel"].str.split("(").str[0].tolist() == ["heat_step", "void reduce<float, 256>",
+                                                             "void reduce<float, 256>"]
+    assert rows["device"].tolist() == ["0", "0", "1"] and rows["launches"].tolist() == [1, 3, 1]
+    step = rows.iloc[0]
+    assert (step["grid"], step["block"], step["cc"]) == ("(64, 1, 1)", "(256, 1, 1)", "8.9")
+    assert step["gpu__time_duration.sum"] == pytest.approx(12.50e-6)
+    assert step["sm__cycles_elapsed.avg.per_second"] == pytest.approx(1.98e9)
+    assert step["Occupancy/Achieved Occupancy"] == 15.20 and step["Memory Workload Analysis/L2 Hit Rate"] == 50
+    assert rows.iloc[1]["gpu__time_duration.sum"] == pytest.approx(1_000e-9)  # Average, nsecond
+    assert rows.iloc[2]["gpu__time_duration.sum"] == pytest.approx(900e-9)
+    t = kernel_table([DATA / "summary_per_gpu_sections.txt"])
+    s = only(t, "heat_step")
+    assert s["launches"] == 1 and s["time_s"] == pytest.approx(12.50e-6) and s["sm_clock_hz"] == pytest.approx(1.98e9)
+    assert s["dram_bytes"] == pytest.approx(1.05e6) and s["flops"] == 2 * 16_384
+    r = only(t, "void reduce")  # one kernel on two GPUs: 3 launches of 1,000 ns and one of 900 ns
+    assert r["launches"] == 4 and r["time_s"] == pytest.approx(3 * 1_000e-9 + 900e-9)
+
+
+def test_print_summary_per_kernel_text_with_several_sections():
+    """`--print-summary per-kernel` as ncu 2024 prints it (the shared sample heat_eq_cc89_ncu2024_summary):
+    `  NAME (g, g, g)x(b, b, b), Device 0, CC 8.9, Invocations N`, every section under that one heading,
+    units `us` and `Ghz`. Values are made up: one row per kernel, time = Average x N."""
+    rows = read_profile(DATA / "summary_per_kernel_sections.txt")
+    assert len(rows) == 2 and rows["launches"].tolist() == [1, 250]
+    a = rows.iloc[0]
+    assert a["gpu__time_duration.sum"] == pytest.approx(1.80e-6) and a["launch__block_size"] == 256
+    assert a["GPU and Memory Workload Distribution/Total SM Elapsed Cycles"] == 131_424
+    t = kernel_table([DATA / "summary_per_kernel_sections.txt"])
+    h = only(t, "add_heat_kernel_1d")
+    assert h["launches"] == 1 and h["time_s"] == pytest.approx(1.80e-6) and h["sm_clock_hz"] == pytest.approx(2.25e9)
+    s = only(t, "heat_kernel_1d_sim")
+    assert s["launches"] == 250 and s["time_s"] == pytest.approx(250 * 1.92e-6) and s["sm_clock_hz"] == pytest.approx(2.25e9)
+
+
+def test_a_summary_section_printed_twice_under_one_heading_is_a_second_kernel(tmp_path):
+    """A summary prints each section once per kernel, so a repeated heading above a section already printed
+    under it is another kernel with the same name, grid and count (this layout was not seen in a real log:
+    the rule's other side), and so is a repeated heading with no section under it. Launch headings (no
+    `Invocations`) repeat for every launch: each is a launch."""
     text = (DATA / "summary_per_gpu.txt").read_text()
     heading = "    bitonic_merge(int *, int, int, int) (16384, 1, 1)x(512, 1, 1), Invocations 300\n"
-    cut = text.index("      smsp__sass_thread_inst_executed_op_ffma")
-    dash = "      " + "-" * 64 + " ----------- ------- ------- -------\n"
-    header = "      Metric Name" + " " * 54 + "Metric Unit Minimum Maximum Average\n"
-    # the time row stays in the first block; the FFMA and warps rows go to a block of their own
-    text = text[:cut] + dash + "\n" + heading + "      Section: Command line profiler metrics\n" + dash + header + \
-        dash + text[cut:]
-    f = tmp_path / "blocks.txt"
-    f.write_text(text)
-    t = kernel_table([f], per_launch=True)
-    m = only(t, "bitonic_merge")
-    assert m["launches"] == 300 and m["time_s"] == pytest.approx(300 * 10e-6)
+    again = text.replace("\n    fill_padding", "\n" + text[text.index(heading):text.index("\n\n    fill_padding")]
+                         + "\n\n    fill_padding")
+    f = tmp_path / "twice.txt"
+    f.write_text(again)
     rows = read_profile(f)
-    merged = rows[rows["kernel"].str.startswith("bitonic_merge")]
-    assert len(merged) == 1  # both blocks' metrics on the one kernel: Average 10 us, 1000 FFMA
-    assert merged["gpu__time_duration.sum"].iloc[0] == pytest.approx(10e-6)
-    assert merged["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"].iloc[0] == 1000
-    assert only(t, "fill_padding")["launches"] == 1
+    assert rows["kernel"].str.split("(").str[0].tolist() == ["bitonic_merge", "bitonic_merge", "fill_padding"]
+    assert rows["launches"].tolist() == [300, 300, 1]
+    bare = tmp_path / "bare.txt"
+    bare.write_text(text.replace("\n    fill_padding", "\n" + heading + "\n    fill_padding"))
+    assert read_profile(bare)["launches"].tolist() == [300, 300, 1]
+    launch = "  k(float *) (1, 1, 1)x(32, 1, 1), Context 1, Stream 7, Device 0, CC 9.0\n"
+    dash = "    ---------------- ----------- ------------\n"
+    table = ("    Section: GPU Speed Of Light Throughput\n" + dash + "    Metric Name      Metric Unit Metric Value\n"
+             + dash + "    Duration                  us          2.00\n" + dash + "\n")
+    launches = tmp_path / "launches.txt"
+    launches.write_text("[9] bench@node\n" + launch + table + launch + table)
+    assert read_profile(launches)["launches"].tolist() == [1, 1]
 
 
 def test_a_report_shifted_right_with_application_output_between_is_read(tmp_path):

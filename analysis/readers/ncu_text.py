@@ -2,11 +2,12 @@
 
 Handles the `--metrics` layout ("Section: Command line profiler metrics"), the section layouts (2020 and
 2023+ tables, with or without the Metric Name/Unit/Value header), `--print-summary per-kernel` (Average
-column), old and new kernel headings, NVTX blocks (the ranges a launch ran in), rule text, application
-output and `==PROF==` lines (also inside a table), the named tables of `--print-details` (ncu 2025: "Table
-Name :" lines, with or without sections), and several runs in one file (each `[PID] process@host` line starts
-a run); a report shifted right as a whole (kernel headings at 4 spaces or more, a bot's log) is moved back
-first.
+column) and `per-gpu` (moved into the per-kernel layout first; a kernel whose sections are blocks of their
+own, each under its line again, is one kernel), old and new kernel headings, NVTX blocks (the ranges a launch
+ran in), rule text, application output and `==PROF==` lines (also inside a table), the named tables of
+`--print-details` (ncu 2025: "Table Name :" lines, with or without sections), and several runs in one file
+(each `[PID] process@host` line starts a run); a report shifted right as a whole (kernel headings at 4 spaces
+or more, a bot's log) is moved back first.
 Table rows are cut at the column spans of their dash rows, never split on spaces.
 """
 
@@ -148,6 +149,8 @@ def scan_text(text: str, path: str) -> list[Launch]:
     table_name: str | None = None  # the "Table Name :" line above the next table
     table_section: str | None = None  # what names the open table's metrics: its section, else its table name
     in_nvtx = False  # inside a heading's NVTX block
+    heading = ""  # the current launch's heading, and the sections printed under it so far
+    sections: set[str] = set()
     # Caches: a big log repeats few distinct dash rows, headings, and (name, unit) cells per table layout.
     span_cache: dict[str, list[tuple[int, int]]] = {}
     heading_cache: dict[str, dict[str, str | None]] = {}
@@ -218,6 +221,7 @@ def scan_text(text: str, path: str) -> list[Launch]:
                 continue
         if line.startswith("    Section: "):
             section, table_name = line[13:].strip(), None
+            sections.add(section)
             continue
         if line.startswith(TABLE_NAME):
             table_name = line[len(TABLE_NAME):].strip()
@@ -245,6 +249,15 @@ def scan_text(text: str, path: str) -> list[Launch]:
                     m = _HEADING_OLD.match(body)
                     g = m.groupdict() if m else None
             if g is not None:
+                # A summary prints a kernel once, with each section once; `--print-summary per-gpu` may print
+                # every section as a block of its own under the kernel's line again. So a summary heading that
+                # repeats the current one above a section not yet printed under it goes on with that kernel (a
+                # launch heading repeats for every launch: each is a launch of its own).
+                below = lines[lineno] if lineno < len(lines) else ""
+                if g.get("n") and current is not None and body == heading and below.startswith("    Section: ") \
+                        and below[13:].strip() not in sections:
+                    continue
+                heading, sections = body, set()
                 current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
                                  block=_tuple(g.get("block")), device=g.get("dev"),
                                  cc=None if g.get("cc") == "?" else g.get("cc"),
@@ -294,35 +307,13 @@ def dedent_report(text: str, shift: int) -> str:
     return "\n".join(line[shift:] if line.startswith(pad) else line for line in text.split("\n"))
 
 
-def merge_section_blocks(launches: list[Launch]) -> list[Launch]:
-    """A `--print-summary per-gpu` summary may print one kernel's sections as blocks of their own, each under
-    its own kernel line and "N invocations": one kernel, not N launches per block. Blocks of the same kernel
-    (name, grid, block, device, invocations) whose metrics are disjoint are merged; two with a metric in
-    common are two kernels (two grids under the old headings, which do not give them)."""
-    out: list[Launch] = []
-    home: dict[tuple, Launch] = {}
-    for x in launches:
-        key = (x.run, x.kernel, x.grid, x.block, x.device, x.launches, x.process)
-        first = home.get(key)
-        if first is not None and not first.metrics.keys() & x.metrics.keys():
-            first.metrics.update(x.metrics)
-            continue
-        home[key] = x
-        x.id = sum(y.run == x.run for y in out)
-        out.append(x)
-    return out
-
-
 def _read(source: Source, found) -> pd.DataFrame:
-    per_gpu = found == PER_GPU
     text = source.text
-    if per_gpu:
+    if found == PER_GPU:
         text = per_gpu_as_per_kernel(text)
     elif found:
         text = dedent_report(text, found)
     launches = scan_text(text, source.path)
-    if per_gpu:
-        launches = merge_section_blocks(launches)
     columns = ["run", "id", "kernel", "launches", "grid", "block", "device", "cc", "gpu", "process", "nvtx"]
     meta = pd.DataFrame.from_records([tuple(getattr(x, c) for c in columns) for x in launches], columns=columns)
     metrics = pd.DataFrame.from_records([x.metrics for x in launches], index=meta.index)
