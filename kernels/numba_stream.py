@@ -4,7 +4,7 @@ Numba has no float4, so each thread moves UNROLL scalar float32 per array per tr
 is element u * blockDim + t of the block's part of the chunk (each warp access is 128 contiguous bytes:
 LDG.E / STG.E), and every load of a trip is issued before the first store or use, keeping UNROLL loads in
 flight per array. The layout is the CUDA C one (kernels/cuda/stream.cu) with 4-byte elements. The unroll
-factors live in kernels.stream (the planner needs them without importing numba); read and write use 16
+factors live in kernels.stream_shape (the planner needs them without importing numba); read and write use 16
 because NVVM unrolls the trip loop twice (with a remainder loop) when its body holds only 8 accesses.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from numba import cuda, float32
 
-from .stream import BLOCK, NUMBA_UNROLL
+from .stream_shape import BLOCK, NUMBA_UNROLL
 
 READ_UNROLL = NUMBA_UNROLL["read"]
 WRITE_UNROLL = NUMBA_UNROLL["write"]

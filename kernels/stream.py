@@ -32,11 +32,10 @@ from .base import (
     format_bytes,
     launch_dims,
 )
+from .stream_shape import BLOCK, NUMBA_UNROLL
 
 ELEMENT_BYTES = 4  # float32
 VECTOR_ELEMENTS = 4  # CUDA C accesses are float4: 16 bytes (LDG.E.128 / STG.E.128)
-BLOCK = 256  # threads per block, both backends
-
 # Sizes. Each array is at least DRAM_L2_MULTIPLE x L2 (so L2 hits are a few percent at most, also between
 # back-to-back launches) and DRAM_MIN_ARRAY_BYTES, in --quick as in a full run; all arrays of one benchmark
 # together use at most FREE_FRACTION of free memory (a plan that had to shrink says so in its notes).
@@ -90,10 +89,6 @@ CUDA_VARIANTS = (
             "one wave of 3 blocks per SM, 16 float4 in flight per thread"),
 )
 
-# Numba: scalar float32 accesses. Uncapped, ptxas (sm_90) gives read 32, write 30, copy 39, triad 40, dot 32:
-# 8 blocks of 256 fit per SM for read/write, 4 for copy/triad/dot (<= 64 registers). Read and write unroll
-# 16 because NVVM unrolls a trip loop of only 8 accesses twice and adds a remainder loop.
-NUMBA_UNROLL = {"read": 16, "write": 16, "copy": 8, "triad": 8, "dot": 8}
 NUMBA_VARIANTS = (
     # ptxas gives the Numba triad 94 registers on sm_80 (40 on sm_89/sm_90): capped at 64 for 4 blocks it
     # spills inside the loop, so it runs 2 blocks per SM there
