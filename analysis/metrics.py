@@ -24,6 +24,7 @@ METRIC_ALIASES = {
     "DRAM Frequency": "dram__cycles_elapsed.avg.per_second",
     "Block Size": "launch__block_size",
     "Grid Size": "launch__grid_size",
+    "# SMs": "launch__sm_count",  # Launch Statistics: the SMs the launch had (a GPU fact, analysis.ncu.GPU_FACTS)
     "gpu__time_duration": "gpu__time_duration.sum",  # 2019 raw page
     "dram__read_bytes": "dram__bytes_read.sum",
     "dram__write_bytes": "dram__bytes_write.sum",

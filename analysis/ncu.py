@@ -491,9 +491,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
     group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
     them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of
-    str), "gpus" (dicts gpu/cc/device, and GPU_FACTS where known), "missing" (roofline inputs the profile
-    lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has timestamps: torch
-    traces), "by".
+    str), "gpus" (dicts gpu/cc/device, and GPU_FACTS and RUN_CLOCK where known), "missing" (roofline inputs
+    the profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
+    timestamps: torch traces), "by".
     """
     if by not in GROUPINGS:
         raise CeilingsError(f"--by {by}: not one of {', '.join(GROUPINGS)}")
@@ -751,22 +751,28 @@ def _tensor_warnings(launches: pd.DataFrame, derived: pd.DataFrame, warnings: li
                         f"FLOPs and are not in flops (see the ops_tensor_int column)")
 
 
-# what a profile records about its GPU beyond name and CC (ncu's device attributes; a torch trace's
-# deviceProperties are read into the same metrics): enough to tell another GPU when no name is given
-GPU_FACTS = {"sm_count": "device__attribute_multiprocessor_count",
-             "max_sm_clock_hz": "device__attribute_max_gpu_frequency_khz",
-             "memory_bytes": "device__attribute_total_memory"}
+# what a profile records about its GPU beyond name and CC, by the metrics that give it (a launch's first one
+# present wins): ncu's device attributes, Launch Statistics' "# SMs" (launch__sm_count); a torch trace's
+# deviceProperties and an nsys export's TARGET_INFO_GPU are read into the same metrics. Enough to tell
+# another GPU when no name is given
+GPU_FACTS = {"sm_count": ("device__attribute_multiprocessor_count", "launch__sm_count"),
+             "max_sm_clock_hz": ("device__attribute_max_gpu_frequency_khz",),
+             "memory_bytes": ("device__attribute_total_memory",)}
+# and one the launches measure rather than the device records: the median SM clock they ran at (Hz)
+RUN_CLOCK = "sm_clock_hz"
 
 
 def _gpus(table: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
-    """Each GPU of the table: gpu, cc, device (text) and the GPU_FACTS the profile records (numbers, base
-    units: the readers give the kHz clock attribute in Hz)."""
-    facts = table[["gpu", "cc", "device"]].copy()
-    for key, metric in GPU_FACTS.items():
-        if metric in launches.columns:
-            facts[key] = launches[metric].to_numpy(dtype="float64")
-    # one row a GPU, whichever of its launches carry the facts (ncu rows beside nsys time-only rows)
-    facts = facts.groupby(["gpu", "cc", "device"], dropna=False, sort=False).first().reset_index()
+    """Each GPU of the table: gpu, cc, device (text), the GPU_FACTS the profile records and RUN_CLOCK
+    (numbers, base units: the readers give the kHz clock attribute in Hz)."""
+    facts = table[["gpu", "cc", "device", RUN_CLOCK]].copy()
+    for key, metrics in GPU_FACTS.items():
+        present = [m for m in metrics if m in launches.columns]
+        if present:
+            facts[key] = launches[present].astype("float64").bfill(axis=1).iloc[:, 0].to_numpy()
+    # one row a GPU, over whichever of its launches carry the facts (ncu rows beside nsys time-only rows): the
+    # median, which is the device facts' one value and the clock of a typical launch
+    facts = facts.groupby(["gpu", "cc", "device"], dropna=False, sort=False).median().reset_index()
     facts = facts[facts.notna().any(axis=1)]
     return [{k: (str(v) if k in ("gpu", "cc", "device") else float(v)) for k, v in row.items() if not pd.isna(v)}
             | {k: None for k in ("gpu", "cc", "device") if pd.isna(row[k])} for row in facts.to_dict("records")]

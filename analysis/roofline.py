@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from analysis.ncu import GPU_FACTS, RUN_CLOCK
 from ceilings.atomic import Outputs
+from ceilings.datasheet import MEMORY_MATCH_REL_TOL
 from ceilings.errors import CeilingsError, cli_entry, listed
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord
@@ -175,6 +177,7 @@ class Roofs:
             raise CeilingsError(f"datasheet row {row.display_name!r} has no DRAM bandwidth")
         return cls(device=row.display_name, bandwidths=(Roof("dram", float(peaks["dram"]), DATASHEET, "dram"),),
                    flats=flats, tensor_flats=tensor_flats, sm_clock_hz=None, memory_bytes=row.memory_bytes,
+                   sm_count=row.sm_count, max_sm_clock_hz=row.boost_clock_mhz * 1e6,
                    source=f"datasheet figures for {row.display_name}",
                    origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability)
 
@@ -332,29 +335,44 @@ def _datasheet_row(name: str, memory_bytes: int | None):
             or datasheet.match_device(name, memory_bytes))
 
 
-# a GPU fact of the profile this far from the roofs' is another GPU (CUDA reports memory a little under the
-# marketed size, and the same in both; one model's max clock is one number)
-FACT_TOLERANCE = 0.03
+# The GPU facts of a profile (kernel_table's attrs["gpus"]: analysis.ncu.GPU_FACTS and RUN_CLOCK) that tell
+# another GPU than the roofs': (fact, the Roofs field it is held against, how far below and above that value
+# it may lie as a fraction of it, the unit the two are said in (None: a count), how they are said).
+GPU_FACT_CHECKS = (
+    # a part has one SM count: any other is another part, or a slice of one (MIG, a green context)
+    ("sm_count", "sm_count", 0.0, 0.0, None, "{theirs} SMs, the roofs' {ours}"),
+    # a model has one max SM clock, CUDA's the datasheet's boost clock (H100 SXM 1980 MHz, A100 1410 MHz):
+    # 3 % still tells H200 NVL (1785) from SXM (1980) and V100 PCIe (1380) from SXM2 (1530)
+    ("max_sm_clock_hz", "max_sm_clock_hz", 0.03, 0.03, "Hz", "max SM clock {theirs}, the roofs' {ours}"),
+    # CUDA reports less memory than the marketed size the datasheets give (ECC and driver reservations: a T4
+    # 14.8 GiB of 16), so the datasheet match's tolerance; a roofs file records CUDA's own figure
+    ("memory_bytes", "memory_bytes", MEMORY_MATCH_REL_TOL, MEMORY_MATCH_REL_TOL, "B",
+     "memory {theirs}, the roofs' {ours}"),
+    # the clock the kernels ran at: below the max is throttling or ncu's base clock lock, never another GPU;
+    # GPU Boost takes GeForce parts above their max clock attribute (a public GTX 1080 ncu raw page: 2.12 GHz
+    # on a 1.759 GHz max, +21 %), so only a quarter above is another GPU
+    (RUN_CLOCK, "max_sm_clock_hz", math.inf, 0.25, "Hz",
+     "SM clock {theirs} while profiled (median), above the roofs' max {ours}"),
+)
 
 
 def _other_facts(roofs: Roofs, gpu: Mapping) -> list[str]:
-    """The SM count, max SM clock and memory size (kernel_table's GPU facts) in which `gpu` is not the roofs'."""
+    """The GPU_FACT_CHECKS in which `gpu` (one of kernel_table's attrs["gpus"]) is not the roofs' GPU, said
+    with both values; those the profile or the roofs do not record are not checked."""
     out = []
-    for key, label, ours in (("sm_count", "SMs", roofs.sm_count), ("max_sm_clock_hz", "Hz max SM clock",
-                                                                   roofs.max_sm_clock_hz),
-                             ("memory_bytes", "B of memory", roofs.memory_bytes)):
-        theirs = gpu.get(key)
-        if theirs and ours and abs(theirs - ours) > FACT_TOLERANCE * ours:
-            out.append(f"{si(theirs, label)}, not {si(ours, label)}" if key != "sm_count" else
-                       f"{theirs:.0f} SMs, not {ours:.0f}")
+    for fact, field, below, above, unit, said in GPU_FACT_CHECKS:
+        theirs, ours = gpu.get(fact), getattr(roofs, field)
+        if theirs and ours and not ours * (1 - below) <= theirs <= ours * (1 + above):
+            out.append(said.format(**{k: f"{v:.0f}" if unit is None else si(v, unit)
+                                      for k, v in (("theirs", theirs), ("ours", ours))}))
     return out
 
 
 def foreign_gpus(roofs: Roofs, gpus: Sequence[Mapping]) -> list[Mapping]:
     """The profiled GPUs that are not the roofs' GPU: another compute capability when both are known, another
-    SM count, max SM clock or memory size (_other_facts) where both record it, else another name, compared
-    loosely (case and punctuation, or the same datasheet row). A GPU whose name, CC and facts the profile or
-    the roofs do not give cannot be told apart and is not listed."""
+    SM count, max SM clock, memory size or a clock above the max (_other_facts) where both record it, else
+    another name, compared loosely (case and punctuation, or the same datasheet row). A GPU whose name, CC and
+    facts the profile or the roofs do not give cannot be told apart and is not listed."""
     out = []
     for g in gpus:
         if g.get("cc") and roofs.compute_capability and str(g["cc"]).strip() != str(roofs.compute_capability).strip():
@@ -374,13 +392,15 @@ def device_warning(roofs: Roofs, gpus: Sequence[Mapping], remedy: str) -> str | 
     if not foreign:
         return None
     facts = "; ".join(f for g in foreign for f in _other_facts(roofs, g))
-    return (f"{FOREIGN_PROFILE} the profile ran on {profile_device(foreign)}{f' ({facts})' if facts else ''}, "
-            f"the roofs are of {roofs.label}: {remedy}")
+    facts = f" (the profile's GPU: {facts})" if facts else ""
+    return (f"{FOREIGN_PROFILE} the profile ran on {profile_device(foreign)}, the roofs are of {roofs.label}{facts}: "
+            f"{remedy}")
 
 
 def unknown_device_warning(roofs: Roofs, gpus: Sequence[Mapping]) -> str | None:
-    """A warning when the profile does not name its GPU, so it cannot be checked against the roofs'."""
-    if gpus and all(g.get("gpu") or g.get("cc") for g in gpus):
+    """A warning when the profile says nothing of its GPU (name, CC or GPU_FACTS), so it cannot be checked
+    against the roofs'."""
+    if gpus and all(g.get("gpu") or g.get("cc") or any(g.get(f) for f in GPU_FACTS) for g in gpus):
         return None
     return (f"the profile does not say which GPU it ran on, so it cannot be checked against the roofs' "
             f"{roofs.label}: {GPU_NAME_HINT}")

@@ -491,7 +491,8 @@ def test_print_summary_per_gpu_old_layout():
     assert r["launches"] == 4 and r["time_s"] == pytest.approx(4 * 2.5e-3) and r["sm_clock_hz"] == pytest.approx(1.40e9)
     k = only(t, "Kokkos::")
     assert k["launches"] == 1 and k["time_s"] == pytest.approx(4.10e-6)
-    assert t.attrs["gpus"] == [{"gpu": None, "cc": None, "device": "0"}]
+    # the clock its kernels ran at: the median of their SM Frequency, 1.41 and 1.40 cycle/ns
+    assert t.attrs["gpus"] == [{"gpu": None, "cc": None, "device": "0", "sm_clock_hz": pytest.approx(1.405e9)}]
 
 
 def test_print_summary_per_kernel_csv():

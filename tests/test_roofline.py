@@ -733,35 +733,50 @@ def test_a_profile_from_another_gpu_is_told_apart(roofs_spec, gpu, foreign):
     assert (roofline.foreign_gpus(roofs, [gpu]) == [gpu]) is foreign
 
 
-H20 = {"gpu": None, "cc": "9.0", "device": "0", "sm_count": 78.0, "max_sm_clock_hz": 1.83e9}  # no name: H20's facts
+# the roofs' GPU (tests/data/roofs/h100.json): 132 SMs, max SM clock 1.98 GHz, 85,030,158,336 B (85 GB)
+H100_FACTS = {"gpu": None, "cc": "9.0", "device": "0", "sm_count": 132.0, "max_sm_clock_hz": 1.98e9,
+              "memory_bytes": 85030158336.0}
+# an H20 profile that names no GPU: 78 SMs, 102e9 B (96 GB), its kernels at 1.83 GHz
+H20 = {"gpu": None, "cc": "9.0", "device": "0", "sm_count": 78.0, "memory_bytes": 102e9, "sm_clock_hz": 1.83e9}
 
 
-@pytest.mark.parametrize("gpu, foreign, said", [
-    (H20, True, "78 SMs, not 132; 1.83 GHz max SM clock, not 1.98 GHz max SM clock"),
-    ({**H20, "sm_count": 132.0, "max_sm_clock_hz": None, "memory_bytes": 102e9}, True, "102 GB of memory, not 85"),
-    # the roofs' own facts (tests/data/roofs/h100.json): 132 SMs, 1.98 GHz, 85,030,158,336 B
-    ({**H20, "sm_count": 132.0, "max_sm_clock_hz": 1.98e9, "memory_bytes": 85030158336.0}, False, None),
+@pytest.mark.parametrize("gpu, said", [
+    # a clock below the max (1.83 GHz) is no sign of another GPU: not named
+    (H20, "(the profile's GPU: 78 SMs, the roofs' 132; memory 102 GB, the roofs' 85 GB)"),
+    ({**H100_FACTS, "sm_count": 131.0}, "(the profile's GPU: 131 SMs, the roofs' 132)"),  # any other SM count
+    ({**H100_FACTS, "max_sm_clock_hz": 1.7e9}, "(the profile's GPU: max SM clock 1.7 GHz, the roofs' 1.98 GHz)"),
+    ({**H100_FACTS, "memory_bytes": 70e9}, "(the profile's GPU: memory 70 GB, the roofs' 85 GB)"),  # 18 % under
+    # 2.6 GHz is 31 % above the roofs' max: no GPU Boost goes that far
+    ({**H100_FACTS, "sm_clock_hz": 2.6e9},
+     "(the profile's GPU: SM clock 2.6 GHz while profiled (median), above the roofs' max 1.98 GHz)"),
 ])
-def test_a_nameless_profile_is_told_apart_by_its_sm_count_clock_and_memory(gpu, foreign, said):
+def test_a_nameless_profile_is_told_apart_by_its_shape(gpu, said):
     roofs = roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json")
-    assert (roofline.foreign_gpus(roofs, [gpu]) == [gpu]) is foreign
+    assert roofline.foreign_gpus(roofs, [gpu]) == [gpu]
     warning = roofline.device_warning(roofs, [gpu], "remedy")
-    assert (warning is not None and said in warning) if foreign else warning is None
+    assert warning == (f"PROFILE FROM ANOTHER GPU: the profile ran on unknown GPU (CC 9.0, device 0), the roofs are "
+                       f"of NVIDIA H100 80GB HBM3 (CC 9.0) {said}: remedy")
 
 
-def test_a_torch_trace_records_its_sm_count_and_memory_for_the_gpu_check(tmp_path):
-    import gzip
-    import json
+@pytest.mark.parametrize("gpu", [
+    H100_FACTS,
+    {**H100_FACTS, "memory_bytes": 80e9},  # 6 % under: CUDA reports less than the marketed size
+    {**H100_FACTS, "max_sm_clock_hz": 2.0e9},  # 1 % over
+    {**H100_FACTS, "sm_clock_hz": 1.1e9},  # locked to a base clock, or throttled
+    {**H100_FACTS, "sm_clock_hz": 2.4e9},  # 21 % over: as far as GPU Boost takes a GeForce part
+    {"gpu": None, "cc": None, "device": None, "sm_count": 132.0},  # one fact alone: it agrees
+])
+def test_a_nameless_profile_of_the_roofs_gpu_is_not_another(gpu):
+    roofs = roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json")
+    assert roofline.foreign_gpus(roofs, [gpu]) == [] and roofline.device_warning(roofs, [gpu], "remedy") is None
 
-    from analysis.ncu import kernel_table
-    device = {"id": 0, "name": "", "computeMajor": 9, "computeMinor": 0, "numSms": 78, "totalGlobalMem": 102e9}
-    doc = {"schemaVersion": 1, "deviceProperties": [device], "traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 3, "args": {"device": 0}}]}
-    f = tmp_path / "h20.json.gz"
-    f.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    gpus = kernel_table([f]).attrs["gpus"]
-    assert gpus == [{"gpu": None, "cc": "9.0", "device": "0", "sm_count": 78.0, "memory_bytes": 102e9}]
-    assert roofline.foreign_gpus(roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json"), gpus)
+
+def test_a_datasheet_row_has_its_gpus_shape():
+    """The H100 SXM row: 132 SMs, 1980 MHz boost clock, 80 GiB; the H20's facts differ in SMs and memory."""
+    roofs = roofline.target_roofs("H100 SXM")
+    assert (roofs.sm_count, roofs.max_sm_clock_hz, roofs.memory_bytes) == (132, 1980e6, 80 * 2**30)
+    warning = roofline.device_warning(roofs, [H20], "remedy")
+    assert "(the profile's GPU: 78 SMs, the roofs' 132; memory 102 GB, the roofs' 85.9 GB)" in warning
 
 
 def test_a_profile_from_another_gpu_is_the_first_and_loud_warning(tmp_path, fixture_reader, capsys):

@@ -23,9 +23,10 @@ The schema, read by table and column name (sources):
   `coalesce(sid.value, ne.text)` in nvtx_kern_sum.py), globalTid. eventType 59 is a push/pop range, 60 a
   start/end range, 70 and 71 the same of NVTXT (EVENT_TYPE_NVTX[T]_PUSHPOP/STARTEND_RANGE in
   nvtx_kern_sum.py; 75 creates a domain, not a range).
-- TARGET_INFO_GPU: id (the kernels' deviceId: cuda_gpu_trace.py joins `gpu.id == kern.deviceId`), name.
-  computeMajor/computeMinor are read where the table has them; those names were seen in one public test
-  fixture only, not in NVIDIA's text.
+- TARGET_INFO_GPU: id (the kernels' deviceId: cuda_gpu_trace.py joins `gpu.id == kern.deviceId`), name; where
+  the table has them (the schema reference of nsys 2026.4, schema 3.28.1, lists them all), computeMajor,
+  computeMinor, and the GPU facts smCount, totalMemory (B) and clockRate (Hz; taken as CUDA's clock rate, the max
+  SM clock), read into the ncu device attributes they are (GPU_FACT_COLUMNS).
 
 Across versions: nsys 2021.1-2021.2 named the GPU table TARGET_INFO_CUDA_GPU (keyed by deviceId; per a public
 port of nsys 2021.1's reports): such an export gives no GPU name here. textId (NVTX names in StringIds) and
@@ -165,15 +166,24 @@ def _runs(process: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return run, place
 
 
-def _gpus(con: sqlite3.Connection, tables: set[str]) -> dict[int, tuple[str | None, str | None]]:
-    """deviceId -> (name, compute capability), from TARGET_INFO_GPU where the export has it."""
+# TARGET_INFO_GPU's GPU facts, as the ncu device attributes they are (analysis.ncu.GPU_FACTS), in base units
+GPU_FACT_COLUMNS = {"smCount": "device__attribute_multiprocessor_count",
+                    "totalMemory": "device__attribute_total_memory",
+                    "clockRate": "device__attribute_max_gpu_frequency_khz"}
+
+
+def _gpus(con: sqlite3.Connection, tables: set[str]) -> dict[int, tuple]:
+    """deviceId -> (name, compute capability, then the GPU_FACT_COLUMNS in their order), from TARGET_INFO_GPU
+    where the export has it; what a column the table lacks would give is None, as is a 0 (a missing value)."""
     if "TARGET_INFO_GPU" not in tables:
         return {}
-    cc = "computeMajor, computeMinor" if {"computeMajor", "computeMinor"} <= _columns(con, "TARGET_INFO_GPU") \
-        else "NULL, NULL"
+    have = _columns(con, "TARGET_INFO_GPU")
+    cc = "computeMajor, computeMinor" if {"computeMajor", "computeMinor"} <= have else "NULL, NULL"
+    columns = ", ".join(c if c in have else "NULL" for c in GPU_FACT_COLUMNS)
     facts = defaultdict(set)
-    for device, name, major, minor in con.execute(f"SELECT id, name, {cc} FROM TARGET_INFO_GPU"):
-        facts[device].add((name or None, f"{major}.{minor}" if major and minor is not None else None))
+    for device, name, major, minor, *numbers in con.execute(f"SELECT id, name, {cc}, {columns} FROM TARGET_INFO_GPU"):
+        facts[device].add((name or None, f"{major}.{minor}" if major and minor is not None else None,
+                           *(float(n) if n else None for n in numbers)))
     # a device listed twice with different facts (several hosts or VMs in one report) is unknown
     return {device: next(iter(f)) for device, f in facts.items() if len(f) == 1}
 
@@ -352,7 +362,7 @@ def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = Tr
     if not each_launch:
         first, launches, ns = _summed(np.column_stack([kernels[:, 2:7], chain]), ns)
         (device, gpid, name_id, grid, block), chain = kernels[first, 2:7].T, chain[first]
-    facts = {d: (None, None, None) if d < 0 else (str(d), *gpus.get(d, (None, None)))
+    facts = {d: (str(d) if d >= 0 else None, *gpus.get(d, (None,) * (2 + len(GPU_FACT_COLUMNS))))
              for d in np.unique(device).tolist()}
     process = _by_value(gpid, _pid)
     run, place = _runs(process)
@@ -363,6 +373,8 @@ def read_export(db: str, label: str, each_launch: bool = True, ranges: bool = Tr
                "launches": launches, TIME_METRIC: ns / (1e9 * launches),
                "grid": _by_value(grid, _dims), "block": _by_value(block, _dims),
                **{col: _by_value(device, lambda d, i=i: facts[d][i]) for i, col in enumerate(("device", "gpu", "cc"))},
+               **{col: _by_value(device, lambda d, i=i: facts[d][i]).astype("float64")  # None: NaN
+                  for i, col in enumerate(GPU_FACT_COLUMNS.values(), 3)},
                "nvtx": _chains(*chains, None)[chain]}  # -1, unknown, picks the None at the end
     df = pd.DataFrame({col: values[order] for col, values in columns.items()})
     df["source"], df["name_truncated"] = "nsys", False
