@@ -333,7 +333,7 @@ def test_superbench_b200_one_launch_and_its_section_values():
     assert launch["Launch Statistics/Registers Per Thread"] == 168  # line 21
     assert launch["Launch Statistics/Shared Memory Configuration Size"] == 233_472  # line 22: byte
     assert launch["Launch Statistics/Dynamic Shared Memory Per Block"] == 205_696  # line 24: byte/block
-    assert launch["Launch Statistics/# SMs"] == 152  # line 26
+    assert launch["launch__sm_count"] == 152  # line 26: "# SMs", read as ncu's launch__sm_count
     assert launch["Occupancy/Achieved Occupancy"] == pytest.approx(15.53)  # line 46
     k = kernel_table([f]).iloc[0]
     assert k["kernel"] == name and k["launches"] == 1 and k["device"] == "0"
