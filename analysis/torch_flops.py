@@ -36,68 +36,11 @@ math variant's attention weights) are not counted: they are not the attention's 
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class OpWork:
-    flops: float
-    precision: str | None  # the input dtype in ceilings' names (fp64, fp32, fp16, bf16, fp8, int8); None: other
-    bytes: float | None  # algorithmic; None where a tensor's dtype size is unknown
-
-
-# "Input type" string (caffe2 TypeMeta name) -> (precision, bytes per element). Precision names the dtype as
-# ceilings names its peaks (fp16, tensor.fp16...); whether a tensor core ran it, and TF32 for fp32, is not in
-# a trace. Dtypes without a roof of their own have no precision but a size, for the bytes of masks and indices.
-DTYPES: dict[str, tuple[str | None, int]] = {
-    "double": ("fp64", 8),
-    "float": ("fp32", 4),
-    "c10::Half": ("fp16", 2),
-    "c10::BFloat16": ("bf16", 2),
-    "c10::Float8_e4m3fn": ("fp8", 1),
-    "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1),
-    "signed char": ("int8", 1),
-    "unsigned char": (None, 1),
-    "bool": (None, 1),
-    "short int": (None, 2),
-    "int": (None, 4),
-    "long int": (None, 8),
-    "c10::complex<c10::Half>": (None, 4),
-    "c10::complex<float>": (None, 8),
-    "c10::complex<double>": (None, 16),
-}
-
-
-@dataclass(frozen=True)
-class _Args:
-    dims: Sequence
-    types: Sequence
-    concrete: Sequence | None
-    convention: str = "executed"  # of FLOP_CONVENTIONS
-
-    def tensor(self, i: int | None) -> tuple[list[int], str] | None:
-        """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
-        if i is None or i >= len(self.types) or i >= len(self.dims) or self.types[i] == "":
-            return None
-        return list(self.dims[i]), self.types[i]
-
-    def value(self, i: int):
-        """Argument i's recorded value, read as JSON (ints, lists of ints) or True/False; None where it was not
-        recorded."""
-        if self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
-            return None
-        text = self.concrete[i]
-        if text in ("True", "False"):
-            return text == "True"
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
+from . import torch_ops
+from .torch_ops import DTYPES, Args, OpWork
 
 
 def _work(flops: int, tensors: list[tuple[list[int], str]], out_shape: list[int] | None) -> OpWork:
@@ -142,7 +85,7 @@ class Gemm:
     ranks: tuple[int, int] | None = None
     b_transposed: bool = False  # linear's weight is [out, in]
 
-    def work(self, x: _Args) -> OpWork | None:
+    def work(self, x: Args) -> OpWork | None:
         a, b = x.tensor(self.a), x.tensor(self.b)
         if a is None or b is None or (self.ranks is not None and (len(a[0]), len(b[0])) != self.ranks):
             return None
@@ -169,7 +112,7 @@ class Conv:
     transposed: bool = False
     transposed_arg: int | None = None
 
-    def work(self, x: _Args) -> OpWork | None:
+    def work(self, x: Args) -> OpWork | None:
         inp, weight = x.tensor(0), x.tensor(1)
         if inp is None or weight is None or len(weight[0]) < 3:
             return None
@@ -219,7 +162,7 @@ class Attention:
     is_causal: int
     mask: int | None
 
-    def work(self, x: _Args) -> OpWork | None:
+    def work(self, x: Args) -> OpWork | None:
         q, k, v = x.tensor(0), x.tensor(1), x.tensor(2)
         causal = x.value(self.is_causal)
         if q is None or k is None or v is None or (x.convention == "executed" and not isinstance(causal, bool)):
@@ -245,7 +188,7 @@ _CONVOLUTION = Conv(stride=3, padding=4, dilation=5, transposed_arg=6, output_pa
 
 # op name -> where its arguments are and how it is counted; positions from the aten schemas (the tests check
 # them against torch._C._jit_get_schemas_for_operator)
-OPS: dict[str, Gemm | Conv | Attention] = {
+MATRIX_OPS: dict[str, Gemm | Conv | Attention] = {
     "aten::mm": Gemm(a=0, b=1, args=2, ranks=(2, 2)),
     "aten::addmm": Gemm(c=0, a=1, b=2, args=5, ranks=(2, 2)),
     "aten::bmm": Gemm(a=0, b=1, args=2, ranks=(3, 3)),
@@ -276,17 +219,19 @@ OPS: dict[str, Gemm | Conv | Attention] = {
 # how a causal attention's FLOPs are counted (the module's docstring): the default first
 FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about half of torch's count)",
                     "torch": "every query-key pair, as torch's FlopCounterMode counts them"}
-ATTENTION_OPS = frozenset(name for name, rule in OPS.items() if isinstance(rule, Attention))
+ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, Attention))
+# every op with a model: the matrix ops above, and the memory-bound ones of analysis.torch_ops
+OPS = {**MATRIX_OPS, **torch_ops.OPS}
 
 
 def op_work(name: str, dims: list, types: list, concrete: list | None,
-            convention: str = "executed") -> OpWork | None:
+            convention: str = "executed", strides: list | None = None) -> OpWork | None:
     """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
     "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch); `convention`:
-    how a causal attention is counted (FLOP_CONVENTIONS).
+    how a causal attention is counted (FLOP_CONVENTIONS); `strides` "Input Strides" (None: not recorded).
 
     None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
     or an attention's is_causal not recorded, shapes that do not fit the op).
     """
     rule = OPS.get(name)
-    return None if rule is None else rule.work(_Args(dims, types, concrete, convention))
+    return None if rule is None else rule.work(Args(dims, types, concrete, convention, strides))
