@@ -3,8 +3,8 @@
 An exported trace carries no FLOPs, even with `with_flops=True` (they exist only in `key_averages()`), so they
 are rebuilt here from a cpu_op's "Input Dims", "Input type" and "Concrete Inputs", with PyTorch's own rules:
 `computeFlops` in torch/csrc/profiler/util.cpp (what `with_flops=True` counts) and `torch.utils.flop_counter`
-(FlopCounterMode). `OPS` says, per op name, where the op's arguments are (by position in its aten schema) and
-which rule counts it:
+(FlopCounterMode). `MATRIX_OPS` says, per op name, where the op's arguments are (by position in its aten
+schema) and which rule counts it:
 
 - GEMMs: 2*m*k*n per matrix product, batch and broadcast dimensions multiplying it. The added tensor of
   addmm/baddbmm/linear (bias, beta*self) and alpha/beta are not counted: both PyTorch counters leave them out.
@@ -19,14 +19,17 @@ which rule counts it:
   every pair either way (its aten::bmm children say so). Softmax, scaling, dropout and the mask add
   are not counted (nor by PyTorch).
 
-`with_flops=True` also counts aten::add and aten::mul as the element count of their first input. They are
-not in `OPS`: that rule undercounts broadcasts (a [1] + [n] add is 1 FLOP to it), ignores alpha, and skips
-the in-place add_/mul_ that dominate training traces.
+`with_flops=True` also counts aten::add and aten::mul as the element count of their first input; that rule
+undercounts broadcasts (a [1] + [n] add is 1 FLOP to it), ignores alpha, and skips the in-place add_/mul_
+that dominate training traces. They, and every other memory-bound op (element-wise, norms, softmax,
+reductions, embeddings, losses, copies, optimizers), are modelled in analysis.torch_ops, whose table `OPS`
+joins: `MATRIX_OPS` holds the ones here.
 
 A number is the work of that one call, including the ops it calls: aten::linear's is that of the aten::addmm
 or aten::matmul inside it, aten::conv2d's that of its aten::convolution -> aten::_convolution ->
 aten::cudnn_convolution chain, and the math attention variant calls aten::bmm. A sum over a trace must take
-one op per call tree (the outermost one in `OPS`), else it counts the same work two to four times.
+one op per call tree (the outermost one in `OPS` with a number), else it counts the same work two to four
+times.
 
 Bytes are ALGORITHMIC: every tensor input and the output, elements x dtype size from the recorded shapes, the
 least traffic the op can have (not what DRAM saw). An expanded (stride-0) input counts at its full shape, as

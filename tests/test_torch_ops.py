@@ -318,3 +318,28 @@ def test_real_a100_trace_places_its_aten_time():
     scaled = next(e for e in muls if e["args"]["Input Dims"] == [[4096], []] and e["args"]["Input type"][1] == "double")
     assert _work(scaled).flops == 4096 and _work(scaled).bytes == 2 * 4096 * 4
     assert not math.isnan(_work(scaled).flops)
+
+
+def test_foreach_ops_sum_their_elements(tmp_path):
+    """_foreach_addcmul_(self, t1, t2, value) over two tensors: addcmul_'s 3 FLOPs and 4 tensors (self read
+    and written, t1, t2 read) per element; the fp32 of the lists is assumed, and the reader says so."""
+    torch = pytest.importorskip("torch")
+
+    lists = [[torch.randn(16, 8), torch.randn(16)] for _ in range(3)]
+    events = _events(lambda: torch._foreach_addcmul_(*lists, value=0.5), tmp_path / "foreach.json")
+    event = next(e for e in events if e["name"] == "aten::_foreach_addcmul_")
+    work = _work(event)
+    elements = sum(t.numel() for t in lists[0])
+    assert work.flops == 3 * elements and work.bytes == 4 * nbytes(*lists[0]) and work.assumed == LIST_NOTE
+    # in a GPU trace: the reader's notes count the calls resting on the assumption
+    a = event["args"]
+    events = [x("cpu_op", "aten::_foreach_addcmul_", 0, 100, **{"External id": 1, "Input Dims": a["Input Dims"],
+                                                                 "Input type": a["Input type"],
+                                                                 "Concrete Inputs": a["Concrete Inputs"]}),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "multi_tensor_apply_kernel", 200, 4, pid=0, tid=7, correlation=1)]
+    from analysis.ncu import read_profile
+
+    table = read_profile(trace(tmp_path / "foreach_gpu.json", events))
+    assert table.iloc[0]["flops_fp32"] == 3 * elements
+    assert f"{LIST_NOTE} (1 op call(s))" in table.attrs["notes"]

@@ -13,11 +13,14 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 - Traces of torch 1.8-1.10 use Kineto's old names (Operator, Runtime, Kernel, Memcpy, Memset, "external
   id"): `_events` renames them to today's (CATEGORIES, ARGUMENTS) before anything reads them.
 - FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
-  come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
-  outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
-  it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
-  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions
-  are tensor-core FLOPs, fp32 CUDA-core unless the kernel's name says TF32 tensor cores.
+  come from "Input Dims" (analysis.torch_flops: matrix ops by PyTorch's own rules; analysis.torch_ops: the
+  memory-bound ops), for one operator per call tree: the outermost enclosing operator whose rule gives a
+  number (aten::conv2d, not also the aten::cudnn_convolution inside it; autograd nodes have no rule, so the
+  aten ops they run count). Its work goes to its longest own kernel (one whose innermost op has a rule of
+  its kind: a matrix op's GEMM, not a copy, clone or bias add inside it); its other kernels are
+  `op_helper`, their own FLOPs missing. A matrix op's half precisions are tensor-core FLOPs, fp32 CUDA-core
+  unless the kernel's name says TF32 tensor cores; other ops' FLOPs are CUDA-core fp32 (fp64 for double),
+  and an op without FLOPs (a copy) has 0, so its bytes place it.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
 - The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
