@@ -619,7 +619,7 @@ FOREACH_INPLACE = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sq
                    "reciprocal", "sign", "clamp_min", "clamp_max", "maximum", "pow", "zero", "copy")
 
 # (dim, dtype) positions by argument count
-_SUM = {4: (1, 3), 2: (None, 1)}  # sum.dim_IntList(self, dim, keepdim, dtype), sum(self, dtype)
+_SUM = {4: (1, 3), 5: (1, 3), 2: (None, 1)}  # sum.dim_IntList(self, dim, keepdim, dtype[, out]), sum(self, dtype)
 _VAR = {4: (1, None), 2: (None, None)}  # var.dim / var.correction(self, dim, _, keepdim), var(self, unbiased)
 _MAX = {3: (1, None), 1: (None, None)}  # max.dim(self, dim, keepdim), max(self)
 _DIM = {3: (1, None)}  # amax(self, dim, keepdim), argmax(self, dim, keepdim), logsumexp(self, dim, keepdim)
