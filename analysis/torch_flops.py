@@ -3,8 +3,8 @@
 An exported trace carries no FLOPs, even with `with_flops=True` (they exist only in `key_averages()`), so they
 are rebuilt here from a cpu_op's "Input Dims", "Input type" and "Concrete Inputs", with PyTorch's own rules:
 `computeFlops` in torch/csrc/profiler/util.cpp (what `with_flops=True` counts) and `torch.utils.flop_counter`
-(FlopCounterMode). `OPS` says, per op name, where the op's arguments are (by position in its aten schema) and
-which rule counts it:
+(FlopCounterMode). `MATRIX_OPS` says, per op name, where the op's arguments are (by position in its aten
+schema) and which rule counts it:
 
 - GEMMs: 2*m*k*n per matrix product, batch and broadcast dimensions multiplying it. The added tensor of
   addmm/baddbmm/linear (bias, beta*self) and alpha/beta are not counted: both PyTorch counters leave them out.
@@ -19,14 +19,17 @@ which rule counts it:
   every pair either way (its aten::bmm children say so). Softmax, scaling, dropout and the mask add
   are not counted (nor by PyTorch).
 
-`with_flops=True` also counts aten::add and aten::mul as the element count of their first input. They are
-not in `OPS`: that rule undercounts broadcasts (a [1] + [n] add is 1 FLOP to it), ignores alpha, and skips
-the in-place add_/mul_ that dominate training traces.
+`with_flops=True` also counts aten::add and aten::mul as the element count of their first input; that rule
+undercounts broadcasts (a [1] + [n] add is 1 FLOP to it), ignores alpha, and skips the in-place add_/mul_
+that dominate training traces. They, and every other memory-bound op (element-wise, norms, softmax,
+reductions, embeddings, losses, copies, optimizers), are modelled in analysis.torch_ops, whose table `OPS`
+joins: `MATRIX_OPS` holds the ones here.
 
 A number is the work of that one call, including the ops it calls: aten::linear's is that of the aten::addmm
 or aten::matmul inside it, aten::conv2d's that of its aten::convolution -> aten::_convolution ->
 aten::cudnn_convolution chain, and the math attention variant calls aten::bmm. A sum over a trace must take
-one op per call tree (the outermost one in `OPS`), else it counts the same work two to four times.
+one op per call tree (the outermost one in `OPS` with a number), else it counts the same work two to four
+times.
 
 Bytes are ALGORITHMIC: every tensor input and the output, elements x dtype size from the recorded shapes, the
 least traffic the op can have (not what DRAM saw). An expanded (stride-0) input counts at its full shape, as
@@ -36,68 +39,11 @@ math variant's attention weights) are not counted: they are not the attention's 
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class OpWork:
-    flops: float
-    precision: str | None  # the input dtype in ceilings' names (fp64, fp32, fp16, bf16, fp8, int8); None: other
-    bytes: float | None  # algorithmic; None where a tensor's dtype size is unknown
-
-
-# "Input type" string (caffe2 TypeMeta name) -> (precision, bytes per element). Precision names the dtype as
-# ceilings names its peaks (fp16, tensor.fp16...); whether a tensor core ran it, and TF32 for fp32, is not in
-# a trace. Dtypes without a roof of their own have no precision but a size, for the bytes of masks and indices.
-DTYPES: dict[str, tuple[str | None, int]] = {
-    "double": ("fp64", 8),
-    "float": ("fp32", 4),
-    "c10::Half": ("fp16", 2),
-    "c10::BFloat16": ("bf16", 2),
-    "c10::Float8_e4m3fn": ("fp8", 1),
-    "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1),
-    "signed char": ("int8", 1),
-    "unsigned char": (None, 1),
-    "bool": (None, 1),
-    "short int": (None, 2),
-    "int": (None, 4),
-    "long int": (None, 8),
-    "c10::complex<c10::Half>": (None, 4),
-    "c10::complex<float>": (None, 8),
-    "c10::complex<double>": (None, 16),
-}
-
-
-@dataclass(frozen=True)
-class _Args:
-    dims: Sequence
-    types: Sequence
-    concrete: Sequence | None
-    convention: str = "executed"  # of FLOP_CONVENTIONS
-
-    def tensor(self, i: int | None) -> tuple[list[int], str] | None:
-        """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
-        if i is None or i >= len(self.types) or i >= len(self.dims) or self.types[i] == "":
-            return None
-        return list(self.dims[i]), self.types[i]
-
-    def value(self, i: int):
-        """Argument i's recorded value, read as JSON (ints, lists of ints) or True/False; None where it was not
-        recorded."""
-        if self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
-            return None
-        text = self.concrete[i]
-        if text in ("True", "False"):
-            return text == "True"
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
+from . import torch_ops
+from .torch_ops import DTYPES, Args, OpWork
 
 
 def _work(flops: int, tensors: list[tuple[list[int], str]], out_shape: list[int] | None) -> OpWork:
@@ -142,7 +88,7 @@ class Gemm:
     ranks: tuple[int, int] | None = None
     b_transposed: bool = False  # linear's weight is [out, in]
 
-    def work(self, x: _Args) -> OpWork | None:
+    def work(self, x: Args) -> OpWork | None:
         a, b = x.tensor(self.a), x.tensor(self.b)
         if a is None or b is None or (self.ranks is not None and (len(a[0]), len(b[0])) != self.ranks):
             return None
@@ -169,7 +115,7 @@ class Conv:
     transposed: bool = False
     transposed_arg: int | None = None
 
-    def work(self, x: _Args) -> OpWork | None:
+    def work(self, x: Args) -> OpWork | None:
         inp, weight = x.tensor(0), x.tensor(1)
         if inp is None or weight is None or len(weight[0]) < 3:
             return None
@@ -219,7 +165,7 @@ class Attention:
     is_causal: int
     mask: int | None
 
-    def work(self, x: _Args) -> OpWork | None:
+    def work(self, x: Args) -> OpWork | None:
         q, k, v = x.tensor(0), x.tensor(1), x.tensor(2)
         causal = x.value(self.is_causal)
         if q is None or k is None or v is None or (x.convention == "executed" and not isinstance(causal, bool)):
@@ -245,7 +191,7 @@ _CONVOLUTION = Conv(stride=3, padding=4, dilation=5, transposed_arg=6, output_pa
 
 # op name -> where its arguments are and how it is counted; positions from the aten schemas (the tests check
 # them against torch._C._jit_get_schemas_for_operator)
-OPS: dict[str, Gemm | Conv | Attention] = {
+MATRIX_OPS: dict[str, Gemm | Conv | Attention] = {
     "aten::mm": Gemm(a=0, b=1, args=2, ranks=(2, 2)),
     "aten::addmm": Gemm(c=0, a=1, b=2, args=5, ranks=(2, 2)),
     "aten::bmm": Gemm(a=0, b=1, args=2, ranks=(3, 3)),
@@ -276,17 +222,19 @@ OPS: dict[str, Gemm | Conv | Attention] = {
 # how a causal attention's FLOPs are counted (the module's docstring): the default first
 FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about half of torch's count)",
                     "torch": "every query-key pair, as torch's FlopCounterMode counts them"}
-ATTENTION_OPS = frozenset(name for name, rule in OPS.items() if isinstance(rule, Attention))
+ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, Attention))
+# every op with a model: the matrix ops above, and the memory-bound ones of analysis.torch_ops
+OPS = {**MATRIX_OPS, **torch_ops.OPS}
 
 
 def op_work(name: str, dims: list, types: list, concrete: list | None,
-            convention: str = "executed") -> OpWork | None:
+            convention: str = "executed", strides: list | None = None) -> OpWork | None:
     """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
     "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch); `convention`:
-    how a causal attention is counted (FLOP_CONVENTIONS).
+    how a causal attention is counted (FLOP_CONVENTIONS); `strides` "Input Strides" (None: not recorded).
 
     None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
     or an attention's is_causal not recorded, shapes that do not fit the op).
     """
     rule = OPS.get(name)
-    return None if rule is None else rule.work(_Args(dims, types, concrete, convention))
+    return None if rule is None else rule.work(Args(dims, types, concrete, convention, strides))

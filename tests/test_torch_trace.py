@@ -77,7 +77,9 @@ def test_kernels_ops_modules_annotations_and_shape_flops(tmp_path):
     # the reduction is a helper of aten::mm: its own FLOPs are missing (not 0), and it has no tensor type
     assert k["splitK_reduce"]["op"] == "aten::mm" and math.isnan(k["splitK_reduce"]["flops_fp32"])
     assert k["splitK_reduce"]["op_helper"] and pd.isna(k["splitK_reduce"]["tensor_type"])
-    assert k["relu_kernel"]["op"] == "aten::relu" and math.isnan(k["relu_kernel"]["flops_fp32"])
+    # relu, an element-wise op: 1 FLOP per element (fp32, CUDA cores), its input read and output written
+    assert k["relu_kernel"]["op"] == "aten::relu" and k["relu_kernel"]["flops_fp32"] == M * N
+    assert k["relu_kernel"]["alg_bytes"] == 2 * 4 * M * N and not k["relu_kernel"]["op_helper"]
     assert pd.isna(k["stray_kernel"]["op"])
     assert t.attrs["memory_operations"] == 1
     assert t.attrs["busy_s"] == pytest.approx((30 + 2 + 4 + 1) * 1e-6)  # back to back, no overlap

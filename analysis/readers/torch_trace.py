@@ -13,11 +13,14 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 - Traces of torch 1.8-1.10 use Kineto's old names (Operator, Runtime, Kernel, Memcpy, Memset, "external
   id"): `_events` renames them to today's (CATEGORIES, ARGUMENTS) before anything reads them.
 - FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
-  come from "Input Dims" by PyTorch's own rules (analysis.torch_flops), for one operator per call tree: the
-  outermost enclosing operator that has a rule (aten::conv2d, not also the aten::cudnn_convolution inside
-  it). Its work goes to its longest compute kernel (one whose innermost op has a rule: the GEMM, not a copy,
-  clone or bias add inside it); its other kernels are `op_helper`, their own FLOPs missing. Half precisions
-  are tensor-core FLOPs, fp32 CUDA-core unless the kernel's name says TF32 tensor cores.
+  come from "Input Dims" (analysis.torch_flops: matrix ops by PyTorch's own rules; analysis.torch_ops: the
+  memory-bound ops), for one operator per call tree: the outermost enclosing operator whose rule gives a
+  number (aten::conv2d, not also the aten::cudnn_convolution inside it; autograd nodes have no rule, so the
+  aten ops they run count). Its work goes to its longest own kernel (one whose innermost op has a rule of
+  its kind: a matrix op's GEMM, not a copy, clone or bias add inside it); its other kernels are
+  `op_helper`, their own FLOPs missing. A matrix op's half precisions are tensor-core FLOPs, fp32 CUDA-core
+  unless the kernel's name says TF32 tensor cores; other ops' FLOPs are CUDA-core fp32 (fp64 for double),
+  and an op without FLOPs (a copy) has 0, so its bytes place it.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
 - The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
@@ -57,6 +60,9 @@ MODULE_PREFIX = "nn.Module: "
 # the roofline precision of work done in each dtype by the operators with FLOP rules (GEMM, conv, attention)
 PRECISION_COLUMN = {"fp64": "flops_fp64", "fp32": "flops_fp32", "fp16": "flops_tensor", "bf16": "flops_tensor",
                     "fp8": "flops_tensor"}
+# the other ops' (element-wise, norms, reductions): PyTorch's kernels compute half precisions in fp32 (opmath_t)
+VECTOR_COLUMN = {"fp64": "flops_fp64", "fp32": "flops_fp32", "fp16": "flops_fp32", "bf16": "flops_fp32",
+                 "fp8": "flops_fp32"}
 FLOP_COLUMNS = ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")
 # cuBLAS/CUTLASS kernels that run fp32 GEMMs as TF32 on tensor cores say so in their names
 # ("cutlass_80_tensorop_s1688gemm...", "sm80_xmma_gemm_tf32f32...", "ampere_..._tf32..."); SIMT kernels
@@ -191,7 +197,7 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
 
-    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, op_work
+    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS, op_work
     from ..torch_flops import OPS as FLOP_OPS
 
     # how causal attention is counted: kernel_table's `flops` (read_profile puts it in the memo)
@@ -261,12 +267,13 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
         if ruled is not None:
             counted_op.setdefault(id(ruled), (ruled, []))[1].append(len(rows))
-            # the op's own compute kernel: launched by an op of the rule table (not a copy, clone or bias add)
-            row["_direct"] = innermost in FLOP_OPS
+            # the op's own kernel: launched by an op with a rule of its kind (a GEMM's by a matrix op, not by
+            # the copy, clone or bias add inside it)
+            row["_direct"] = innermost in FLOP_OPS and (innermost in MATRIX_OPS) == (ruled["name"] in MATRIX_OPS)
             row["op"] = str(ruled["name"])
         rows.append(row)
     if not ranges:
-        _shape_work(rows, counted_op, op_work, shapes)
+        _shape_work(rows, counted_op, op_work, shapes, MATRIX_OPS)
     df = pd.DataFrame(rows)
     if ranges:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
@@ -284,6 +291,10 @@ def _read(source: Source, _found) -> pd.DataFrame:
                      f"annotations (ranges never closed?): only the innermost {MAX_DEPTH} of each are read")
     if kernels and not shapes and not ranges:
         notes.append("the trace has no input shapes, so no FLOPs: profile with record_shapes=True")
+    assumed = sorted({w.assumed for op, _ in counted_op.values() if (w := _work(op, op_work)) and w.assumed})
+    if assumed and not ranges:
+        notes += [f"{a} ({sum(_work(op, op_work).assumed == a for op, _ in counted_op.values())} op call(s))"
+                  for a in assumed]
 
     attention = not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values())
     if attention:
@@ -315,7 +326,8 @@ def _busy_per_device(rows: list[dict]) -> float | None:
 
 def _work(op: dict, op_work):
     a = op.get("args") or {}
-    return op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"))
+    return op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"),
+                   strides=a.get("Input Strides"))
 
 
 def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external: dict) -> tuple | None:
@@ -330,12 +342,13 @@ def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external
     return None if launch is None else (launch.get("pid"), launch.get("tid"), launch["ts"])
 
 
-def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> None:
-    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest compute kernel (else
-    its longest kernel); its other kernels are op_helper, their own FLOPs missing (NaN), as for kernels of
-    operators without a FLOP rule. fp32 work on a kernel whose name says it runs on tensor cores
-    (TF32_KERNEL) is TF32 tensor work; half-precision work on a cuBLAS GEMV kernel (CUDA_CORE_KERNEL) is
-    fp32 CUDA-core work."""
+def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool, matrix_ops) -> None:
+    """FLOP columns and alg_bytes of every kernel: its op's work on the op's longest own kernel (else its
+    longest kernel); its other kernels are op_helper, their own FLOPs missing (NaN), as for kernels of
+    operators without a FLOP rule. A matrix op's (`matrix_ops`) fp32 work on a kernel whose name says it
+    runs on tensor cores (TF32_KERNEL) is TF32 tensor work; its half-precision work on a cuBLAS GEMV kernel
+    (CUDA_CORE_KERNEL) is fp32 CUDA-core work. Other ops' work is CUDA-core work (VECTOR_COLUMN); an op
+    with no FLOPs (a copy) has 0 in every FLOP column, so its bytes place it against the bandwidth roof."""
     for row in rows:
         for col in (*FLOP_COLUMNS, "alg_bytes"):
             row[col] = float("nan")
@@ -343,10 +356,11 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> No
         work = _work(op, op_work)
         direct = [i for i in members if rows[i].get("_direct")] or members
         longest = max(direct, key=lambda i: rows[i]["time_s"])
-        column = PRECISION_COLUMN.get(work.precision)
+        matrix = str(op["name"]) in matrix_ops
+        column = (PRECISION_COLUMN if matrix else VECTOR_COLUMN).get(work.precision)
         if column == "flops_tensor" and CUDA_CORE_KERNEL.search(rows[longest]["kernel"]):
             column = "flops_fp32"
-        elif work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
+        elif matrix and work.precision == "fp32" and TF32_KERNEL.search(rows[longest]["kernel"]):
             column = "flops_tensor"
         typed = "tf32" if column == "flops_tensor" and work.precision == "fp32" else work.precision
         for i in members:
@@ -357,7 +371,7 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool) -> No
             for col in FLOP_COLUMNS:
                 rows[i][col] = work.flops if col == column else 0.0
             rows[i]["alg_bytes"] = work.bytes if work.bytes is not None else float("nan")
-            if column is None:  # a dtype with no roof here (int8 GEMM): the FLOPs are unknown, not 0
+            if column is None and work.flops:  # a dtype with no roof here (int8 GEMM): the FLOPs are unknown, not 0
                 rows[i]["flops_tensor"] = float("nan")
 
 

@@ -1,0 +1,690 @@
+"""Op models of the memory-bound torch.profiler ops: element-wise, norms, softmax, reductions, embeddings,
+losses, copies and optimizers; and what every op model shares (dtypes, a trace's arguments, OpWork).
+
+analysis.torch_flops counts the matrix ops (GEMMs, convolutions, attention) and joins this module's `OPS` to
+its own. Here no PyTorch counter gives a number (FlopCounterMode and `with_flops` count matrix ops only), so
+the FLOP counts are this project's, from each op's defining formula: every + - * / and comparison is 1, every
+special function (exp, log, erf, tanh, sqrt, rsqrt, pow) is 1, a copy, cast, fill or index is 0. docs/torch.md
+tables the count of every op. Integer and bool arithmetic is no floating-point work: 0 FLOPs (its bytes still
+place it). Half-precision element-wise math runs in fp32 in PyTorch's kernels (their `opmath_t`).
+
+Bytes are ALGORITHMIC: each tensor the op reads and each it writes, once, elements x dtype size, from
+"Input Dims", "Input type", "Input Strides" and "Concrete Inputs":
+- outputs are not in a trace: their shape is the op's (broadcast of the operands; the reduced shape), their
+  dtype torch's type promotion (`promote`) or the op's dtype argument;
+- an in-place op (`add_`) reads and writes `self`: both are counted; `fill_`/`zero_`/`copy_` only write it;
+- a 0-dim operand is a value the kernel gets as an argument (a wrapped Python number, a CPU scalar), not
+  memory it streams: it takes part in type promotion, not in the bytes; a Scalar is no tensor at all;
+- an operand broadcast by stride 0 (recorded "Input Strides") is read once per distinct element;
+- gathers read what they gather (embedding: the looked-up rows, not the table).
+A tensor list's element dtype is not in a trace (torch.profiler records "TensorList" and each element's
+shape; older versions not even the shapes): LIST_DTYPE is assumed, and OpWork.assumed says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class OpWork:
+    flops: float
+    precision: str | None  # the input dtype in ceilings' names (fp64, fp32, fp16, bf16, fp8, int8); None: other
+    bytes: float | None  # algorithmic; None where a tensor's dtype size is unknown
+    assumed: str | None = None  # an assumption the numbers rest on (LIST_NOTE), else None
+
+
+# "Input type" string (caffe2 TypeMeta name) -> (precision, bytes per element). Precision names the dtype as
+# ceilings names its peaks (fp16, tensor.fp16...); whether a tensor core ran it, and TF32 for fp32, is not in
+# a trace. Dtypes without a roof of their own have no precision but a size, for the bytes of masks and indices.
+DTYPES: dict[str, tuple[str | None, int]] = {
+    "double": ("fp64", 8),
+    "float": ("fp32", 4),
+    "c10::Half": ("fp16", 2),
+    "c10::BFloat16": ("bf16", 2),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+    "signed char": ("int8", 1),
+    "unsigned char": (None, 1),
+    "bool": (None, 1),
+    "short int": (None, 2),
+    "int": (None, 4),
+    "long int": (None, 8),
+    "c10::complex<c10::Half>": (None, 4),
+    "c10::complex<float>": (None, 8),
+    "c10::complex<double>": (None, 16),
+}
+ALIASES = {"long": "long int"}  # older traces (torch 1.x) write int64 so
+FLOATING = ("fp64", "fp32", "fp16", "bf16", "fp8")
+# c10::ScalarType codes, as "Concrete Inputs" records a dtype argument (torch.float32 is "6")
+SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int", 5: "c10::Half",
+                6: "float", 7: "double", 11: "bool", 15: "c10::BFloat16", 23: "c10::Float8_e5m2",
+                24: "c10::Float8_e4m3fn"}
+# the "Input type" of arguments that are no tensor
+NOT_TENSORS = ("", "Scalar", "ScalarList", "TensorList", "GenericList")
+# a tensor list's elements: fp32, the dtype of optimizer states and of the parameters AMP trains
+LIST_DTYPE = "float"
+LIST_NOTE = "tensor-list dtypes are not in a trace: taken as fp32"
+STAT_DTYPE = "float"  # the saved mean/rstd of norms of half and fp32 inputs (their accumulate type)
+
+Tensor = tuple[list[int], str]  # shape, "Input type"
+
+
+@dataclass(frozen=True)
+class Args:
+    """One cpu_op's recorded arguments: "Input Dims", "Input type", "Concrete Inputs" (None: not recorded,
+    older PyTorch) and "Input Strides" (None: not recorded)."""
+
+    dims: Sequence
+    types: Sequence
+    concrete: Sequence | None
+    convention: str = "executed"  # of torch_flops.FLOP_CONVENTIONS
+    strides: Sequence | None = None
+
+    def tensor(self, i: int | None) -> Tensor | None:
+        """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
+        if i is None or i >= len(self.types) or i >= len(self.dims) or self.types[i] == "":
+            return None
+        return list(self.dims[i]), ALIASES.get(self.types[i], self.types[i])
+
+    def operand(self, i: int | None) -> Tensor | None:
+        """Argument i if it is a tensor (not a Scalar, a list or an omitted optional)."""
+        if i is None or i >= len(self.types) or self.types[i] in NOT_TENSORS:
+            return None
+        return self.tensor(i)
+
+    def value(self, i: int | None):
+        """Argument i's recorded value, read as JSON (ints, floats, lists, Python's True/False); None where it
+        was not recorded."""
+        if i is None or self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
+            return None
+        try:
+            return json.loads(self.concrete[i].replace("True", "true").replace("False", "false"))
+        except ValueError:
+            return None
+
+    def omitted(self, i: int) -> bool:
+        """Argument i was recorded as None (an omitted optional): its type is "" in a trace with Concrete
+        Inputs. Older traces type unrecorded lists "" too, so without Concrete Inputs nothing is omitted."""
+        return self.concrete is not None and i < len(self.types) and self.types[i] == ""
+
+    def read(self, i: int) -> int | None:
+        """Bytes of argument i read once: its distinct elements (a stride-0 dimension is one element) x dtype
+        size; 0 for a 0-dim or no tensor; None for a dtype of unknown size."""
+        t = self.operand(i)
+        if t is None or not t[0]:
+            return 0
+        shape, dtype = t
+        strides = self.strides[i] if self.strides is not None and i < len(self.strides) else None
+        if isinstance(strides, list) and len(strides) == len(shape):
+            shape = [n for n, s in zip(shape, strides) if s != 0]
+        return _size(shape, dtype)
+
+    def elements(self, k: int) -> Args:
+        """The arguments of element k of an op on tensor lists (_foreach_*): each TensorList its k-th tensor
+        (of LIST_DTYPE), each ScalarList its k-th value; the other arguments as they are."""
+        dims, types, concrete, strides = list(self.dims), list(self.types), \
+            list(self.concrete) if self.concrete is not None else None, \
+            list(self.strides) if self.strides is not None else None
+        for i, kind in enumerate(self.types):
+            if kind == "TensorList":
+                dims[i], types[i] = self.dims[i][k], LIST_DTYPE
+                if strides is not None and i < len(strides) and isinstance(strides[i], list) and k < len(strides[i]):
+                    strides[i] = strides[i][k]
+            elif kind == "ScalarList" and isinstance(values := self.value(i), list) and k < len(values):
+                types[i] = "Scalar"
+                if concrete is not None:
+                    concrete[i] = json.dumps(values[k])
+        return Args(dims, types, concrete, self.convention, strides)
+
+    def list_length(self) -> int | None:
+        """How many tensors the op's first argument, a tensor list, holds; None where its shapes were not
+        recorded (older traces record [] for a list)."""
+        first = self.dims[0] if self.dims and self.types and self.types[0] == "TensorList" else None
+        return len(first) if first and all(isinstance(d, list) for d in first) else None
+
+
+def _size(shape: Sequence[int], dtype: str) -> int | None:
+    return math.prod(shape) * DTYPES[dtype][1] if dtype in DTYPES else None
+
+
+def _total(*parts: int | None) -> float | None:
+    """Bytes summed; None when any part is unknown."""
+    return None if any(p is None for p in parts) else float(sum(parts))
+
+
+def _precision(dtype: str | None) -> str | None:
+    return DTYPES[dtype][0] if dtype in DTYPES else None
+
+
+def _flops(per_element: float, elements: int, dtype: str | None) -> float:
+    """FLOPs of floating-point work; integer and bool work is none."""
+    return float(per_element * elements) if _precision(dtype) in FLOATING else 0.0
+
+
+def broadcast(shapes: Sequence[Sequence[int]]) -> list[int] | None:
+    """The broadcast of `shapes` (numpy's rule); None where they do not broadcast."""
+    width = max((len(s) for s in shapes), default=0)
+    out = [1] * width
+    for shape in shapes:
+        for i, n in enumerate([1] * (width - len(shape)) + list(shape)):
+            if n != out[i] and 1 not in (n, out[i]):
+                return None
+            out[i] = n if out[i] == 1 else out[i]
+    return out
+
+
+# --- type promotion (torch.result_type) ------------------------------------------------------------------
+
+def _category(dtype: str) -> int:
+    """0 bool, 1 integer, 2 floating, 3 complex."""
+    return 0 if dtype == "bool" else 3 if "complex" in dtype else 2 if _precision(dtype) in FLOATING else 1
+
+
+def _promote2(a: str | None, b: str | None) -> str | None:
+    """torch.promote_types for the dtypes of a trace: the higher category wins, within one the larger size;
+    fp16 with bf16 (and any equal-size pair of floats) is fp32, equal-size integers of two kinds the next size."""
+    if a is None or b is None or a == b:
+        return a or b
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    sa, sb = DTYPES.get(a, (None, 0))[1], DTYPES.get(b, (None, 0))[1]
+    if sa != sb:
+        return a if sa > sb else b
+    return "float" if ca == 2 else "short int" if sa == 1 else a
+
+
+def _combine(higher: str | None, lower: str | None) -> str | None:
+    """c10's combine_categories: a lower-priority operand (0-dim, then Python number) changes the result only
+    when its category is higher: int tensor * 0.5 is float, float tensor * double 0-dim stays float."""
+    if higher is None or lower is None:
+        return higher or lower
+    if _category(higher) >= 2:
+        return higher
+    if higher == "bool" or _category(lower) >= 2:
+        return _promote2(higher, lower)
+    return higher
+
+
+def _wrapped(text) -> str | None:
+    """The dtype a Python number argument takes part in promotion as (its default dtype); None: unknown."""
+    if isinstance(text, bool):
+        return "bool"
+    if isinstance(text, int):
+        return "long int"
+    return "float" if isinstance(text, float) else None
+
+
+def promote(x: Args, positions: Sequence[int]) -> str | None:
+    """torch.result_type of the arguments at `positions`: dimensioned tensors first, then 0-dim tensors, then
+    Python numbers (a Scalar whose value was not recorded takes no part)."""
+    dims = zero = wrapped = None
+    for i in positions:
+        t = x.operand(i)
+        if t is not None:
+            if t[0]:
+                dims = _promote2(dims, t[1])
+            else:
+                zero = _promote2(zero, t[1])
+        elif i < len(x.types) and x.types[i] == "Scalar":
+            wrapped = _promote2(wrapped, _wrapped(x.value(i)))
+    return _combine(dims, _combine(zero, wrapped))
+
+
+def _dtype_arg(x: Args, at: Mapping[int, int], default: str | None) -> str | None:
+    """The dtype a dtype argument names (its position by the overload's argument count), `default` when it
+    was passed as None; None when not recorded, or for an overload not in `at`."""
+    i = at.get(len(x.types))
+    if i is None:
+        return None
+    t = x.operand(i)
+    if t is not None:  # to(other): the other tensor's dtype
+        return t[1]
+    if i < len(x.types) and x.types[i] == "":  # a dtype given is typed "Scalar", in older traces too
+        return default
+    code = x.value(i)
+    return SCALAR_TYPES.get(code) if isinstance(code, int) else None
+
+
+# --- op models -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An op computing each output element from the operands at `reads` (broadcast): `flops` per output
+    element. `like`: the output has that argument's shape and dtype (in-place ops: `self`, written as well
+    as read if it is in `reads`); else the broadcast shape, in `out` (comparisons: bool), in the dtype of a
+    dtype argument (`dtype_at`, by argument count), or torch's promotion of the operands. `floating`: an
+    integer result is fp32 (true division, exp...); `half_to_float`: a bool argument making it fp32."""
+
+    flops: int
+    reads: tuple[int, ...] = (0,)
+    like: int | None = None
+    out: str | None = None
+    floating: bool = False
+    dtype_at: Mapping[int, int] | None = None
+    half_to_float: int | None = None
+
+    def work(self, x: Args) -> OpWork | None:
+        tensors = [t for i in self.reads if (t := x.operand(i)) is not None]
+        # the dtype the work is done in: the operands', and the tensor written in place
+        computed = promote(x, self.reads if self.like is None else (*self.reads, self.like))
+        if self.floating and computed is not None and _category(computed) < 2:
+            computed = "float"
+        if self.like is not None:
+            target = x.operand(self.like)
+            if target is None:
+                return None
+            shape, dtype = target
+            written = x.read(self.like) if target[0] else _size([], dtype)
+        else:
+            shape = broadcast([t[0] for t in tensors])
+            if shape is None or computed is None:
+                return None
+            dtype = self.out or computed
+            if self.dtype_at is not None:
+                dtype = _dtype_arg(x, self.dtype_at, dtype)
+            if self.half_to_float is not None and x.value(self.half_to_float) is True:
+                dtype = "float"
+            if dtype is None:  # a cast to a dtype not recorded: the copy_ inside it says more
+                return None
+            written = _size(shape, dtype)
+        reads = [x.read(i) for i in self.reads]
+        return OpWork(_flops(self.flops, math.prod(shape), computed), _precision(computed), _total(*reads, written))
+
+
+def inplace(rule: Elementwise) -> Elementwise:
+    """The in-place variant (add_) of an out-of-place rule: `self` is read and written."""
+    return replace(rule, like=0, reads=rule.reads if 0 in rule.reads else (0, *rule.reads))
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A normalisation of `input` (position 0) by statistics over groups of its elements: `stats` FLOPs per
+    element to compute them (0: given, as eval-mode batch norm's running stats), `normalise` to apply them,
+    1 more per element for each of `weight` and `bias` present. The groups: the last dims (`shape`: the
+    normalized_shape argument, else the weight's shape), the channels (dim 1), or N x groups (`groups`).
+    `saved`: statistics per group it writes for the backward pass (mean, rstd); `training`: a bool argument
+    whose False means no statistics are computed, none saved, and the running ones (`running`) only read."""
+
+    stats: int
+    normalise: int
+    weight: int | None
+    bias: int | None
+    saved: int
+    shape: int | None = None
+    groups: int | None = None
+    training: int | None = None
+    running: tuple[int, ...] = ()
+
+    def work(self, x: Args) -> OpWork | None:
+        inp = x.operand(0)
+        if inp is None or not inp[0]:
+            return None
+        shape, dtype = inp
+        count = self._groups(x, shape)
+        training = True if self.training is None else x.value(self.training)
+        if count is None or not isinstance(training, bool):
+            return None
+        per = (self.stats if training else 0) + self.normalise + sum(x.operand(i) is not None
+                                                                     for i in (self.weight, self.bias))
+        stat = "double" if dtype == "double" else STAT_DTYPE
+        running = [x.read(i) for i in self.running] * (2 if training else 1)  # updated: read and written
+        saved = _size([count * self.saved], stat) if training else 0
+        reads = [x.read(i) for i in (0, self.weight, self.bias) if i is not None]
+        return OpWork(_flops(per, math.prod(shape), dtype), _precision(dtype),
+                      _total(*reads, *running, _size(shape, dtype), saved))
+
+    def _groups(self, x: Args, shape: list[int]) -> int | None:
+        if self.shape is not None:
+            normalized = x.value(self.shape)
+            if not isinstance(normalized, list):
+                weight = x.operand(self.weight)
+                normalized = weight[0] if weight is not None else None
+            if normalized is None or len(normalized) > len(shape) or shape[len(shape) - len(normalized):] != normalized:
+                return None
+            return math.prod(shape[:len(shape) - len(normalized)])
+        if self.groups is not None:
+            groups = x.value(self.groups)
+            return shape[0] * groups if isinstance(groups, int) and len(shape) >= 2 else None
+        return shape[1] if len(shape) >= 2 else None
+
+
+@dataclass(frozen=True)
+class NormBackward:
+    """The backward of a Norm: from grad (of input's shape) and the saved statistics (`stats` positions,
+    read), the input's gradient (`dx` FLOPs per element, 1 more with a weight: dy * w), the weight's (2: a
+    sum of dy * x_hat) and the bias' (1: a sum of dy), each where `mask` (output_mask) asks for it; without
+    a recorded mask, the input's and those of the weight present."""
+
+    grad: int
+    input: int
+    stats: tuple[int, ...]
+    weight: int | None
+    mask: int | None
+    dx: int
+
+    def work(self, x: Args) -> OpWork | None:
+        inp, weight = x.operand(self.input), x.operand(self.weight)
+        if inp is None or not inp[0]:
+            return None
+        shape, dtype = inp
+        mask = x.value(self.mask)
+        if not (isinstance(mask, list) and len(mask) == 3):
+            mask = [True, weight is not None, weight is not None]
+        mask = [bool(m) for m in mask]
+        per = mask[0] * (self.dx + (weight is not None)) + 2 * mask[1] + mask[2]
+        param = _size(weight[0], weight[1]) if weight is not None else 0
+        written = [_size(shape, dtype) if mask[0] else 0] + [param if m else 0 for m in mask[1:]]
+        reads = [x.read(i) for i in (self.grad, self.input, *self.stats, self.weight) if i is not None]
+        return OpWork(_flops(per, math.prod(shape), dtype), _precision(dtype), _total(*reads, *written))
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction of `self` (position 0): `flops` per input element. `overloads`: by the recorded argument
+    count, the positions of its dim and dtype arguments, dim None for a reduction of everything; a count not
+    listed is not this reduction (max(self, other) is element-wise). `out`: the result's dtype when fixed
+    (argmax: int64); `widens`: integers and bools sum into int64 (sum, prod); `indices`: with a dim it also
+    writes int64 indices (max.dim). Where the dims are not recorded (older traces) the output is left out of
+    the bytes: they stay a lower bound."""
+
+    flops: int
+    overloads: Mapping[int, tuple[int | None, int | None]]
+    out: str | None = None
+    widens: bool = False
+    indices: bool = False
+
+    def work(self, x: Args) -> OpWork | None:
+        inp = x.operand(0)
+        if inp is None or len(x.types) not in self.overloads:
+            return None
+        shape, dtype = inp
+        dim_at, dtype_at = self.overloads[len(x.types)]
+        default = self.out or ("long int" if self.widens and _category(dtype) < 2 else dtype)
+        out_dtype = _dtype_arg(x, {len(x.types): dtype_at}, default) if dtype_at is not None else default
+        dim = None if dim_at is None or x.omitted(dim_at) else x.value(dim_at)
+        if dim_at is not None and not x.omitted(dim_at) and dim is None:
+            written = 0  # the reduced dims are not recorded
+        else:
+            dims = [] if dim is None else [dim] if isinstance(dim, int) else dim
+            reduced = {d % len(shape) for d in dims} if shape else set()
+            kept = [n for i, n in enumerate(shape) if reduced and i not in reduced]  # no dims: all reduced
+            written = None if out_dtype is None else _size(kept, out_dtype)
+            if self.indices and dim is not None and written is not None:
+                written += _size(kept, "long int")
+        return OpWork(_flops(self.flops, math.prod(shape), dtype), _precision(dtype), _total(x.read(0), written))
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Copies of indexed elements: 0 FLOPs; reads the index and the gathered elements, writes them.
+    embedding(weight, indices): rows of the table, [*indices, D]; index_select(self, dim, index): `self` with
+    dim cut to the index's length; gather(self, dim, index): the index's shape."""
+
+    source: int
+    index: int
+    kind: str  # "embedding", "select" or "gather"
+    dim: int | None = None
+
+    def work(self, x: Args) -> OpWork | None:
+        source, index = x.operand(self.source), x.operand(self.index)
+        if source is None or index is None or not source[0]:
+            return None
+        shape, dtype = source
+        if self.kind == "embedding":
+            out = index[0] + shape[-1:]
+        elif self.kind == "gather":
+            out = index[0]
+        else:
+            dim = x.value(self.dim)
+            if not isinstance(dim, int) or len(index[0]) > 1:
+                return None
+            out = list(shape)
+            out[dim % len(shape)] = math.prod(index[0])
+        copied = _size(out, dtype)
+        return OpWork(0.0, _precision(dtype), _total(x.read(self.index), copied, copied))
+
+
+@dataclass(frozen=True)
+class EmbeddingBackward:
+    """embedding_dense_backward(grad_output, indices, num_weights, ...): each gradient row is added into the
+    weight's gradient [num_weights, D], written whole (zeroed, then accumulated): 1 FLOP per grad element."""
+
+    def work(self, x: Args) -> OpWork | None:
+        grad, rows = x.operand(0), x.value(2)
+        if grad is None or not grad[0] or not isinstance(rows, int):
+            return None
+        shape, dtype = grad
+        return OpWork(_flops(1, math.prod(shape), dtype), _precision(dtype),
+                      _total(x.read(0), x.read(1), _size([rows, shape[-1]], dtype)))
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Negative log-likelihood of `self` ([N, C] or [C] log-probabilities; cross_entropy: logits) at
+    `target` (with its weight and reduction after it): `per_row` FLOPs per target value (pick, weigh, sum),
+    plus `per_element` per input element (cross entropy's log_softmax: 5). Reads the target, the weight, and
+    the input's elements it uses (all with per_element, else one per row); writes the loss: one value per
+    row with reduction 0 ('none'), else 1 (also when not recorded)."""
+
+    per_row: int
+    per_element: int = 0
+
+    def work(self, x: Args) -> OpWork | None:
+        inp, target = x.operand(0), x.operand(1)
+        if inp is None or target is None or not inp[0]:
+            return None
+        shape, dtype = inp
+        rows = math.prod(target[0])
+        used = _size(shape if self.per_element else [rows], dtype)
+        out = _size([rows if x.value(3) == 0 else 1], dtype)
+        flops = _flops(self.per_row, rows, dtype) + _flops(self.per_element, math.prod(shape), dtype)
+        return OpWork(flops, _precision(dtype), _total(used, x.read(1), x.read(2), out))
+
+
+@dataclass(frozen=True)
+class LossBackward:
+    """nll_loss_backward(grad_output, self, target, weight, ...): the input's gradient written whole (zeroed,
+    then -w * grad / total at each target: 1 FLOP per target value); reads grad_output, target, weight."""
+
+    def work(self, x: Args) -> OpWork | None:
+        inp, target = x.operand(1), x.operand(2)
+        if inp is None or target is None or not inp[0]:
+            return None
+        shape, dtype = inp
+        return OpWork(_flops(1, math.prod(target[0]), dtype), _precision(dtype),
+                      _total(x.read(0), x.read(2), x.read(3), _size(shape, dtype)))
+
+
+@dataclass(frozen=True)
+class ForEach:
+    """A _foreach_* op: `each`, the element-wise op it runs, on every tensor of its lists (position by
+    position, as the single-tensor op's schema)."""
+
+    each: Elementwise
+
+    def work(self, x: Args) -> OpWork | None:
+        n = x.list_length()
+        if n is None or any(kind == "TensorList" and len(x.dims[i]) != n for i, kind in enumerate(x.types)):
+            return None
+        parts = [self.each.work(x.elements(k)) for k in range(n)]
+        if any(p is None for p in parts):
+            return None
+        return OpWork(sum(p.flops for p in parts), parts[0].precision, _total(*(p.bytes for p in parts)),
+                      LIST_NOTE)
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """A fused optimizer step over tensor lists, the parameters first: `flops` per parameter element, plus
+    `decay` when weight_decay (`decay_at`) is recorded non-zero, plus 1 for each of `extra` given (a tensor,
+    e.g. grad_scale: an unscale). Per element each list of `reads` is read and each of `writes` written;
+    an `optional` list present (amsgrad's max_exp_avg_sqs, SGD's momentum buffers) is read and written too,
+    for `optional_flops` more."""
+
+    flops: int
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+    decay_at: int
+    decay: int
+    extra: tuple[int, ...] = ()
+    optional: tuple[int, ...] = ()
+    optional_flops: int = 0
+
+    def work(self, x: Args) -> OpWork | None:
+        n = x.list_length()
+        if n is None or any(len(x.dims[i]) != n for i in (*self.reads, *self.writes)):
+            return None
+        elements = sum(math.prod(shape) for shape in x.dims[0])
+        present = sum(len(x.dims[i]) == n for i in self.optional)
+        decay = x.value(self.decay_at)
+        per = (self.flops + (self.decay if isinstance(decay, (int, float)) and decay != 0 else 0)
+               + sum(x.operand(i) is not None for i in self.extra) + self.optional_flops * present)
+        tensors = len(self.reads) + len(self.writes) + 2 * present
+        return OpWork(_flops(per, elements, LIST_DTYPE), _precision(LIST_DTYPE),
+                      float(tensors * elements * DTYPES[LIST_DTYPE][1]), LIST_NOTE)
+
+
+@dataclass(frozen=True)
+class Concat:
+    """cat/stack of a tensor list: every element read and written once, 0 FLOPs."""
+
+    def work(self, x: Args) -> OpWork | None:
+        if x.list_length() is None:
+            return None
+        elements = sum(math.prod(shape) for shape in x.dims[0])
+        return OpWork(0.0, _precision(LIST_DTYPE), float(2 * elements * DTYPES[LIST_DTYPE][1]), LIST_NOTE)
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+# FLOPs per output element of the element-wise ops, from their formulas (docs/torch.md shows each)
+_BINARY = Elementwise(1, reads=(0, 1))
+_COMPARE = Elementwise(1, reads=(0, 1), out="bool")
+_UNARY = Elementwise(1)
+_SPECIAL = Elementwise(1, floating=True)  # exp, log, sqrt...: an integer input gives a float result
+ELEMENTWISE: dict[str, Elementwise] = {
+    "add": _BINARY, "sub": _BINARY, "mul": _BINARY, "rsub": _BINARY, "maximum": _BINARY, "minimum": _BINARY,
+    "div": Elementwise(1, reads=(0, 1), floating=True),
+    "pow": Elementwise(1, reads=(0, 1)),  # Tensor_Scalar (exponent a Scalar) and Tensor_Tensor
+    "eq": _COMPARE, "ne": _COMPARE, "lt": _COMPARE, "le": _COMPARE, "gt": _COMPARE, "ge": _COMPARE,
+    "logical_and": _COMPARE, "logical_or": _COMPARE, "logical_not": Elementwise(1, out="bool"),
+    "neg": _UNARY, "abs": _UNARY, "sgn": _UNARY, "sign": _UNARY, "relu": _UNARY, "square": _UNARY,
+    "clamp_min": _UNARY, "clamp_max": _UNARY, "threshold": _UNARY,
+    "clamp": Elementwise(2), "hardtanh": Elementwise(2),  # a min and a max
+    "leaky_relu": Elementwise(2),  # a compare, a multiply
+    "exp": _SPECIAL, "log": _SPECIAL, "log2": _SPECIAL, "log1p": _SPECIAL, "sqrt": _SPECIAL, "rsqrt": _SPECIAL,
+    "reciprocal": _SPECIAL, "tanh": _SPECIAL, "erf": _SPECIAL, "sin": _SPECIAL, "cos": _SPECIAL,
+    "sigmoid": Elementwise(4, floating=True),  # 1 / (1 + exp(-x)): neg, exp, add, div
+    "silu": Elementwise(4, floating=True),  # x / (1 + exp(-x))
+    # x/2 * (1 + erf(x / sqrt 2)): 5. The tanh form would be 9, but a trace does not record `approximate`
+    "gelu": Elementwise(5, floating=True),
+    "where": Elementwise(1, reads=(0, 1, 2)),  # a select
+    "addcmul": Elementwise(3, reads=(0, 1, 2)), "addcdiv": Elementwise(3, reads=(0, 1, 2)),  # self + v * a (*/) b
+    "lerp": Elementwise(3, reads=(0, 1, 2)),  # self + w * (end - self)
+    "threshold_backward": _BINARY,  # grad where x > threshold: a compare-select
+    "sigmoid_backward": Elementwise(3, reads=(0, 1)),  # grad * y * (1 - y)
+    "tanh_backward": Elementwise(3, reads=(0, 1)),  # grad * (1 - y * y)
+    "silu_backward": Elementwise(9, reads=(0, 1)),  # s = sigmoid(x) (4); grad * s * (1 + x * (1 - s)) (5)
+    # grad * (cdf + x * pdf): cdf 4 (x / sqrt 2, erf, + 1, / 2), pdf 4 (x * x, * -1/2, exp, / sqrt(2 pi)), 3
+    "gelu_backward": Elementwise(11, reads=(0, 1)),
+    # copies, casts and fills: bytes only
+    "copy_": Elementwise(0, reads=(1,), like=0), "fill_": Elementwise(0, reads=(), like=0),
+    "zero_": Elementwise(0, reads=(), like=0), "clone": Elementwise(0), "contiguous": Elementwise(0),
+    "masked_fill": Elementwise(0, reads=(0, 1), like=0), "masked_fill_": Elementwise(0, reads=(1,), like=0),
+    # to(self, dtype, ...), to(self, device, dtype, ...), to(self, other, ...); _to_copy(self, dtype, ...)
+    "to": Elementwise(0, dtype_at={8: 1, 5: 1, 6: 2}), "_to_copy": Elementwise(0, dtype_at={7: 1}),
+    # softmax: max, subtract, exp, sum, divide; log_softmax: max, subtract, exp, sum, subtract the log
+    "softmax": Elementwise(5, floating=True, dtype_at={3: 2}),
+    "log_softmax": Elementwise(5, floating=True, dtype_at={3: 2}),
+    "_softmax": Elementwise(5, floating=True, half_to_float=2),
+    "_log_softmax": Elementwise(5, floating=True, half_to_float=2),
+    # y * (dy - sum(dy * y)): mul, sum, sub, mul; dy - exp(y) * sum(dy): sum, exp, mul, sub
+    "_softmax_backward_data": Elementwise(4, reads=(0, 1), dtype_at={4: 3}),
+    "_log_softmax_backward_data": Elementwise(4, reads=(0, 1), dtype_at={4: 3}),
+}
+# the in-place variants (add_) that PyTorch has, counted as their op
+INPLACE = ("add", "sub", "mul", "div", "pow", "neg", "abs", "relu", "square", "clamp", "clamp_min",
+           "clamp_max", "threshold", "hardtanh", "leaky_relu", "exp", "log", "log2", "sqrt", "rsqrt", "reciprocal",
+           "tanh", "sigmoid", "silu", "gelu", "addcmul", "addcdiv", "lerp")
+FOREACH = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg", "abs", "exp", "reciprocal",
+           "sign", "clamp_min", "clamp_max", "maximum", "pow")
+FOREACH_INPLACE = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg", "abs", "exp",
+                   "reciprocal", "sign", "clamp_min", "clamp_max", "maximum", "pow", "zero", "copy")
+
+# (dim, dtype) positions by argument count
+_SUM = {4: (1, 3), 5: (1, 3), 2: (None, 1)}  # sum.dim_IntList(self, dim, keepdim, dtype[, out]), sum(self, dtype)
+_VAR = {4: (1, None), 2: (None, None)}  # var.dim / var.correction(self, dim, _, keepdim), var(self, unbiased)
+_MAX = {3: (1, None), 1: (None, None)}  # max.dim(self, dim, keepdim), max(self)
+_DIM = {3: (1, None)}  # amax(self, dim, keepdim), argmax(self, dim, keepdim), logsumexp(self, dim, keepdim)
+_LAYER = dict(stats=3, normalise=2, saved=2, shape=1)  # mean and variance: x, x * x summed (3); (x - m) * r (2)
+_RMS = dict(stats=2, normalise=1, saved=1, shape=1, bias=None)  # x * x summed (2); x * r (1)
+_BATCH = dict(stats=3, normalise=2, weight=1, bias=2, saved=2, training=5, running=(3, 4))
+# dx = r * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy (* w): x_hat 2, sums 3, the rest 4
+_DX, _DX_RMS = 9, 6  # RMS: x_hat 1, sum of g * x_hat 2, r * (g - x_hat * mean) 3
+
+OPS: dict = {
+    **{f"aten::{name}": rule for name, rule in ELEMENTWISE.items()},
+    **{f"aten::{name}_": inplace(ELEMENTWISE[name]) for name in INPLACE},
+    **{f"aten::_foreach_{name}": ForEach(ELEMENTWISE[name]) for name in FOREACH},
+    **{f"aten::_foreach_{name}_": ForEach(inplace(ELEMENTWISE[name]) if name in ELEMENTWISE
+                                          else ELEMENTWISE[f"{name}_"]) for name in FOREACH_INPLACE},
+    "aten::layer_norm": Norm(weight=2, bias=3, **_LAYER),
+    "aten::native_layer_norm": Norm(weight=2, bias=3, **_LAYER),
+    "aten::rms_norm": Norm(weight=2, **_RMS),
+    "aten::_fused_rms_norm": Norm(weight=2, **_RMS),
+    "aten::batch_norm": Norm(**_BATCH),
+    "aten::_batch_norm_impl_index": Norm(**_BATCH),
+    "aten::native_batch_norm": Norm(**_BATCH),
+    "aten::cudnn_batch_norm": Norm(**_BATCH),
+    "aten::group_norm": Norm(stats=3, normalise=2, weight=2, bias=3, saved=2, groups=1),
+    "aten::native_group_norm": Norm(stats=3, normalise=2, weight=1, bias=2, saved=2, groups=6),
+    "aten::native_layer_norm_backward": NormBackward(grad=0, input=1, stats=(3, 4), weight=5, mask=7, dx=_DX),
+    "aten::native_batch_norm_backward": NormBackward(grad=0, input=1, stats=(5, 6), weight=2, mask=9, dx=_DX),
+    "aten::cudnn_batch_norm_backward": NormBackward(grad=1, input=0, stats=(5, 6), weight=2, mask=None, dx=_DX),
+    "aten::native_group_norm_backward": NormBackward(grad=0, input=1, stats=(2, 3), weight=4, mask=9, dx=_DX),
+    "aten::_fused_rms_norm_backward": NormBackward(grad=0, input=1, stats=(3,), weight=4, mask=5, dx=_DX_RMS),
+    "aten::sum": Reduction(1, _SUM, widens=True),
+    "aten::prod": Reduction(1, {4: (1, 3), 2: (None, 1)}, widens=True),  # prod.dim_int(self, dim, keepdim, dtype)
+    "aten::mean": Reduction(1, _SUM),  # the sum; one divide per output is left out
+    "aten::amax": Reduction(1, _DIM),  # a compare per element
+    "aten::amin": Reduction(1, _DIM),
+    "aten::max": Reduction(1, _MAX, indices=True),
+    "aten::min": Reduction(1, _MAX, indices=True),
+    "aten::argmax": Reduction(1, _DIM, out="long int"),
+    "aten::argmin": Reduction(1, _DIM, out="long int"),
+    "aten::var": Reduction(3, _VAR),  # x - mean, its square, summed
+    "aten::std": Reduction(3, _VAR),
+    # x * x summed (p = 2): norm(self, p), norm(self, p, dtype), norm(self, p, dim, keepdim[, dtype])
+    "aten::norm": Reduction(2, {2: (None, None), 3: (None, 2), 4: (2, None), 5: (2, 4)}),
+    "aten::linalg_vector_norm": Reduction(2, {5: (2, 4)}),  # (self, ord, dim, keepdim, dtype)
+    "aten::logsumexp": Reduction(4, _DIM),  # max, subtract, exp, sum
+    "aten::embedding": Gather(source=0, index=1, kind="embedding"),
+    "aten::index_select": Gather(source=0, index=2, kind="select", dim=1),
+    "aten::gather": Gather(source=0, index=2, kind="gather"),
+    "aten::embedding_dense_backward": EmbeddingBackward(),
+    "aten::embedding_backward": EmbeddingBackward(),
+    "aten::cross_entropy_loss": Loss(per_row=2, per_element=5),  # log_softmax (5 per element), then nll
+    "aten::nll_loss": Loss(per_row=2),
+    "aten::nll_loss_nd": Loss(per_row=2),
+    "aten::nll_loss_forward": Loss(per_row=2),
+    "aten::nll_loss_backward": LossBackward(),
+    "aten::cat": Concat(),
+    "aten::stack": Concat(),
+    # m = b1 m + (1 - b1) g (3), v = b2 v + (1 - b2) g g (4), sqrt(v) / sqrt(bc2) + eps (3),
+    # p -= lr / bc1 * m / denom (3); weight decay: g += wd p (2), AdamW p *= 1 - lr wd (1); amsgrad's max (1),
+    # grad_scale's unscale (1). Reads p, g, m, v; writes p, m, v
+    "aten::_fused_adam_": Optimizer(13, reads=(0, 1, 2, 3), writes=(0, 2, 3), decay_at=9, decay=2, extra=(13,),
+                                    optional=(4,), optional_flops=1),
+    "aten::_fused_adamw_": Optimizer(13, reads=(0, 1, 2, 3), writes=(0, 2, 3), decay_at=9, decay=1, extra=(13,),
+                                     optional=(4,), optional_flops=1),
+    # p -= lr g (2); weight decay g += wd p (2); momentum buf = m buf + (1 - d) g (3, with the buffers)
+    "aten::_fused_sgd_": Optimizer(2, reads=(0, 1), writes=(0,), decay_at=3, decay=2, extra=(10,), optional=(2,),
+                                   optional_flops=3),
+}
