@@ -28,7 +28,7 @@ from pathlib import Path
 from ceilings.atomic import atomic_path, check_folder, check_target, write_text
 from ceilings.errors import CeilingsError, MissingDependency, cli_entry
 
-from . import sass
+from . import sass, sass_chase
 from .base import REFERENCE_LIMITS, REGISTERS_PER_SM, Benchmark, CudaSource, NumbaSource, Plan, Work
 
 PROG = "python -m kernels.inspect"
@@ -427,7 +427,7 @@ def chase_problems(b: Benchmark, plan: Plan, analysis: sass.Analysis) -> list[st
     loads: one dependent global load per trip, loop_trips x threads of them."""
     if b.kind != "latency" or b.level is None:
         return []
-    problems = [p for p in [sass.chase_problem(analysis.loop_instructions)] if p]
+    problems = [p for p in [sass_chase.chase_problem(analysis.loop_instructions)] if p]
     loads = (plan.loop_trips or 0) * plan.threads
     if plan.work.steps != loads:
         problems.append(f"steps declared {plan.work.steps} != {loads} dependent loads (loop_trips x threads)")

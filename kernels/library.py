@@ -52,7 +52,7 @@ FP64_NOTE = ("FP64 tensor cores (DMMA) on CC 8.0, 9.0 and 10.0 only; elsewhere c
 
 
 @dataclass(frozen=True)
-class Gemm:
+class LibraryGemm:
     precision: str  # fp64 | fp32 | tf32 | fp16 | bf16
     storage: str  # numpy dtype of A, B, C ("uint16": bf16 bit patterns)
     kernel: str  # "cupy.matmul" | "cublasGemmEx"
@@ -68,20 +68,20 @@ class Gemm:
 
 
 GEMMS = (
-    Gemm("fp64", "float64", "cupy.matmul", "tensor", "tensor.fp64", (0, 0), "CUBLAS_COMPUTE_64F",
+    LibraryGemm("fp64", "float64", "cupy.matmul", "tensor", "tensor.fp64", (0, 0), "CUBLAS_COMPUTE_64F",
          notes=(FP64_NOTE,)),
-    Gemm("fp32", "float32", "cupy.matmul", "cuda-core", "fp32", (0, 0), "CUBLAS_COMPUTE_32F"),
-    Gemm("tf32", "float32", "cupy.matmul", "tensor", "tensor.tf32", (8, 0), "CUBLAS_COMPUTE_32F_FAST_TF32",
+    LibraryGemm("fp32", "float32", "cupy.matmul", "cuda-core", "fp32", (0, 0), "CUBLAS_COMPUTE_32F"),
+    LibraryGemm("tf32", "float32", "cupy.matmul", "tensor", "tensor.tf32", (8, 0), "CUBLAS_COMPUTE_32F_FAST_TF32",
          notes=("NVIDIA_TF32_OVERRIDE=0 in the environment turns TF32 off inside cuBLAS",)),
-    Gemm("fp16", "float16", "cupy.matmul", "tensor", "tensor.fp16", (7, 0), "CUBLAS_COMPUTE_32F",
+    LibraryGemm("fp16", "float16", "cupy.matmul", "tensor", "tensor.fp16", (7, 0), "CUBLAS_COMPUTE_32F",
          notes=("fp16 inputs and output, fp32 accumulation (half the fp16-accumulate rate on GeForce parts)",)),
-    Gemm("bf16", "uint16", "cublasGemmEx", "tensor", "tensor.bf16", (8, 0), "CUBLAS_COMPUTE_32F"),
+    LibraryGemm("bf16", "uint16", "cublasGemmEx", "tensor", "tensor.bf16", (8, 0), "CUBLAS_COMPUTE_32F"),
 )
 
 LIBRARY_NOTE = "library ceiling: what cuBLAS achieves, not a hand-written microbenchmark"
 
 
-def gemm_size(gemm: Gemm, free_bytes: int, quick: bool) -> int | None:
+def gemm_size(gemm: LibraryGemm, free_bytes: int, quick: bool) -> int | None:
     """The largest power-of-two n <= GEMM_N (GEMM_N_QUICK) whose A, B, C fit; None below MIN_N."""
     n = GEMM_N_QUICK if quick else GEMM_N
     while n >= MIN_N and 3 * n * n * gemm.itemsize > MEMORY_FRACTION * free_bytes:
@@ -89,7 +89,7 @@ def gemm_size(gemm: Gemm, free_bytes: int, quick: bool) -> int | None:
     return n if n >= MIN_N else None
 
 
-def _plans(gemm: Gemm) -> Callable[[DeviceLimits, bool], list[Plan]]:
+def _plans(gemm: LibraryGemm) -> Callable[[DeviceLimits, bool], list[Plan]]:
     def plans(limits: DeviceLimits, quick: bool) -> list[Plan]:
         n = gemm_size(gemm, limits.free_bytes, quick)
         if limits.compute_capability < gemm.min_cc or n is None:
@@ -113,7 +113,7 @@ def _cublas():
 
 
 @contextlib.contextmanager
-def _pinned_compute_type(gemm: Gemm):
+def _pinned_compute_type(gemm: LibraryGemm):
     """Pin CuPy's GEMM compute type for this dtype during one call (process-global state), then restore it."""
     from cupy._core import _routines_linalg as linalg
 
@@ -126,7 +126,7 @@ def _pinned_compute_type(gemm: Gemm):
         linalg.set_compute_type(gemm.storage, previous)
 
 
-def _random_matrix(n: int, gemm: Gemm, seed: int):
+def _random_matrix(n: int, gemm: LibraryGemm, seed: int):
     import cupy
 
     uniform = cupy.ElementwiseKernel("uint64 seed", "T x", _UNIFORM, "ceilings_uniform")
@@ -137,13 +137,13 @@ def _random_matrix(n: int, gemm: Gemm, seed: int):
     return values.astype(gemm.storage, copy=False)
 
 
-def _as_float64(gemm: Gemm, host: np.ndarray) -> np.ndarray:
+def _as_float64(gemm: LibraryGemm, host: np.ndarray) -> np.ndarray:
     if gemm.precision == "bf16":
         return (host.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return host.astype(np.float64)
 
 
-def _gemm_call(gemm: Gemm, a, b, c, n: int) -> Callable[[], None]:
+def _gemm_call(gemm: LibraryGemm, a, b, c, n: int) -> Callable[[], None]:
     """One C = A @ B, enqueued on the current stream."""
     import cupy
 
@@ -169,7 +169,7 @@ def _gemm_call(gemm: Gemm, a, b, c, n: int) -> Callable[[], None]:
     return gemm_ex
 
 
-def _prepare(gemm: Gemm) -> Callable[[Plan, Runtime], Prepared]:
+def _prepare(gemm: LibraryGemm) -> Callable[[Plan, Runtime], Prepared]:
     def prepare(plan: Plan, runtime: Runtime) -> Prepared:
         import cupy
 
@@ -215,7 +215,7 @@ def compare(precision: str, got: np.ndarray, a_rows: np.ndarray, b_cols: np.ndar
             f"{want[i, j]!r} (error {err[i, j]:.2e} of sum|a||b|, tolerance {TOLERANCE[precision]:.0e})")
 
 
-def _benchmark(gemm: Gemm) -> Benchmark:
+def _benchmark(gemm: LibraryGemm) -> Benchmark:
     return Benchmark(
         name=f"cublas.{gemm.precision}",
         backend="library",

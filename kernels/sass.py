@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # --- what one thread-instruction contributes -------------------------------------------------------------
@@ -100,7 +99,7 @@ class Instruction:
 
 
 @dataclass(frozen=True)
-class Op:
+class InstructionWork:
     """What one thread executing the instruction contributes."""
 
     key: str  # the counting class, e.g. "FFMA", "HFMA2.BF16_V2", "IMAD.MOV", "LDG.E.128.CONSTANT"
@@ -186,28 +185,28 @@ def _arith_class(ins: Instruction) -> str | None:
     return base
 
 
-def classify(ins: Instruction) -> Op:
+def classify(ins: Instruction) -> InstructionWork:
     """The counting class and the work of one thread-instruction (docs/inspect.md, "What counts")."""
     base, mods = ins.base, ins.modifiers
     if base in MMA_BASES:
         return _mma(ins)
     if base == SPECIAL_BASE:
         function = SPECIAL_FUNCTIONS.get(mods[0] if mods else "")
-        return Op(ins.opcode, special=function)
+        return InstructionWork(ins.opcode, special=function)
     if base in GLOBAL_LOADS or base in GLOBAL_STORES:
         width = access_bytes(ins.opcode)
         if base in GLOBAL_LOADS:
-            return Op(ins.opcode, read_bytes=width)
-        return Op(ins.opcode, write_bytes=width)
+            return InstructionWork(ins.opcode, read_bytes=width)
+        return InstructionWork(ins.opcode, write_bytes=width)
     if base in UNSIZED_MEMORY:
-        return Op(ins.opcode, unsized_global=True)
+        return InstructionWork(ins.opcode, unsized_global=True)
     if base in SHARED_MEMORY or base in SPILLS:
-        return Op(ins.opcode)
+        return InstructionWork(ins.opcode)
     if base == "IMAD" and mods:
-        return Op(".".join(ins.opcode.split(".")[:2]))
+        return InstructionWork(".".join(ins.opcode.split(".")[:2]))
     cls = _arith_class(ins)
     if cls is None:  # keep conversions (HADD2.F32) apart from the arithmetic classes
-        return Op(ins.opcode if base in ("HFMA2", "HADD2", "HMUL2") else base)
+        return InstructionWork(ins.opcode if base in ("HFMA2", "HADD2", "HMUL2") else base)
     precision, flops = FLOP_CLASSES[cls]
     sources = ins.operands[1:]
     pipe = ".MMA" if "MMA" in mods else ""  # HFMA2.MMA: same math, issued on the FMA-heavy pipe
@@ -215,15 +214,15 @@ def classify(ins: Instruction) -> Op:
     if ins.base in FMA_BASES or ins.base.removesuffix(IMMEDIATE_SUFFIX) in FMA_BASES:
         a, b, c = _fma_sources(sources)
         if _is_zero(a) or _is_zero(b):
-            return Op(f"{key}(mov)")  # x*0 + c: a move/constant idiom (HFMA2.MMA R5, -RZ, RZ, 0, 0)
+            return InstructionWork(f"{key}(mov)")  # x*0 + c: a move/constant idiom (HFMA2.MMA R5, -RZ, RZ, 0, 0)
         if _is_zero(c):
-            return Op(f"{key}(mul)", precision, flops // 2)  # a*b + 0: a multiply
+            return InstructionWork(f"{key}(mul)", precision, flops // 2)  # a*b + 0: a multiply
         if b.replace(" ", "") in ONE_MULTIPLIERS:
-            return Op(f"{key}(add)", precision, flops // 2)  # a*1 + c: an add
-        return Op(key, precision, flops)
+            return InstructionWork(f"{key}(add)", precision, flops // 2)  # a*1 + c: an add
+        return InstructionWork(key, precision, flops)
     if any(_is_zero(s) for s in sources[:2]):
-        return Op(f"{key}(mov)")  # x + 0, x * 0, -RZ + x: move/negate/convert idioms
-    return Op(key, precision, flops)
+        return InstructionWork(f"{key}(mov)")  # x + 0, x * 0, -RZ + x: move/negate/convert idioms
+    return InstructionWork(key, precision, flops)
 
 
 def _fma_sources(sources: tuple[str, ...]) -> tuple[str, str, str]:
@@ -240,7 +239,7 @@ def _fma_sources(sources: tuple[str, ...]) -> tuple[str, str, str]:
 _SHAPE = re.compile(r"^(?:\d+x\d+x\d+|\d{3,6})$")
 
 
-def _mma(ins: Instruction) -> Op:
+def _mma(ins: Instruction) -> InstructionWork:
     shape = next((m for m in ins.modifiers if _SHAPE.match(m)), None)
     if shape is None:
         raise ValueError(f"no shape in tensor instruction {ins}")
@@ -251,7 +250,7 @@ def _mma(ins: Instruction) -> Op:
     else:
         raise ValueError(f"unknown mma shape {shape!r} in {ins}; add it to kernels.sass.MMA_SHAPES")
     threads = GMMA_THREADS if ins.base.endswith("GMMA") else MMA_THREADS
-    return Op(ins.opcode, _mma_precision(ins), 2 * m * n * k // threads)
+    return InstructionWork(ins.opcode, _mma_precision(ins), 2 * m * n * k // threads)
 
 
 def _mma_precision(ins: Instruction) -> str:
@@ -752,56 +751,3 @@ def emulates_fp8(instructions: list[Instruction]) -> bool:
     """True when fp8 operands are unpacked to fp16 for HMMA (sm_90's mma.sync fp8, see SM90_FP8_NOTE)."""
     return any(i.base == "F2FP" and "UNPACK_B" in i.modifiers
                and {"E4M3", "E5M2"} & set(i.modifiers) for i in instructions)
-
-
-# --- dependent loads ----------------------------------------------------------------------------------------
-
-_GENERAL_REGISTER = re.compile(r"(?<![\w])R(\d+)(\.64)?\b")
-# Instructions whose first operand is no destination register (a store's is its address).
-NO_DESTINATION = frozenset({"STG", "STS", "STL", "ST", "RED", "REDG", "BRA", "BAR", "EXIT", "RET"})
-
-
-def _registers(operand: str) -> set[int]:
-    """General registers an operand names (R4.64: R4 and R5); RZ none."""
-    found = set()
-    for number, wide in _GENERAL_REGISTER.findall(operand):
-        found |= {int(number), int(number) + 1} if wide else {int(number)}
-    return found
-
-
-def _written(ins: Instruction) -> set[int]:
-    """The general registers an instruction writes: its first operand, widened by a 64-bit result (IMAD.WIDE,
-    LDG.E.64) or a 128-bit one (LDG.E.128)."""
-    first = _registers(ins.operands[0])
-    if len(first) != 1:
-        return first
-    n = first.pop()
-    width = 4 if "128" in ins.modifiers else 2 if {"WIDE", "64"} & set(ins.modifiers) else 1
-    return set(range(n, n + width))
-
-
-def chase_problem(loop: Sequence[Instruction]) -> str | None:
-    """Why a loop is not a pointer chase (None when it is): one global load per trip, whose address is computed
-    from the value that load returned on the trip before, so no load can start before the last one returns.
-    Registers are followed in address order twice round the loop (a value made after the load feeds the next
-    trip); a register written from untouched sources no longer carries the loaded value."""
-    loads = [i for i in loop if i.base in GLOBAL_LOADS]
-    if len(loads) != 1:
-        return (f"a pointer chase has one global load per trip, this loop {len(loads)}: unrolled or independent "
-                f"loads overlap, and their latency hides (keep the loop rolled: #pragma unroll 1)")
-    load = loads[0]
-    address = set().union(*(_registers(o) for o in load.operands[1:] if "[" in o))
-    carried = _written(load)
-    for _ in range(2):
-        for ins in loop:
-            if ins is load or ins.base in NO_DESTINATION or not ins.operands:
-                continue
-            written = _written(ins)
-            if set().union(*(_registers(o) for o in ins.operands[1:])) & carried:
-                carried |= written
-            else:
-                carried -= written
-    if address & carried:
-        return None
-    return (f"the loop's load {load} takes its address from registers the value it loaded does not reach: the "
-            f"loads are independent, not a chase")

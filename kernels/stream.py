@@ -124,7 +124,7 @@ DOT_FOLD_FADDS = {"cuda-c": 3, "numba": 0}
 
 
 @dataclass(frozen=True)
-class Op:
+class StreamOp:
     name: str  # read | write | copy | triad | dot
     reads: int  # arrays read per element
     writes: int  # arrays written per element
@@ -135,8 +135,8 @@ class Op:
         return self.reads + self.writes
 
 
-OPS = {op.name: op for op in (Op("read", 1, 0, 1), Op("write", 0, 1, 0), Op("copy", 1, 1, 0),
-                               Op("triad", 2, 1, 2), Op("dot", 2, 0, 2))}
+OPS = {op.name: op for op in (StreamOp("read", 1, 0, 1), StreamOp("write", 0, 1, 0), StreamOp("copy", 1, 1, 0),
+                               StreamOp("triad", 2, 1, 2), StreamOp("dot", 2, 0, 2))}
 
 
 # ---------------------------------------------------------------------------------------------- planning
@@ -146,7 +146,7 @@ def resident_blocks(limits: DeviceLimits, block: int, wanted: int) -> int:
     return max(1, min(wanted, limits.max_threads_per_sm // block))
 
 
-def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool, variant: Variant | None = None) -> Plan:
+def dram_plan(op: StreamOp, backend: str, limits: DeviceLimits, quick: bool, variant: Variant | None = None) -> Plan:
     """The one plan of a DRAM benchmark variant (default: the first, one wave): grid, unroll, trips, waves
     and the declared bytes. `quick` changes nothing: arrays must outgrow L2 in a quick run too."""
     variant = variant or VARIANTS[backend][0]
@@ -194,19 +194,19 @@ def dram_plan(op: Op, backend: str, limits: DeviceLimits, quick: bool, variant: 
     return Plan(grid=grid, block=block, work=work, params=params, loop_trips=trips, waves=waves, notes=notes)
 
 
-def small_arrays_note(array_bytes: int, op: Op, limits: DeviceLimits) -> str:
+def small_arrays_note(array_bytes: int, op: StreamOp, limits: DeviceLimits) -> str:
     return (f"arrays of {format_bytes(array_bytes)} ({array_bytes / limits.l2_bytes:.1f}x L2), not >= "
             f"{DRAM_L2_MULTIPLE}x L2 and >= {format_bytes(DRAM_MIN_ARRAY_BYTES)}: {op.arrays} "
             f"array{'s' if op.arrays > 1 else ''} in {FREE_FRACTION:.0%} of the {format_bytes(limits.free_bytes)} "
             f"free; L2 hits may raise this rate")
 
 
-def cuda_source(op: Op, plan: Plan) -> CudaSource:
+def cuda_source(op: StreamOp, plan: Plan) -> CudaSource:
     min_blocks = plan.params["blocks_per_sm"] or 1  # None on the simulator
     return CudaSource("stream.cu", f"dram_{op.name}<{plan.block}, {min_blocks}, {plan.params['unroll']}>")
 
 
-def numba_source(op: Op, plan: Plan) -> NumbaSource:
+def numba_source(op: StreamOp, plan: Plan) -> NumbaSource:
     from . import numba_stream
 
     # registers capped so that the planned blocks fit on an SM at once (kernels.inspect proves they do);
@@ -385,7 +385,7 @@ class NumbaDevice:
         self.stream.synchronize()
 
 
-def device_for(backend: str, op: Op, plan: Plan, runtime: Runtime):
+def device_for(backend: str, op: StreamOp, plan: Plan, runtime: Runtime):
     if backend == "cuda-c":
         return CupyDevice(runtime, cuda_source(op, plan))
     from . import numba_stream
@@ -396,7 +396,7 @@ def device_for(backend: str, op: Op, plan: Plan, runtime: Runtime):
 
 # -------------------------------------------------------------------------------------------- preparing
 
-def dram_prepare(op: Op, backend: str, plan: Plan, runtime: Runtime) -> Prepared:
+def dram_prepare(op: StreamOp, backend: str, plan: Plan, runtime: Runtime) -> Prepared:
     dev = device_for(backend, op, plan, runtime)
     n, trips = plan.params["elements"], np.int32(plan.params["trips"])
     state: dict = {}
@@ -529,7 +529,7 @@ _WHAT = {
 }
 
 
-def _benchmark(op: Op, backend: str, variant: Variant) -> Benchmark:
+def _benchmark(op: StreamOp, backend: str, variant: Variant) -> Benchmark:
     cuda_c = backend == "cuda-c"
     unroll = variant.unroll[op.name]
     how = (f"float4 (16-byte LDG.E.128/STG.E.128) accesses, {unroll} per array per thread per trip, "
