@@ -23,7 +23,7 @@ from ceilings.atomic import Outputs
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
 from ceilings.errors import CeilingsError, cli_entry, listed
 from ceilings.lazy import lazy
-from ceilings.roofs import RoofsRecord
+from ceilings.roofs import RoofsRecord, Sweep
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -77,9 +77,10 @@ KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "f
 # shapes, torch traces: a lower bound of its DRAM traffic, so its AI is an upper bound and its % of roof a
 # lower bound)
 COUNTED, ALGORITHMIC = "counted", "algorithmic"
-TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "coverage", "share", "precision", "level", "bytes_kind", "ai",
-                 "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s", "time_saved_s",
-                 "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source", "profile_gpu", "roof")
+TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "coverage", "share", "precision", "level",
+                 "bytes_kind", "ai", "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s",
+                 "time_saved_s", "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source",
+                 "profile_gpu", "roof")
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,6 @@ class Roof:
     value: float
     ceiling: str  # e.g. "dram.read", "cublas.fp16", or "datasheet" for a datasheet row
     peak_key: str | None = None  # key into datasheet peaks (Row.peaks())
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A measured intensity sweep (roofs doc `sweeps` named `intensity.*`): FLOP/B against FLOP/s."""
-
-    name: str
-    points: tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
@@ -113,7 +106,7 @@ class Roofs:
     complete: bool = True
     origin: str = ""  # the file or datasheet row they were read from
     memory_bytes: int | None = None
-    sweeps: tuple[Sweep, ...] = ()
+    sweeps: tuple[Sweep, ...] = ()  # the record's measured intensity sweeps (`intensity.*`): FLOP/B against FLOP/s
     clock_scale: float = 1.0  # compute roofs were multiplied by this (--scale-clock)
     compute_capability: str | None = None  # "9.0"; None when the roofs do not say
     sm_count: int | None = None
@@ -153,7 +146,7 @@ class Roofs:
         floor = rec.best_by_name().get(LAUNCH_FLOOR_CEILING)
         clocks = [c.clocks.sm_hz for c in rec.ceilings if c.clocks.sm_hz]
         sm_clock = float(np.median(clocks)) if clocks else rec.device.max_sm_clock_hz
-        sweeps = tuple(Sweep(s.name, s.points) for s in rec.sweeps if s.name.startswith("intensity."))
+        sweeps = tuple(s for s in rec.sweeps if s.name.startswith("intensity."))
         return cls(device=rec.device.name or UNKNOWN_GPU,
                    bandwidths=tuple(r for r in bandwidths if r is not None),
                    flats=tuple(r for r in flats if r is not None),
