@@ -1,4 +1,5 @@
-"""The HTML report (analysis.html), read as a file and opened in a real headless Chromium (tests/cdp.py).
+"""The HTML reports (common.html renders every command's pages), read as a file and opened in a real headless
+Chromium (tests/cdp.py).
 
 Fixtures: tests/data/roofline (see test_roofline.py): roofs dram 1e12 B/s, fp64 5e12, fp32 1e13, tensor 1e14
 FLOP/s; seven kernels, five with FLOPs and DRAM bytes (gemm AI 50 at 5e12 FLOP/s, elementwise 0.625, hgemm
