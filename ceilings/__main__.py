@@ -14,7 +14,7 @@ COMMANDS = {
     "fleet": ("ceilings.fleet", "a cluster's roofs files: each GPU against its siblings, outliers named (exit 1)"),
     "inspect": ("kernels.inspect", "prove each kernel's declared work from its SASS (no GPU needed)"),
     "ncu": ("analysis.ncu", "read Nsight Compute / Nsight Systems outputs into a kernel table"),
-    "roofline": ("analysis.roofline", "draw application kernels against the measured roofs"),
+    "roofline": ("analysis.roofline.__main__", "draw application kernels against the measured roofs"),
     "profile": ("analysis.profile", "run ncu with the metrics the roofline needs"),
     "whatif": ("analysis.whatif", "project profiled kernels onto other GPUs' roofs"),
     "llm": ("analysis.llm.__main__",

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from common.html import SERIES_COLORS, finite_number, page, strip_section, table_section, table_spec
 from kernels.base import relative
 
 from . import atomic
@@ -144,6 +145,43 @@ def plot_compare(ax, table: pd.DataFrame, unit: str) -> None:
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))
 
 
+def compare_page(table: pd.DataFrame) -> str:
+    """ceilings.compare --html: per panel (bandwidth, compute) a row per ceiling, a dot per roofs file and
+    datasheet (compare_table), on a log axis; then the whole table."""
+    columns = value_columns(table)
+    series = [(c, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, c in enumerate(columns)]
+    first = columns[0]
+    sections = []
+    for unit, title in panels(table):
+        rows = []
+        scale, shown = DISPLAY[unit]
+        for name, r in table[table["unit"] == unit].iterrows():
+            versus = finite_number(r[first]) and r[first]
+            points = [(r[c], i, f"{name}: {c}", [("value", f"{r[c] / scale:.4g} {shown}")] + (
+                [("vs the first", f"{relative(r['kind'], r[c], r[first]):.2f}x")] if c != first and versus else []),
+                None) for i, c in enumerate(columns) if finite_number(r[c]) and r[c] > 0]
+            if points:
+                rows.append({"label": name, "points": points})
+        if rows:
+            sections.append(strip_section(f"compare-{unit}", title, rows, series, xlabel=unit, log=True, unit=unit,
+                                          dodge=True))
+    numbers = number_columns(table)
+    fmt = {c: (lambda v: f"{v:.2f}x") if c.endswith(VERSUS_FIRST) else None for c in numbers}
+    cells = []
+    for name, r in table.iterrows():
+        scale, shown = DISPLAY[r["unit"]]
+        cells.append([(name, name), (shown, shown)] + [
+            ((fmt[c](r[c]) if fmt[c] else f"{r[c] / scale:.4g}") if finite_number(r[c]) else "",
+             r[c] if finite_number(r[c]) else None) for c in numbers])
+    sections.append(table_section("table", "Every ceiling", table_spec(
+        [("ceiling", False), ("unit", False), *((c, True) for c in numbers)], cells),
+        notes=["best valid value per ceiling name per file; datasheet columns by each ceiling's peak key"]))
+    simulated = any(c.endswith(SIMULATED_MARK) for c in columns)
+    title = ("SIMULATED columns (Numba's CUDA simulator: meaningless numbers): " if simulated else "") + \
+        "Ceilings side by side"
+    return page(title, sections)
+
+
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -184,8 +222,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv:
         out.text(args.csv, table.to_csv())
     if args.html:
-        from analysis.html import compare_page
-
         out.text(args.html, compare_page(table))
     from matplotlib.figure import Figure
 

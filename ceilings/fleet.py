@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from common.html import TAB10, cell_text, notes_section, page, strip_section, table_section, table_spec
 from kernels.base import relative
 
 from . import atomic
@@ -640,6 +641,57 @@ def draw(fleet: Fleet):
     return fig
 
 
+def fleet_page(fleet: Fleet) -> str:
+    """ceilings.fleet --html: per judged ceiling and group, every GPU's ratio to its baseline as a dot (those
+    under --min-ratio red, the lowest named host:GPU), then the outliers with their likely cause, the groups'
+    notes."""
+    colour = lambda name: TAB10.get(name.removeprefix("tab:"), name)
+    causes = {(o.gpu.path, o.ceiling): o for o in fleet.outliers}
+    rows = []
+    for name in judged_ceilings(fleet):
+        for group in fleet.groups:
+            ratios = sorted(((fleet.ratios[g.path][name], g) for g in group.gpus if name in fleet.ratios[g.path]),
+                            key=lambda p: p[0])
+            if not ratios:
+                continue
+            low = [g.path for r, g in ratios if r < fleet.min_ratio][:LABELLED_OUTLIERS]
+            points = []
+            for ratio, g in ratios:
+                o = causes.get((g.path, name))
+                facts = [("ceiling", name), ("ratio", f"{ratio:.3f}"), ("group", group.id), ("file", g.path)]
+                if o is not None:
+                    facts += [("value", format_rate(o.value, o.unit) if o.unit else "-"), ("reason", o.reason),
+                              ("likely cause", o.cause or "-")]
+                points.append((ratio, int(ratio < fleet.min_ratio), g.label, facts,
+                               g.label if g.path in low else None))
+            below = sum(r < fleet.min_ratio for r, _ in ratios)
+            rows.append({"label": f"{name} · {group.id} ({len(ratios)} GPUs"
+                                  + (f", {below} under" if below else "") + ")", "points": points})
+    n = sum(len(g.gpus) for g in fleet.groups)
+    failing = len({o.gpu.path for o in fleet.outliers})
+    against = fleet.reference or "its group's median"
+    title = (("SIMULATED (Numba simulator: numbers are meaningless): " if fleet.simulated else "")
+             + f"{n} GPUs in {len(fleet.groups)} group(s), {failing} falling short")
+    outliers = table_spec(
+        [("host:GPU", False), ("UUID", False), ("PCI bus", False), ("group", False), ("ceiling", False),
+         ("value", True), ("ratio", True), ("reason", False), ("likely cause", False), ("file", False)],
+        [[(o.gpu.label, o.gpu.label), *((cell_text(v), cell_text(v)) for v in (o.gpu.uuid, o.gpu.pci_bus_id)),
+          (o.group, o.group), (o.ceiling or "", o.ceiling or ""),
+          (format_rate(o.value, o.unit) if o.unit and o.value is not None else "", o.value),
+          (f"{o.ratio:.3f}" if o.ratio is not None else "", o.ratio), (o.reason, o.reason),
+          (o.cause or "", o.cause or ""), (o.gpu.path, o.gpu.path)] for o in fleet.outliers])
+    sections = [strip_section("fleet", f"Every GPU against {against}; red: under {fleet.min_ratio:g}", rows,
+                              [("passes", colour(PASS_COLOR)), (f"under {fleet.min_ratio:g}", colour(FAIL_COLOR))],
+                              xlabel=f"ratio to {'the reference' if fleet.reference else 'group median'}",
+                              threshold=fleet.min_ratio, baseline=1.0, warning=fleet.simulated,
+                              notes=[] if rows else ["no GPU could be judged: too few GPUs of each configuration; "
+                                                     "give --reference"]),
+                table_section("outliers", "Outliers" if fleet.outliers else "Outliers: none, every GPU passes",
+                              outliers),
+                notes_section("notes", "Notes", fleet.notes)]
+    return page(title, sections)
+
+
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -682,8 +734,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output:
         out.figure(args.output, draw(fleet), dpi=120)
     if args.html:
-        from analysis.html import fleet_page
-
         out.text(args.html, fleet_page(fleet))
     sys.stdout.write(report)
     out.commit(log=lambda path: print(f"{PROG}: wrote {path}", file=sys.stderr))

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import roofline  # noqa: E402
+from analysis.roofline.__main__ import main as roofline_main  # noqa: E402
 from ceilings.atomic import atomic_path, check_target  # noqa: E402
 from tests.cdp import Browser  # noqa: E402
 
@@ -38,7 +38,7 @@ def main() -> int:
     check_target(args.out, force=args.force)  # before the work: an existing picture needs --force
     with tempfile.TemporaryDirectory() as tmp:
         html = Path(tmp) / "report.html"
-        if roofline.main(["--roofs", "A100 SXM4 80GB", str(args.trace), "--by", "kernel", "--html", str(html)]):
+        if roofline_main(["--roofs", "A100 SXM4 80GB", str(args.trace), "--by", "kernel", "--html", str(html)]):
             return 2  # its error is printed
         with Browser(Path(tmp) / "profile", width=WIDTH, height=HEIGHT) as b:
             b.send("Page.enable")

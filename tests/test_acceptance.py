@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import ncu, profile, roofline, whatif
+from analysis import ncu, profile, whatif
+from analysis.roofline.__main__ import main as roofline_main
 from ceilings import __main__ as console
 from ceilings import atomic, compare, measure
 from ceilings.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, cli_entry
@@ -37,9 +38,9 @@ def one_line_error(err: str, *needles: str) -> str:
 # --- outputs: a folder in the way, an unwritable folder, a bad picture suffix ---------------------------
 
 @pytest.mark.parametrize("cli, args", [
-    (roofline.main, ["--roofs", str(ROOFS), str(PROFILE), "--csv"]),
-    (roofline.main, ["--roofs", str(ROOFS), str(PROFILE), "--report"]),
-    (roofline.main, ["--roofs", str(ROOFS), str(PROFILE), "-o"]),  # a folder named *.png below
+    (roofline_main, ["--roofs", str(ROOFS), str(PROFILE), "--csv"]),
+    (roofline_main, ["--roofs", str(ROOFS), str(PROFILE), "--report"]),
+    (roofline_main, ["--roofs", str(ROOFS), str(PROFILE), "-o"]),  # a folder named *.png below
     (compare.main, [str(ROOFS), "--csv"]),
     (compare.main, [str(ROOFS), "-o"]),
     (ncu.main, [str(PROFILE), "--json"]),
@@ -58,7 +59,7 @@ def test_output_path_that_is_a_folder_is_one_line_exit_2(cli, args, tmp_path, ca
 def test_unwritable_output_folder_is_one_line_exit_2(option, capsys):
     name = {"--csv": "k.csv", "--report": "r.md", "-o": "r.png"}[option]
     target = UNWRITABLE / name
-    assert roofline.main(["--roofs", str(ROOFS), str(PROFILE), option, str(target)]) == EXIT_USER_ERROR
+    assert roofline_main(["--roofs", str(ROOFS), str(PROFILE), option, str(target)]) == EXIT_USER_ERROR
     one_line_error(capsys.readouterr().err, str(target), "not writable")
 
 
@@ -190,7 +191,7 @@ def test_inspect_checks_its_options_before_compiling(args, needle, tmp_path, mon
 
 @pytest.mark.parametrize("module, cli, args", [
     ("analysis.ncu", ncu.main, ["{tmp}/nope.csv"]),
-    ("analysis.roofline", roofline.main, ["--roofs", "{tmp}/nope.json", str(PROFILE)]),
+    ("analysis.roofline", roofline_main, ["--roofs", "{tmp}/nope.json", str(PROFILE)]),
     ("analysis.whatif", whatif.main, [str(PROFILE), "--on", "{tmp}"]),
     ("analysis.profile", profile.main, ["-k", "(", "--", "./app"]),
     ("ceilings.measure", measure.main, ["--simulate", "--device", "1"]),

@@ -17,6 +17,7 @@ import pytest
 
 from analysis import ncu, roofline
 from analysis.ncu import kernel_table
+from analysis.roofline.__main__ import main as roofline_main
 from ceilings.errors import CeilingsError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def _conserved(path: Path, tmp_path: Path) -> None:
     # the roofline keeps every row, judged or not, with the kernel table's time and FLOPs: as a table and CSV
     judged = roofline.roofline_table(roofline.target_roofs("H100 SXM"), kernel_table([path], by="op"))
     written = tmp_path / "roofline.csv"
-    assert roofline.main(["--roofs", "H100 SXM", str(path), "--by", "module", "--csv", str(written)]) == 0
+    assert roofline_main(["--roofs", "H100 SXM", str(path), "--by", "module", "--csv", str(written)]) == 0
     for table, what in ((judged, "roofline --by op"), (pd.read_csv(written), "roofline --by module CSV")):
         assert int(table["launches"].sum()) == expected["launches"], what
         for col in ("time_s", "flops"):

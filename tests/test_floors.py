@@ -239,8 +239,7 @@ def test_compare_shows_the_floors_beside_an_old_file(tmp_path, capsys):
 def test_compare_shows_a_slower_latency_as_worse():
     """A GPU whose launch takes 6 us against the first's 3 us performs at 3 / 6 = 0.5, as one with half the
     first's bandwidth (1500 / 3000 GB/s) does; the other way round, 6 / 3 = 2. Not 6 / 3 = 2 for the slow one."""
-    from analysis.html import compare_page
-    from ceilings.compare import VERSUS_FIRST, compare_table, format_table
+    from ceilings.compare import VERSUS_FIRST, compare_page, compare_table, format_table
 
     slow = newer_file()
     slow["ceilings"] = [c for c in slow["ceilings"] if c["name"] not in ("launch.stream", "dram.read")] + \

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import ncu, roofline, whatif
+from analysis import ncu, whatif
+from analysis.roofline.__main__ import main as roofline_main
 from ceilings import compare, fleet
 
 DATA = Path(__file__).parent / "data"
@@ -125,7 +126,7 @@ def test_mutated_roofs_files_through_every_command(tmp_path, capsys):
         f = tmp_path / f"roofs{case}.json"
         f.write_bytes(_mutate(data, rng))
         before = _digest([f, kernels])
-        for main, argv in ((roofline.main, [kernels, "--roofs", f, "--no-datasheet", "--csv", tmp_path / f"r{case}"]),
+        for main, argv in ((roofline_main, [kernels, "--roofs", f, "--no-datasheet", "--csv", tmp_path / f"r{case}"]),
                            (whatif.main, [kernels, "--on", f]),
                            (compare.main, [ROOFS, f, "-o", tmp_path / f"c{case}.svg"]),
                            (fleet.main, [f])):
@@ -137,8 +138,8 @@ def test_mutated_roofs_files_through_every_command(tmp_path, capsys):
 @pytest.mark.parametrize("main, argv, option", [
     (ncu.main, ["{p}", "--csv", "{p}", "--force"], "--csv"),
     (ncu.main, ["{p}", "--json", "{link}", "--force"], "--json"),
-    (roofline.main, ["{p}", "--roofs", "{roofs}", "--csv", "{p}", "--force"], "--csv"),
-    (roofline.main, ["{p}", "--roofs", "{roofs}", "--report", "{roofs}", "--force"], "--report"),
+    (roofline_main, ["{p}", "--roofs", "{roofs}", "--csv", "{p}", "--force"], "--csv"),
+    (roofline_main, ["{p}", "--roofs", "{roofs}", "--report", "{roofs}", "--force"], "--report"),
     (whatif.main, ["{p}", "--on", "{roofs}", "--csv", "{link}", "--force"], "--csv"),
     (compare.main, ["{roofs}", "--csv", "{roofs}", "-o", "{dir}/c.png", "--force"], "--csv"),
     (fleet.main, ["{dir}", "--json", "{roofs}", "--force"], "--json"),
@@ -171,7 +172,7 @@ def test_an_existing_output_needs_force_and_a_failed_run_writes_nothing(tmp_path
         raise OverflowError("cannot convert float infinity to integer")
 
     monkeypatch.setattr(Figure, "savefig", fails)
-    rc, _, err = _call(roofline.main, [kernels, "--roofs", ROOFS, "--csv", tmp_path / "k.csv", "-o",
+    rc, _, err = _call(roofline_main, [kernels, "--roofs", ROOFS, "--csv", tmp_path / "k.csv", "-o",
                                        tmp_path / "k.png"], capsys)
     assert rc == 2 and "cannot draw" in err and "nothing was written" in err, err
     assert not (tmp_path / "k.csv").exists() and not (tmp_path / "k.png").exists()
@@ -201,7 +202,7 @@ def test_hostile_files(make, tmp_path, capsys, monkeypatch):
         argv = [f, f]
     if make == "gzip-roofs":
         f.write_bytes(gzip.compress(ROOFS.read_bytes()))
-        rc, _, err = _call(roofline.main, [DATA / "roofline" / "kernels.csv", "--roofs", f], capsys)
+        rc, _, err = _call(roofline_main, [DATA / "roofline" / "kernels.csv", "--roofs", f], capsys)
         assert rc == 2 and "gzip" in err, err
         return
     rc, _, err = _call(ncu.main, argv, capsys)

@@ -22,6 +22,7 @@ import pytest
 from analysis import roofline, whatif
 from analysis.llm.__main__ import main as llm_main
 from analysis.ncu import kernel_table
+from analysis.roofline.__main__ import main as roofline_main
 from tests.test_nsys_sqlite import make_export
 
 DATA = Path(__file__).parent / "data"
@@ -104,7 +105,7 @@ def test_an_nsys_export_gives_target_info_gpu(tmp_path):
 # ---- the three commands say it first -----------------------------------------------------------------------
 
 def test_roofline_warns_first_about_an_h20_profile_against_h100_roofs(capsys):
-    assert roofline.main(["--roofs", "H100 SXM", str(H20_TEXT)]) == 0
+    assert roofline_main(["--roofs", "H100 SXM", str(H20_TEXT)]) == 0
     first = first_warning(capsys)
     assert first.startswith("warning: PROFILE FROM ANOTHER GPU: the profile ran on unknown GPU (CC 9.0, device 0), "
                             "the roofs are of NVIDIA H100 SXM5 80GB (CC 9.0) (the profile's GPU: 78 SMs, the "

@@ -1,4 +1,5 @@
-"""The HTML report (analysis.html), read as a file and opened in a real headless Chromium (tests/cdp.py).
+"""The HTML reports (common.html renders every command's pages), read as a file and opened in a real headless
+Chromium (tests/cdp.py).
 
 Fixtures: tests/data/roofline (see test_roofline.py): roofs dram 1e12 B/s, fp64 5e12, fp32 1e13, tensor 1e14
 FLOP/s; seven kernels, five with FLOPs and DRAM bytes (gemm AI 50 at 5e12 FLOP/s, elementwise 0.625, hgemm
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import roofline
+from analysis.roofline.__main__ import main as roofline_main
 from tests.cdp import Browser, find_chromium
 
 DATA = Path(__file__).parent / "data" / "roofline"
@@ -36,7 +37,7 @@ def profile(tmp: Path) -> Path:
 
 def report(tmp: Path, *extra: str) -> Path:
     out = tmp / "report.html"
-    assert roofline.main(["--roofs", str(DATA / "roofs.json"), str(profile(tmp)), "--html", str(out), *extra]) == 0
+    assert roofline_main(["--roofs", str(DATA / "roofs.json"), str(profile(tmp)), "--html", str(out), *extra]) == 0
     return out
 
 
@@ -77,10 +78,10 @@ def test_an_existing_report_needs_force(tmp_path, capsys):
     out = report(tmp_path)
     before = out.read_bytes()
     args = ["--roofs", str(DATA / "roofs.json"), str(tmp_path / "kernels.csv"), "--html", str(out)]
-    assert roofline.main(args) == 2
+    assert roofline_main(args) == 2
     assert "--force" in capsys.readouterr().err and out.read_bytes() == before
-    assert roofline.main([*args[:3], "--html", str(tmp_path / "kernels.csv"), "--force"]) == 2  # an input
-    assert roofline.main([*args, "--force", "--level", "l2"]) == 0 and out.read_bytes() != before
+    assert roofline_main([*args[:3], "--html", str(tmp_path / "kernels.csv"), "--force"]) == 2  # an input
+    assert roofline_main([*args, "--force", "--level", "l2"]) == 0 and out.read_bytes() != before
 
 
 # --- in a browser -----------------------------------------------------------------------------------------

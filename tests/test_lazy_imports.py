@@ -94,3 +94,15 @@ def test_the_foundation_imports_nothing_of_the_project_above_it():
         names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         project = {m for m in names if m and m.split(".")[0] in ("ceilings", "kernels", "analysis")}
         assert project <= FOUNDATION, (module, sorted(project - FOUNDATION))
+
+
+def test_common_imports_nothing_of_the_project():
+    """common/ is the bottom floor: every package renders its pages with it, so it may know none of them."""
+    import ast
+
+    for path in (ROOT / "common").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        project = {m for m in names if m and m.split(".")[0] in ("ceilings", "kernels", "analysis", "scripts")}
+        assert not project, (path.name, sorted(project))

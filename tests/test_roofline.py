@@ -17,6 +17,7 @@ import pytest
 
 from analysis import roofline
 from analysis.roofline import Roofs, roofline_table, short_name, totals
+from analysis.roofline.__main__ import main as roofline_main
 from ceilings.errors import CeilingsError, listed
 
 DATA = Path(__file__).parent / "data" / "roofline"
@@ -139,7 +140,7 @@ def test_valid_ceiling_of_zero_is_rejected(tmp_path, fixture_reader, capsys):
     doc["ceilings"][i]["value"] = 0
     path = tmp_path / "zero.json"
     path.write_text(json.dumps(doc))
-    assert roofline.main(["--roofs", str(path), str(KERNELS), "--no-datasheet"]) == 2
+    assert roofline_main(["--roofs", str(path), str(KERNELS), "--no-datasheet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}: roofs.ceilings[{i}] (dram.read).value: 0 in a valid ceiling" in err
     doc["ceilings"][i]["valid"] = False  # an invalid ceiling may record 0; the roofs then use dram.copy
@@ -431,7 +432,7 @@ def fixture_reader(monkeypatch) -> FixtureProfiles:
 
 def test_cli_writes_picture_report_and_table(tmp_path, fixture_reader, capsys):
     out = tmp_path / "r.svg"
-    rc = roofline.main(["--roofs", str(ROOFS), str(KERNELS), "-o", str(out), "--report", str(tmp_path / "r.md"),
+    rc = roofline_main(["--roofs", str(ROOFS), str(KERNELS), "-o", str(out), "--report", str(tmp_path / "r.md"),
                         "--csv", str(tmp_path / "k.csv"), "--no-datasheet", "--level", "all", "--sweep"])
     assert rc == 0 and out.read_text().startswith("<?xml")
     table = pd.read_csv(tmp_path / "k.csv")
@@ -443,7 +444,7 @@ def test_cli_writes_picture_report_and_table(tmp_path, fixture_reader, capsys):
 
 
 def test_cli_scale_clock_and_stdout_table(fixture_reader, capsys):
-    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock"]) == 0
+    assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock"]) == 0
     out, err = capsys.readouterr()
     assert "gemm_kernel" in out and "GHz" not in err
 
@@ -453,7 +454,7 @@ def test_cli_scale_clock_and_stdout_table(fixture_reader, capsys):
     (["--level", "l2", "--roofs", str(DATA / "nope.json")], "nope.json"),
 ])
 def test_cli_errors_are_one_line(args, needle, fixture_reader, capsys):
-    rc = roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", *args])
+    rc = roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", *args])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and err.count("\n") == 1
 
@@ -461,12 +462,12 @@ def test_cli_errors_are_one_line(args, needle, fixture_reader, capsys):
 def test_cli_level_without_its_roof(tmp_path, fixture_reader, capsys):
     path = tmp_path / "roofs.json"
     path.write_text(json.dumps(doc_without("l2.read")))
-    assert roofline.main(["--roofs", str(path), str(KERNELS), "--no-datasheet", "--level", "l2"]) == 2
+    assert roofline_main(["--roofs", str(path), str(KERNELS), "--no-datasheet", "--level", "l2"]) == 2
     assert "no valid l2 bandwidth ceiling" in capsys.readouterr().err
 
 
 def test_cli_stdout_table_is_readable_and_csv_stays_in_base_units(tmp_path, fixture_reader, capsys):
-    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
+    assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
     head, lines = capsys.readouterr().out.split("\n\n", 1)
     assert head.splitlines() == [f"roofs: Test GPU X100 (CC unknown): measured roofs ({ROOFS.name})",
                                  f"profiled on unknown GPU; {roofline.GPU_NAME_HINT}"]
@@ -479,7 +480,7 @@ def test_cli_stdout_table_is_readable_and_csv_stays_in_base_units(tmp_path, fixt
     gemm = next(line for line in lines if "gemm_kernel" in line).split()
     assert gemm[1:] == ["gemm_kernel", "fp32", "compute", "50", "5", "TFLOP/s", "10", "TFLOP/s", "50.0%", "1", "ms",
                         "500", "µs", "500", "µs", "13.7%"]
-    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--csv", str(tmp_path / "k.csv")]) == 0
+    assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--csv", str(tmp_path / "k.csv")]) == 0
     csv = pd.read_csv(tmp_path / "k.csv").set_index("short_name")
     assert csv.loc["gemm_kernel", "time_at_roof_s"] == pytest.approx(5e-4)
     assert csv.loc["gemm_kernel", "flop_per_s"] == pytest.approx(5e12)
@@ -492,7 +493,7 @@ def test_kernel_without_flops_is_shown_as_bandwidth(roofs, kernels, fixture_read
     report = roofline.render_report(roofs, roofline_table(roofs, kernels))
     row_md = next(line for line in report.splitlines() if "`copy_kernel`" in line)
     assert [c.strip().strip("`") for c in row_md.strip("|").split("|")][1:] == expected
-    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
+    assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
     row_text = next(line for line in capsys.readouterr().out.splitlines() if "copy_kernel" in line)
     assert " ".join(row_text.split()[1:]) == " ".join(expected)
     # against L2 (4e8 bytes / 4e12 B/s = 100 µs): 800 GB/s of 4 TB/s, 20 %
@@ -506,11 +507,11 @@ def test_sweep_without_sweeps_is_warned_about(tmp_path, fixture_reader, capsys):
     path = tmp_path / "nosweep.json"
     path.write_text(json.dumps(doc))
     args = ["--roofs", str(path), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]
-    assert roofline.main([*args, "--report", str(tmp_path / "r.md")]) == 0
+    assert roofline_main([*args, "--report", str(tmp_path / "r.md")]) == 0
     warned = [ln for ln in capsys.readouterr().err.splitlines() if "--sweep" in ln]
     assert len(warned) == 1 and warned[0].startswith(f"warning: --sweep: {path} has no intensity sweeps")
     assert f"--sweep: {path} has no intensity sweeps" in (tmp_path / "r.md").read_text()
-    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]) == 0
+    assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]) == 0
     assert "--sweep" not in capsys.readouterr().err  # the fixture has intensity.fp32
 
 
@@ -518,13 +519,13 @@ def test_cli_passes_on_the_kernel_table_warnings(tmp_path, fixture_reader, capsy
     lost = "dram_bytes: missing for 1 kernel(s) because only some of their launches have it"
     fixture_reader.warnings = [lost]
     report = tmp_path / "r.md"
-    assert roofline.main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--report", str(report)]) == 0
+    assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--report", str(report)]) == 0
     assert f"warning: {lost}" in capsys.readouterr().err.splitlines()
     assert f"- {lost}" in report.read_text()
 
 
 def test_cli_roofs_file_as_profile(capsys):
-    assert roofline.main(["--roofs", str(ROOFS), str(ROOFS), "--no-datasheet"]) == 2
+    assert roofline_main(["--roofs", str(ROOFS), str(ROOFS), "--no-datasheet"]) == 2
     assert capsys.readouterr().err == (f"python -m analysis.roofline: error: {ROOFS} is a roofs file "
                                        f"(ceilings.measure output); pass it with --roofs\n")
 
@@ -535,7 +536,7 @@ def test_published_example_end_to_end(tmp_path, capsys):
     pytest.importorskip("analysis.ncu")
     pytest.importorskip("ceilings.datasheet")
     out = tmp_path / "r.png"
-    rc = roofline.main(["--roofs", str(EXAMPLES / "roofs.json"), str(EXAMPLES / "profile.csv"), "-o", str(out),
+    rc = roofline_main(["--roofs", str(EXAMPLES / "roofs.json"), str(EXAMPLES / "profile.csv"), "-o", str(out),
                         "--report", str(tmp_path / "r.md")])
     assert rc == 0 and out.stat().st_size > 10_000
     report = (tmp_path / "r.md").read_text()
@@ -615,7 +616,7 @@ def test_roofs_can_be_a_datasheet_row_labelled_as_such_everywhere(tmp_path, fixt
     sheet = find_datasheet(A100_NAME)
     provenance = f"datasheet figures for {sheet.display_name} (not measured here)"
     png, md, csv = tmp_path / "r.png", tmp_path / "r.md", tmp_path / "k.csv"
-    assert roofline.main(["--roofs", A100_NAME, str(KERNELS), "-o", str(png), "--report", str(md),
+    assert roofline_main(["--roofs", A100_NAME, str(KERNELS), "-o", str(png), "--report", str(md),
                           "--csv", str(csv)]) == 0
     assert f"the roofs are {provenance}" in capsys.readouterr().err
     report = md.read_text()
@@ -639,7 +640,7 @@ def test_roofs_can_be_a_datasheet_row_labelled_as_such_everywhere(tmp_path, fixt
 ])
 def test_roofs_that_are_neither_file_nor_datasheet_name_are_one_line(spec, needle, tmp_path, fixture_reader,
                                                                        capsys):
-    assert roofline.main(["--roofs", spec.format(tmp=tmp_path), str(KERNELS)]) == 2
+    assert roofline_main(["--roofs", spec.format(tmp=tmp_path), str(KERNELS)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle.format(tmp=tmp_path) in err
     assert fixture_reader.calls == []  # before reading any profile
@@ -663,11 +664,11 @@ def test_outputs_are_kept_without_force_and_checked_before_any_work(option, name
     other = tmp_path / ("k.csv" if option != "--csv" else "r.md")  # a second output: not written either
     other_option = "--csv" if option != "--csv" else "--report"
     args = [*ROOFLINE_ARGS, option, str(old), other_option, str(other)]
-    assert roofline.main(args) == 2
+    assert roofline_main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{option} {old} exists; pass --force" in err
     assert old.read_text() == "old\n" and not other.exists() and fixture_reader.calls == []
-    assert roofline.main([*args, "--force"]) == 0
+    assert roofline_main([*args, "--force"]) == 0
     assert old.read_bytes() != b"old\n" and other.exists()
 
 
@@ -675,10 +676,10 @@ def test_stdout_outputs_need_no_force_and_two_outputs_cannot_share_a_file(tmp_pa
                                                                            capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "-").write_text("a file named -\n")  # '-' is standard output, never this file
-    assert roofline.main([*ROOFLINE_ARGS, "--csv", "-"]) == 0
+    assert roofline_main([*ROOFLINE_ARGS, "--csv", "-"]) == 0
     assert capsys.readouterr().out.startswith("kernel,short_name,")
     assert (tmp_path / "-").read_text() == "a file named -\n"
-    assert roofline.main([*ROOFLINE_ARGS, "--csv", "same.txt", "--report", "./same.txt"]) == 2
+    assert roofline_main([*ROOFLINE_ARGS, "--csv", "same.txt", "--report", "./same.txt"]) == 2
     assert "--report ./same.txt and --csv same.txt are the same file" in capsys.readouterr().err
     assert not (tmp_path / "same.txt").exists()
 
@@ -686,12 +687,12 @@ def test_stdout_outputs_need_no_force_and_two_outputs_cannot_share_a_file(tmp_pa
 # ---- which kernels: --kernel, --nvtx, --time-run, --by --------------------------------------------------
 
 def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
-    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1", "--by", "op",
+    assert roofline_main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1", "--by", "op",
                           "--include-early"]) == 0
     assert fixture_reader.calls[-1] | {"paths": None} == {"paths": None, "nsys": None, "kernel_regex": "gemm",
                                                           "nvtx": "step 3", "time_run": 1, "by": "op",
                                                           "include_early": True, "flops": "executed"}
-    assert roofline.main(ROOFLINE_ARGS) == 0
+    assert roofline_main(ROOFLINE_ARGS) == 0
     assert fixture_reader.calls[-1] == {"paths": [str(KERNELS)], "nsys": None, "kernel_regex": None, "nvtx": None,
                                         "time_run": None, "by": "kernel", "include_early": False,
                                         "flops": "executed"}
@@ -699,7 +700,7 @@ def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
 
 def test_no_kernel_left_names_the_filters(fixture_reader, capsys):
     fixture_reader.empty = True
-    assert roofline.main([*ROOFLINE_ARGS, "--kernel", "nomatch", "--nvtx", "step"]) == 2
+    assert roofline_main([*ROOFLINE_ARGS, "--kernel", "nomatch", "--nvtx", "step"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{KERNELS}: no kernels found with --kernel 'nomatch' and --nvtx 'step'" in err
 
@@ -784,7 +785,7 @@ def test_a_profile_from_another_gpu_is_the_first_and_loud_warning(tmp_path, fixt
 
     fixture_reader.gpus = [H100]
     md, csv = tmp_path / "r.md", tmp_path / "k.csv"
-    assert roofline.main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet", "--report", str(md),
+    assert roofline_main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet", "--report", str(md),
                           "--csv", str(csv)]) == 0
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith("warning: PROFILE FROM ANOTHER GPU: the profile ran on NVIDIA H100 80GB HBM3 (CC 9.0, "
@@ -807,11 +808,11 @@ def test_a_profile_from_another_gpu_is_the_first_and_loud_warning(tmp_path, fixt
 def test_the_profiled_gpu_is_named_in_table_report_and_plot(tmp_path, fixture_reader, capsys):
     fixture_reader.gpus = [A100]
     md = tmp_path / "r.md"
-    assert roofline.main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet", "--report", str(md)]) == 0
+    assert roofline_main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet", "--report", str(md)]) == 0
     err = capsys.readouterr().err
     assert "ANOTHER GPU" not in err and "does not say which GPU" not in err
     assert "; profiled on NVIDIA A100-SXM4-80GB (CC 8.0, device 0)\n" in md.read_text()
-    assert roofline.main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet"]) == 0
+    assert roofline_main(["--roofs", str(A100_ROOFS), str(KERNELS), "--no-datasheet"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "profiled on NVIDIA A100-SXM4-80GB (CC 8.0, device 0)"
     roofs, kernels = roofline.load(A100_ROOFS), pd.read_csv(KERNELS)
     kernels.attrs["gpus"] = [A100]
@@ -821,7 +822,7 @@ def test_the_profiled_gpu_is_named_in_table_report_and_plot(tmp_path, fixture_re
 
 def test_a_profile_that_does_not_name_its_gpu_says_how_to(tmp_path, fixture_reader, capsys):
     md, csv = tmp_path / "r.md", tmp_path / "k.csv"
-    assert roofline.main([*ROOFLINE_ARGS, "--report", str(md), "--csv", str(csv)]) == 0
+    assert roofline_main([*ROOFLINE_ARGS, "--report", str(md), "--csv", str(csv)]) == 0
     hint = "collect device__attribute_display_name with ncu"
     assert any("does not say which GPU it ran on" in w and hint in w for w in capsys.readouterr().err.splitlines())
     assert f"profiled on unknown GPU; {hint}" in md.read_text()

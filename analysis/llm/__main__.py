@@ -314,7 +314,7 @@ def _write(out: Outputs, args, model, setup, results, calibration, sweep, steppe
 
         out.figure(args.sweep_plot, sweep_figure(model, sweep, results), dpi=150, bbox_inches="tight")
     if args.html:
-        from analysis.html import llm_page
+        from analysis.llm.html import llm_page
 
         out.text(args.html, llm_page(model, results, sweep, warnings=warnings))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))

@@ -41,7 +41,7 @@ def _drawn(result: Result) -> pd.DataFrame:
 
 
 def ops_view(result: Result):
-    """What plot_ops (and analysis.html) draw of one GPU: the drawable ops (_drawn), the roofs with only the
+    """What plot_ops (and analysis.llm.html) draw of one GPU: the drawable ops (_drawn), the roofs with only the
     flats those ops run on, and the axes' ranges (whole decades)."""
     roofs = result.gpu.roofs
     ops = _drawn(result)

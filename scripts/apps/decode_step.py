@@ -9,7 +9,7 @@ output projection, RMSNorm, SwiGLU MLP (gate/up fused, then down); then a final 
 greedy next token. With batch 1-8 every projection is a skinny GEMM (a GEMV per token) that reads all
 its weights once: memory-bound, as is reading the KV cache. Defaults: 32 layers x 4096 (LLaMA-7B-like,
 about 13 GB of bf16 weights and, at batch 4 and 4096 tokens, 8.6 GB of KV cache). The measured step
-runs inside cudaProfilerStart/Stop (scripts/apps/common.py). Prints one JSON line.
+runs inside cudaProfilerStart/Stop (scripts/apps/app_common.py). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_common_args, emit, require_torch, resolve_device, run_steps
+from app_common import add_common_args, emit, require_torch, resolve_device, run_steps
 
 from ceilings.errors import CeilingsError, cli_entry
 

@@ -5,7 +5,7 @@
 
 Forward, cross-entropy loss, backward and an SGD (momentum) update. No weights or data are downloaded:
 `resnet50(weights=None)`, inputs from torch.randn. The measured step runs inside cudaProfilerStart/Stop
-(scripts/apps/common.py), so `ncu --profile-from-start off` profiles that step only. Prints one JSON line.
+(scripts/apps/app_common.py), so `ncu --profile-from-start off` profiles that step only. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_common_args, emit, require_torch, resolve_device, run_steps
+from app_common import add_common_args, emit, require_torch, resolve_device, run_steps
 
 from ceilings.errors import MissingDependency, cli_entry
 

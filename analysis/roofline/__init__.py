@@ -4,7 +4,9 @@
 ceilings.measure`) or a datasheet row, and Nsight Compute output (through `analysis.ncu.kernel_table`), judges
 every kernel against the roofs, and writes a picture, a Markdown report and a CSV table.
 
-Computation only (DataFrames and frozen dataclasses); drawing is in `analysis.plot`.
+Computation only (DataFrames and frozen dataclasses); drawing is in `analysis.plot`, the data of the picture in
+`analysis.figure`, the HTML page in `analysis.html`, and the command that calls them in `__main__`: they all
+import this module, so it imports none of them.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,14 +21,12 @@ from pathlib import Path
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
 from ceilings.atomic import Outputs
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
-from ceilings.errors import CeilingsError, cli_entry, listed
+from ceilings.errors import CeilingsError, listed
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord, Sweep
 
 np = lazy("numpy")
 pd = lazy("pandas")
-
-PROG = "python -m analysis.roofline"
 
 LEVELS = ("dram", "l2", "l1")
 PRECISIONS = ("fp64", "fp32", "fp16", "tensor")
@@ -46,7 +44,6 @@ SHORT_NAME_MAX = 40
 # wrappers whose name says nothing: their first template argument names the kernel (CUTLASS, CUB)
 GENERIC_KERNELS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel"})
 NAMES_SHOWN = 5  # kernels named in a warning that covers many
-DEFAULT_TOP = 10
 # the Markdown report lists this many kernels; the CSV has them all
 REPORT_MAX_ROWS = 50
 
@@ -955,101 +952,3 @@ def datasheet_roofs(roofs: Roofs, name: str | None = None) -> Roofs | None:
         return Roofs.from_datasheet(datasheet.find_datasheet(name), like=roofs)
     row = None if roofs.from_datasheet_row else datasheet.match_device(roofs.device, roofs.memory_bytes)
     return Roofs.from_datasheet(row, like=roofs) if row is not None else None
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Roofline of profiled kernels against the roofs measured by "
-        "`python -m ceilings.measure` (or a datasheet's): a picture, a report ranking kernels by the time they "
-        "would save at their roof, and a per-kernel table.",
-        epilog="Profiles: ncu text, CSV (details or raw page) or the kernel-table CSV of analysis.ncu; "
-        "make one with `python -m analysis.profile`. Without -o/--report/--csv the table goes to stdout.")
-    add_profile_arguments(p)
-    p.add_argument("--roofs", required=True, metavar="ROOFS.json|NAME",
-                   help="roofs file from ceilings.measure, or a datasheet name (e.g. 'A100 SXM4 80GB')")
-    p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
-    p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
-    p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
-    p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report (opens offline)")
-    p.add_argument("--force", action="store_true", help="overwrite existing -o/--report/--csv/--html files")
-    p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
-                   help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
-    p.add_argument("--level", choices=(*LEVELS, "all"), default="dram",
-                   help="memory level of the arithmetic intensity; all: hierarchical roofline (default dram)")
-    p.add_argument("--precision", choices=PRECISIONS,
-                   help="judge every kernel against this flat (default: each kernel's dominant precision)")
-    ds = p.add_mutually_exclusive_group()
-    ds.add_argument("--datasheet", nargs="?", const="", default="", metavar="NAME",
-                    help="draw datasheet roofs dashed: of the matching row (default) or of row NAME")
-    ds.add_argument("--no-datasheet", dest="datasheet", action="store_const", const=None,
-                    help="do not draw datasheet roofs")
-    p.add_argument("--scale-clock", action="store_true",
-                   help="scale the compute roofs to the profile's SM clock (median over kernels)")
-    p.add_argument("--sweep", action="store_true", help="overlay the measured intensity sweep(s)")
-    return p
-
-
-@cli_entry(PROG)
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    out = check_outputs({"--report": args.report, "--csv": args.csv, "--html": args.html}, pictures={"-o": args.output},
-                        force=args.force, inputs=[*profile_inputs(args), args.roofs])
-    if args.top < 0:
-        raise CeilingsError(f"--top {args.top}: must be 0 or more")
-    roofs = target_roofs(args.roofs, option="--roofs")
-    kernels = kernels_of(args)
-    gpus = kernels.attrs.get("gpus", [])
-    command = " ".join(shlex.quote(str(a)) for a in ("python", "-m", "analysis.whatif", *args.profiles, "--on",
-                                                      args.roofs))
-    foreign = device_warning(roofs, gpus, "every % of roof and time at roof compares these kernels with another "
-                             f"GPU's roofs; to project them onto this GPU run `{command} --roofs <roofs of the "
-                             f"profiled GPU>`")
-    # the foreign-GPU warning first: it makes every number after it wrong
-    warnings = [w for w in (foreign, unknown_device_warning(roofs, gpus)) if w]
-    warnings += kernels.attrs.get("warnings", [])
-    clock = profile_sm_clock(kernels)
-    mismatch = clock_warning(roofs, clock)
-    if args.scale_clock:
-        if clock is None:
-            raise CeilingsError("--scale-clock: the profile has no SM clock (sm__cycles_elapsed.avg.per_second)")
-        roofs = roofs.scaled_to_clock(clock)
-    elif mismatch:
-        warnings.append(mismatch)
-    if roofs.simulated:
-        warnings.append("the roofs file is SIMULATED (Numba CUDA simulator): its numbers mean nothing")
-    elif not roofs.measured:
-        warnings.append(f"the roofs are {roofs.provenance}: every % of roof is against these figures, not "
-                        f"against what a measured GPU reaches")
-    if args.sweep and not roofs.sweeps:
-        warnings.append(f"--sweep: {args.roofs} has no intensity sweeps (intensity.*, measured by the intensity "
-                        f"benchmarks of python -m ceilings.measure); nothing to overlay")
-    table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
-    warnings += table.attrs["warnings"]
-    datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    if args.csv:
-        out.text(args.csv, table.to_csv(index=False))
-    if args.report:
-        out.text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
-                                            datasheet=datasheet))
-    if args.output:
-        from analysis.plot import roofline_figure
-
-        out.figure(args.output, roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
-                                                sweep=args.sweep), dpi=150, bbox_inches="tight")
-    if args.html:
-        from analysis.figure import roofline as roofline_data
-        from analysis.html import roofline_page
-
-        out.text(args.html, roofline_page(roofline_data(roofs, table, level=args.level, datasheet=datasheet,
-                                                        top=args.top, sweep=args.sweep),
-                                          roofs, warnings=warnings))
-    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-    if not (args.csv or args.report or args.output or args.html):
-        print(render_kernels(roofs, table))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

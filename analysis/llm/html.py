@@ -1,0 +1,121 @@
+"""The page of analysis.llm --html, rendered by common.html: the ops of each GPU on its roofs, drawn as
+analysis.llm.plot draws them, and the batch sweep of the decode step."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis.figure import NEUTRAL_COLOR, roofs_only
+from analysis.html import chart_lines, chart_ridges
+from analysis.llm.plot import CLASS_COLORS, GPU_COLORS, MARKER_AREA_MIN, MARKER_AREA_SPAN, PHASE_MARKERS, ops_view
+from analysis.roofline import seconds, si
+from common.html import chart_section, count_text, frame_table, notes_section, page, table_section
+
+SWEEP_MARGIN = 1.5  # the batch sweep's axis reaches this factor beyond its smallest and largest batch
+
+
+def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: Sequence[str] = ()) -> str:
+    """analysis.llm --html: per GPU the model's prefill and decode ops on its roofs (as analysis.llm.plot
+    draws them: op class by colour, which the legend filters, phase by shape), every op in a table; the batch
+    sweep of the decode step (each GPU a line, hollow where weights and KV cache do not fit, dashed where the
+    weight GEMMs turn compute-bound); a summary per GPU and the warnings."""
+    pct = lambda v: f"{v * 100:.1f}%"
+    sections = []
+    for i, r in enumerate(results):
+        ops, drawn, x_range, y_range = ops_view(r)
+        # ops_view's ops keep their position in prefill + decode (one index), the table's rows
+        placed = pd.concat([r.prefill, r.decode], ignore_index=True)
+        placed["share"] = placed["time_s"] / placed.groupby("phase")["time_s"].transform("sum")
+        placed["ai"] = placed["flops"] / placed["bytes"]
+        cols = [("op", "op", None), ("phase", "phase", None), ("op_class", "op class", None),
+                ("count", "count", count_text), ("roof", "roof", None), ("bound", "bound", None),
+                ("flops", "FLOPs", lambda v: si(v, "FLOP")), ("bytes", "bytes", lambda v: si(v, "B")),
+                ("ai", "AI (FLOP/B)", lambda v: f"{v:.3g}"), ("time_s", "time", seconds), ("share", "share", pct),
+                ("time_at_roof_s", "at roof", seconds), ("efficiency", "efficiency", lambda v: f"{v:.2f}"),
+                ("why", "why", None)]
+        table = frame_table(placed, cols)
+        marks = [{"gid": f"llm:{phase}:{cls}", "filter": cls, "hollow": False, "color": CLASS_COLORS[cls],
+                  "shape": PHASE_MARKERS[phase],
+                  "points": [[int(j), o.ai, o.flop_per_s, MARKER_AREA_MIN + o.share * MARKER_AREA_SPAN]
+                             for j, o in group.iterrows()]}
+                 for (phase, cls), group in ops.groupby(["phase", "op_class"])]
+        lines, ridges = roofs_only(drawn, x_range)
+        legend = [{"label": c, "kind": "patch", "color": CLASS_COLORS[c], "shape": "s", "filter": c}
+                  for c in CLASS_COLORS if c in set(ops["op_class"])]
+        legend += [{"label": p + (" (first step)" if p == "decode" else ""), "kind": "marker",
+                    "color": NEUTRAL_COLOR, "shape": PHASE_MARKERS[p], "filter": None}
+                   for p in PHASE_MARKERS if p in set(ops["phase"])]
+        legend.append({"label": "marker area ∝ share of its phase's time", "kind": "text", "color": NEUTRAL_COLOR,
+                       "shape": "o", "filter": None})
+        left_out = sorted(set(r.prefill["op"]) - set(ops["op"]))
+        st = r.setup
+        sections.append(chart_section(
+            f"ops-{i}", f"{model.name} on {r.gpu.label}: prefill of {st.prompt} tokens, decode step at context "
+            f"{st.prompt}, batch {st.batch}", subtitle=[f"roofs: {r.gpu.roofs.provenance}"],
+            warning=not r.gpu.roofs.measured, x_range=x_range, y_range=y_range,
+            xlabel="Arithmetic intensity (FLOP/byte, DRAM)", ylabel="Performance (FLOP/s)", y_unit="FLOP/s",
+            lines=chart_lines(lines), ridges=chart_ridges(ridges), marks=marks, legend=legend,
+            legend_title="ops (op class)",
+            filters=list(placed["op_class"]), table=table,
+            notes=[f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): {', '.join(left_out)}"
+                   if left_out else None]))
+    if sweep is not None and len(sweep):
+        sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
+    summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
+                             "tps": r.tokens_per_s, "fits": {True: "yes", False: "no", None: "unknown"}[r.memory.fits],
+                             "max_batch": r.memory.max_batch, "crossover": r.crossover_batch} for r in results])
+    sections.append(table_section("summary", "Per GPU", frame_table(summary, [
+        ("gpu", "GPU", None), ("ttft", "time to first token", seconds), ("step", "first decode step", seconds),
+        ("mean", "time per output token", seconds), ("tps", "tokens/s", lambda v: f"{v:,.0f}"),
+        ("fits", "weights + KV cache fit", None), ("max_batch", "largest batch", count_text),
+        ("crossover", "GEMMs compute-bound from batch", count_text)])))
+    sections.append(notes_section("warnings", "Warnings", warnings))
+    return page(f"{model.name}: prefill and decode on the roofs", sections)
+
+
+def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequence[str]) -> dict:
+    """The batch sweep (analysis.llm.place.batch_sweep) as a log-log chart: tokens/s against batch per GPU."""
+    sweep = sweep.reset_index(drop=True)
+    marks, joins, lines, legend = [], [], [], []
+    y = sweep["tokens_per_s"].astype(float)
+    y_range = (10 ** math.floor(math.log10(y[y > 0].min() / 2)), 10 ** math.ceil(math.log10(y.max() * 2)))
+    x_range = (sweep["batch"].min() / SWEEP_MARGIN, sweep["batch"].max() * SWEEP_MARGIN)  # no point on an edge
+    for i, r in enumerate(results):
+        color, label = colors[i % len(colors)], r.gpu.label
+        rows = sweep[(sweep["gpu"] == label) & (sweep["tokens_per_s"] > 0)]
+        fits = rows["fits"].map(lambda f: f is not False)
+        for hollow, part in ((False, rows[fits]), (True, rows[~fits])):
+            if len(part):
+                marks.append({"gid": f"sweep:{label}" + (":no-fit" if hollow else ""), "filter": label,
+                              "hollow": hollow, "color": color, "shape": "o",
+                              "points": [[int(j), float(o.batch), float(o.tokens_per_s), 30.0]
+                                         for j, o in part.iterrows()]})
+        if len(rows):
+            joins.append([int(rows.index[0]), color, [[float(b), float(t)] for b, t in
+                                                      zip(rows["batch"], rows["tokens_per_s"])]])
+        c = r.crossover_batch
+        if c is not None and c <= sweep["batch"].max():
+            lines.append({"gid": f"crossover:{label}", "x": [c, c], "y": list(y_range), "color": color, "width": 1,
+                          "datasheet": False, "dash": True, "slope": False, "label_row": len(lines),
+                          "label": f"compute-bound GEMMs from batch {c}"})
+        legend.append({"label": label, "kind": "marker", "color": color, "shape": "o", "filter": label})
+    legend += [{"label": "weights + KV cache do not fit", "kind": "hollow", "color": NEUTRAL_COLOR, "shape": "o",
+                "filter": None},
+               {"label": "weight GEMMs compute-bound from here", "kind": "datasheet", "color": NEUTRAL_COLOR,
+                "shape": "o", "filter": None}]
+    cols = [("gpu", "GPU", None), ("batch", "batch", count_text), ("step_time_s", "step time", seconds),
+            ("tokens_per_s", "tokens/s", lambda v: f"{v:,.0f}"), ("gemms", "weight GEMMs", None),
+            ("fits", "fits", None)]
+    table = frame_table(sweep.assign(fits=sweep["fits"].map({True: "yes", False: "no", None: "unknown"})), cols)
+    s = results[0].setup
+    sources = "; ".join(dict.fromkeys(r.gpu.roofs.provenance for r in results))
+    return chart_section(
+        "sweep", f"{model.name}: decode step at context {s.prompt} ({s.weights} weights, {s.kv_cache} KV cache), "
+        f"KV cache for {s.prompt + s.gen} tokens a sequence", subtitle=[f"roofs: {sources}"],
+        warning=not all(r.gpu.roofs.measured for r in results), x_range=x_range, y_range=y_range,
+        xlabel="batch (sequences decoded together)", ylabel="decode tokens/s (batch / step time)", y_unit="tok/s",
+        lines=lines, marks=marks, joins=joins, filters=list(sweep["gpu"]), legend=legend,
+        legend_title="decode on each GPU", table=table)

@@ -1,0 +1,130 @@
+"""`python -m analysis.roofline`: the command, apart from the computation it calls (analysis.roofline) so
+that the renderers it calls (analysis.figure, analysis.plot, analysis.html) can import that computation
+without a circle."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+
+from analysis.roofline import (
+    LEVELS,
+    PRECISIONS,
+    add_profile_arguments,
+    check_outputs,
+    clock_warning,
+    datasheet_roofs,
+    device_warning,
+    kernels_of,
+    profile_inputs,
+    profile_sm_clock,
+    render_kernels,
+    render_report,
+    roofline_table,
+    target_roofs,
+    unknown_device_warning,
+)
+from ceilings.errors import CeilingsError, cli_entry
+
+PROG = "python -m analysis.roofline"
+DEFAULT_TOP = 10
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Roofline of profiled kernels against the roofs measured by "
+        "`python -m ceilings.measure` (or a datasheet's): a picture, a report ranking kernels by the time they "
+        "would save at their roof, and a per-kernel table.",
+        epilog="Profiles: ncu text, CSV (details or raw page) or the kernel-table CSV of analysis.ncu; "
+        "make one with `python -m analysis.profile`. Without -o/--report/--csv the table goes to stdout.")
+    add_profile_arguments(p)
+    p.add_argument("--roofs", required=True, metavar="ROOFS.json|NAME",
+                   help="roofs file from ceilings.measure, or a datasheet name (e.g. 'A100 SXM4 80GB')")
+    p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
+    p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
+    p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
+    p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report (opens offline)")
+    p.add_argument("--force", action="store_true", help="overwrite existing -o/--report/--csv/--html files")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
+                   help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
+    p.add_argument("--level", choices=(*LEVELS, "all"), default="dram",
+                   help="memory level of the arithmetic intensity; all: hierarchical roofline (default dram)")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="judge every kernel against this flat (default: each kernel's dominant precision)")
+    ds = p.add_mutually_exclusive_group()
+    ds.add_argument("--datasheet", nargs="?", const="", default="", metavar="NAME",
+                    help="draw datasheet roofs dashed: of the matching row (default) or of row NAME")
+    ds.add_argument("--no-datasheet", dest="datasheet", action="store_const", const=None,
+                    help="do not draw datasheet roofs")
+    p.add_argument("--scale-clock", action="store_true",
+                   help="scale the compute roofs to the profile's SM clock (median over kernels)")
+    p.add_argument("--sweep", action="store_true", help="overlay the measured intensity sweep(s)")
+    return p
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out = check_outputs({"--report": args.report, "--csv": args.csv, "--html": args.html}, pictures={"-o": args.output},
+                        force=args.force, inputs=[*profile_inputs(args), args.roofs])
+    if args.top < 0:
+        raise CeilingsError(f"--top {args.top}: must be 0 or more")
+    roofs = target_roofs(args.roofs, option="--roofs")
+    kernels = kernels_of(args)
+    gpus = kernels.attrs.get("gpus", [])
+    command = " ".join(shlex.quote(str(a)) for a in ("python", "-m", "analysis.whatif", *args.profiles, "--on",
+                                                      args.roofs))
+    foreign = device_warning(roofs, gpus, "every % of roof and time at roof compares these kernels with another "
+                             f"GPU's roofs; to project them onto this GPU run `{command} --roofs <roofs of the "
+                             f"profiled GPU>`")
+    # the foreign-GPU warning first: it makes every number after it wrong
+    warnings = [w for w in (foreign, unknown_device_warning(roofs, gpus)) if w]
+    warnings += kernels.attrs.get("warnings", [])
+    clock = profile_sm_clock(kernels)
+    mismatch = clock_warning(roofs, clock)
+    if args.scale_clock:
+        if clock is None:
+            raise CeilingsError("--scale-clock: the profile has no SM clock (sm__cycles_elapsed.avg.per_second)")
+        roofs = roofs.scaled_to_clock(clock)
+    elif mismatch:
+        warnings.append(mismatch)
+    if roofs.simulated:
+        warnings.append("the roofs file is SIMULATED (Numba CUDA simulator): its numbers mean nothing")
+    elif not roofs.measured:
+        warnings.append(f"the roofs are {roofs.provenance}: every % of roof is against these figures, not "
+                        f"against what a measured GPU reaches")
+    if args.sweep and not roofs.sweeps:
+        warnings.append(f"--sweep: {args.roofs} has no intensity sweeps (intensity.*, measured by the intensity "
+                        f"benchmarks of python -m ceilings.measure); nothing to overlay")
+    table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
+    warnings += table.attrs["warnings"]
+    datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.csv:
+        out.text(args.csv, table.to_csv(index=False))
+    if args.report:
+        out.text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
+                                            datasheet=datasheet))
+    if args.output:
+        from analysis.plot import roofline_figure
+
+        out.figure(args.output, roofline_figure(roofs, table, level=args.level, datasheet=datasheet, top=args.top,
+                                                sweep=args.sweep), dpi=150, bbox_inches="tight")
+    if args.html:
+        from analysis.figure import roofline as roofline_data
+        from analysis.html import roofline_page
+
+        out.text(args.html, roofline_page(roofline_data(roofs, table, level=args.level, datasheet=datasheet,
+                                                        top=args.top, sweep=args.sweep),
+                                          roofs, warnings=warnings))
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
+    if not (args.csv or args.report or args.output or args.html):
+        print(render_kernels(roofs, table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
