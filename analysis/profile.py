@@ -284,7 +284,7 @@ def _profile_torch(args: argparse.Namespace, script: Sequence[str]) -> int:
               f"-o roofline.png", file=sys.stderr)
     else:
         print(f"{PROG}: no CUDA device, so the traces hold no GPU kernels to draw; their operators' FLOPs: "
-              f"analysis.readers.torch_trace.operator_work(TRACE)", file=sys.stderr)
+              f"analysis.torch_profile.operator_work(TRACE)", file=sys.stderr)
     return status
 
 

@@ -180,6 +180,17 @@ class roofline_profile:  # lower case: a context manager, named like the torch.p
         return fig, table
 
 
+def operator_work(path: str | os.PathLike):
+    """Every operator event of a torch.profiler trace file (CPU-only traces too) that has a FLOP rule: a
+    DataFrame of name, input dims (as text), flops, precision, alg_bytes, cpu_time_s. Nested operators are all
+    listed (aten::linear and the aten::addmm inside it): sum the ones of one level, as the kernel table does
+    through kernels."""
+    from analysis.ncu import read_source
+    from analysis.readers.torch_trace import operator_rows
+
+    return operator_rows(read_source(path))
+
+
 def _traces(folder: Path) -> list[Path]:
     from analysis.ncu import TRACE_PATTERNS
 

@@ -64,7 +64,7 @@ def test_flops_match_key_averages(tmp_path):
     the only op PyTorch counts otherwise is aten::add, one FLOP per element of the first input, which
     analysis.torch_ops counts per element of the broadcast output (analysis.torch_flops says why)."""
     torch = pytest.importorskip("torch")
-    from analysis.readers.torch_trace import operator_work
+    from analysis.torch_profile import operator_work
 
     conv, linear = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Linear(4 * 6 * 6, 10)
     w, a = torch.randn(10, 5, requires_grad=True), torch.randn(3, 4, 5, requires_grad=True)

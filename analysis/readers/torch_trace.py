@@ -386,16 +386,13 @@ def _counter_rows(ranges: list[dict], device: dict, process: str | None) -> pd.D
     return pd.DataFrame(rows)
 
 
-def operator_work(path) -> pd.DataFrame:
+def operator_rows(source: Source) -> pd.DataFrame:
     """Every operator event of a trace (CPU-only traces too) that has a FLOP rule: name, input dims (as
-    text), flops, precision, alg_bytes, cpu_time_s. Nested operators are all listed (aten::linear and the
-    aten::addmm inside it): sum the ones of one level, as the kernel table does through kernels."""
-    from ..ncu import read_source
+    text), flops, precision, alg_bytes, cpu_time_s (analysis.torch_profile.operator_work reads a file)."""
     from ..torch_flops import op_work
 
-    source = read_source(path)
     if TRACE.recognise(source) is None:
-        raise CeilingsError(f"{path}: not a torch.profiler trace")
+        raise CeilingsError(f"{source.path}: not a torch.profiler trace")
     rows = []
     for e in _events(_load(source), source.path).get("cpu_op", []):
         a = e.get("args") or {}
