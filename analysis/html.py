@@ -301,7 +301,15 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
     sweep of the decode step (each GPU a line, hollow where weights and KV cache do not fit, dashed where the
     weight GEMMs turn compute-bound); a summary per GPU and the warnings."""
     from analysis.figure import NEUTRAL_COLOR, roofs_only
-    from analysis.llm.plot import CLASS_COLORS, GPU_COLORS, MARKER_AREA_MIN, MARKER_AREA_SPAN, PHASE_MARKERS, ops_view
+    from analysis.llm.plot import (
+        CLASS_COLORS,
+        GPU_COLORS,
+        MARKER_AREA_MIN,
+        MARKER_AREA_SPAN,
+        PHASE_MARKERS,
+        not_on_plot,
+        ops_view,
+    )
 
     pct = lambda v: f"{v * 100:.1f}%"
     sections = []
@@ -331,7 +339,6 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
                    for p in PHASE_MARKERS if p in set(ops["phase"])]
         legend.append({"label": "marker area ∝ share of its phase's time", "kind": "text", "color": NEUTRAL_COLOR,
                        "shape": "o", "filter": None})
-        left_out = sorted(set(r.prefill["op"]) - set(ops["op"]))
         st = r.setup
         sections.append(chart_section(
             f"ops-{i}", f"{model.name} on {r.gpu.label}: prefill of {st.prompt} tokens, decode step at context "
@@ -340,8 +347,7 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
             xlabel="Arithmetic intensity (FLOP/byte, DRAM)", ylabel="Performance (FLOP/s)", y_unit="FLOP/s",
             lines=_lines(lines), ridges=_ridges(ridges), marks=marks, legend=legend, legend_title="ops (op class)",
             filters=list(placed["op_class"]), table=table,
-            notes=[f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): {', '.join(left_out)}"
-                   if left_out else None]))
+            notes=[not_on_plot(r, ops)]))
     if sweep is not None and len(sweep):
         sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
     summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
@@ -358,16 +364,17 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
 
 def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequence[str]) -> dict:
     """The batch sweep (analysis.llm.place.batch_sweep) as a log-log chart: tokens/s against batch per GPU."""
-    from analysis.figure import NEUTRAL_COLOR
+    from analysis.figure import NEUTRAL_COLOR, decades, drawable
 
     sweep = sweep.reset_index(drop=True)
     marks, joins, lines, legend = [], [], [], []
-    y = sweep["tokens_per_s"].astype(float)
-    y_range = (10 ** math.floor(math.log10(y[y > 0].min() / 2)), 10 ** math.ceil(math.log10(y.max() * 2)))
+    y = sweep["tokens_per_s"].to_numpy(dtype=float)
+    y = y[drawable(y)]
+    y_range = decades(min(y, default=1.0), max(y, default=1.0), 2)
     x_range = (sweep["batch"].min() / SWEEP_MARGIN, sweep["batch"].max() * SWEEP_MARGIN)  # no point on an edge
     for i, r in enumerate(results):
         color, label = colors[i % len(colors)], r.gpu.label
-        rows = sweep[(sweep["gpu"] == label) & (sweep["tokens_per_s"] > 0)]
+        rows = sweep[(sweep["gpu"] == label) & drawable(sweep["tokens_per_s"])]
         fits = rows["fits"].map(lambda f: f is not False)
         for hollow, part in ((False, rows[fits]), (True, rows[~fits])):
             if len(part):
