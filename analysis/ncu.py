@@ -15,7 +15,6 @@ See docs/ncu-ingestion.md for the formulas and their caveats.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe, listed
-from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
+from ceilings.inputs import GZIP_MAGIC, gunzip, loads_json, read_bytes
 from ceilings.lazy import lazy
 
 from .metrics import (
@@ -159,8 +158,8 @@ def _is_roofs_file(data: bytes) -> bool:
     if not data.lstrip().startswith(b"{"):
         return False
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nesting beyond the parser
+        doc = loads_json(data, "")
+    except (ValueError, CeilingsError):  # JSONDecodeError, UnicodeDecodeError, nesting beyond the parser
         return False
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 

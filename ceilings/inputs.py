@@ -81,11 +81,12 @@ def gunzip(data: bytes, path: str | os.PathLike) -> bytes:
     return b"".join(out)
 
 
-def loads_json(data: bytes | str, path: str | os.PathLike) -> Any:
-    """json.loads, with nesting too deep for the parser (100,000 brackets) a one-line CeilingsError; other
-    errors (ValueError) are left to the caller, which knows what the file should be."""
+def loads_json(data: bytes | str, path: str | os.PathLike, what: str = "profile or roofs file") -> Any:
+    """json.loads, the one reader of every JSON input: nesting too deep for the parser (100,000 brackets) is a
+    one-line CeilingsError saying the file is no `what`; other errors (ValueError) are left to the caller, which
+    knows what the file should be."""
     try:
         return json.loads(data)
     except RecursionError:
-        raise CeilingsError(f"{path}: JSON nested too deep to be a profile or roofs file (thousands of levels); "
-                            f"is this the right file?") from None
+        raise CeilingsError(f"{path}: JSON nested too deep to be a {what} (a thousand levels or more); is this "
+                            f"the right file?") from None

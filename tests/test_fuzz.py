@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from analysis import ncu, roofline, whatif
+from analysis.llm import __main__ as llm
 from ceilings import compare, fleet
 
 DATA = Path(__file__).parent / "data"
@@ -211,11 +212,29 @@ def test_hostile_files(make, tmp_path, capsys, monkeypatch):
     assert expected in err, err
 
 
-def test_deeply_nested_roofs_file(tmp_path, capsys):
+DEEP = "[" * 100_000 + "]" * 100_000  # past any JSON parser's recursion
+
+
+@pytest.mark.parametrize("command", ["compare", "roofline --roofs", "whatif --on", "fleet folder", "llm --model",
+                                     "llm --roofs", "llm --calibrate"])
+def test_deeply_nested_json_is_one_line_naming_the_file(command, tmp_path, capsys):
+    """Every JSON the project reads (roofs files, a fleet's folder, an LLM config, a torch trace to calibrate
+    with) goes through ceilings.inputs.loads_json: 100,000 nested lists are refused by the file's name."""
     f = tmp_path / "deep.json"
-    f.write_text('{"schema_version": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    rc, _, err = _call(compare.main, [f, "-o", tmp_path / "c.png"], capsys)
-    assert rc == 2 and "nested" in err, err
+    f.write_text('{"schema_version": ' + DEEP + "}" if command != "llm --calibrate" else
+                 '{"traceEvents": [' + DEEP + '], "deviceProperties": []}')
+    kernels = DATA / "roofline" / "kernels.csv"
+    main, argv = {"compare": (compare.main, [f, "-o", tmp_path / "c.png"]),
+                  "roofline --roofs": (roofline.main, [kernels, "--roofs", f]),
+                  "whatif --on": (whatif.main, [kernels, "--on", f]),
+                  "fleet folder": (fleet.main, [tmp_path]),
+                  "llm --model": (llm.main, ["--model", f, "--roofs", ROOFS]),
+                  "llm --roofs": (llm.main, ["--model", "Llama-3.2-1B", "--roofs", f]),
+                  "llm --calibrate": (llm.main, ["--model", "Llama-3.2-1B", "--roofs", ROOFS, "--calibrate", f])
+                  }[command]
+    rc, _, err = _call(main, argv, capsys)
+    _assert_contract(rc, err)
+    assert rc == 2 and f"{f}: JSON nested too deep" in err, err
 
 
 @pytest.mark.parametrize("field, value", [("memory_bytes", -1), ("max_sm_clock_hz", float("nan")),
