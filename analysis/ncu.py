@@ -53,6 +53,7 @@ from .readers.contract import (
     Source,
     no_launches,
 )
+from .units import parse_values
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -200,9 +201,10 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> l
     warning per metric (returned) names how many launches lost it, the first kernel, value and file line."""
     path = source.path
     launches = df["launches"]
-    # a reader's numbers need no conversion one launch at a time (a million nsys launches); text may hold anything
+    # a reader's numbers need no conversion one launch at a time (a million nsys launches); text readers give the
+    # count as written ("1,000", "1e308", 23 digits), read here, so that a refusal quotes it, not what a cast made
     numeric = pd.api.types.is_numeric_dtype(launches) and not pd.api.types.is_bool_dtype(launches)
-    launches = (launches if numeric else launches.map(_number)).astype("float64")
+    launches = (launches if numeric else parse_values(launches)).astype("float64")
     bad = ~((launches >= 1) & (launches < ncu_csv.MAX_LAUNCHES) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
@@ -210,6 +212,7 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> l
         shown = repr(written) if isinstance(written, str) else f"{launches.iloc[i]:g}"
         raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {shown} launches; a count is a whole number from 1 "
                             f"up; edited or corrupt file?")
+    df["launches"] = launches  # whole numbers: _finish makes them int64
     if not len(metrics):
         return []
     with np.errstate(invalid="ignore"):
@@ -252,16 +255,6 @@ def _line_of(source: Source, metric: str, value: float) -> int | None:
 
 MAX_LINES_SEARCHED = 1000  # lines naming a bad value's metric looked at for it: the first launches hold it
 WRITTEN_NUMBER = re.compile(rb"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
-
-
-def _number(value) -> float:
-    """`value` as a float; inf for what is no number a float can hold (a 400-digit count), NaN for text."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _kernel_at(df: pd.DataFrame, i: int) -> str:

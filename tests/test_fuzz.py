@@ -404,3 +404,41 @@ def test_an_input_found_while_working_is_refused_as_an_output_at_once(tmp_path):
     with pytest.raises(CeilingsError, match="--json .*found.json: that is an input of this run"):
         out.add_inputs([found])
     assert found.read_text() == "{}"
+
+
+@pytest.mark.parametrize("value", ["1e308", "9" * 23, "2.5"])
+@pytest.mark.parametrize("name, count", [("summary_per_kernel.csv", '"{}","Command'), ("summary.txt", "Invocations {}\n"),
+                                         ("summary_per_gpu.txt", "Invocations {}\n")])
+def test_a_summary_count_past_int64_is_quoted_as_written(name, count, value, tmp_path, capsys):
+    """An Invocations count of 1e308 or 23 digits was cast to int64 and wrapped round (-9.22337e+18 launches);
+    2.5 was cut to 2 and read. Each is refused, quoting the cell as the file writes it."""
+    data = (DATA / "ncu" / name).read_text()
+    written = next(count.format(n) for n in ("10", "300") if count.format(n) in data)  # the first kernel's count
+    f = tmp_path / name
+    f.write_text(data.replace(written, count.format(value), 1))
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and f"'{value}' launches" in err and str(f) in err, err
+
+
+@pytest.mark.parametrize("cell, value", [(",2,1e-3,", ",2,1e-290,"), (",5e12,", ",1e308,")])
+@pytest.mark.parametrize("picture", ["-o", "--html", "--level all -o"])
+def test_a_kernel_beyond_float_range_is_left_off_the_picture_and_said(cell, value, picture, tmp_path, capsys):
+    """A kernel time of 1e-290 s (5e9 FLOP in it: 5e299 FLOP/s) made the axis limit the int 10**300, which
+    matplotlib refuses (TypeError); near 1e308 the limit overflowed. The picture is drawn without that kernel,
+    its note counting it off the axes; the table keeps it."""
+    lines = (DATA / "roofline" / "kernels.csv").read_text().splitlines()
+    assert cell in lines[1]  # gemm_kernel: 5e9 FLOPs in 1e-3 s over 2 launches
+    lines[1] = lines[1].replace(cell, value)
+    f = tmp_path / "k.csv"
+    f.write_text("\n".join(lines) + "\n")
+    *options, flag = picture.split()
+    out = tmp_path / ("r.html" if flag == "--html" else "r.png")
+    rc, _, err = _call(roofline.main, [f, "--roofs", ROOFS, "--csv", tmp_path / "t.csv", *options, flag, out], capsys)
+    assert rc == 0 and out.exists(), err
+    assert "gemm_kernel" in (tmp_path / "t.csv").read_text()
+    if value == ",2,1e-290,":  # the rate (5e9 / 1e-290) is off the axes; a rate of 1e308 in the CSV is recomputed
+        from analysis.figure import roofline as picture
+
+        roofs = roofline.load(ROOFS)
+        note = picture(roofs, roofline.roofline_table(roofs, roofline.read_kernels([f]))).not_drawn
+        assert "1 kernel(s) off the axes, 1e-100 to 1e100" in note, note
