@@ -408,7 +408,8 @@ def test_an_input_found_while_working_is_refused_as_an_output_at_once(tmp_path):
 
 @pytest.mark.parametrize("value", ["1e308", "9" * 23, "2.5"])
 @pytest.mark.parametrize("name, count", [("summary_per_kernel.csv", '"{}","Command'),
-                                         ("summary.txt", "Invocations {}\n"), ("summary_per_gpu.txt", "Invocations {}\n")])
+                                         ("summary.txt", "Invocations {}\n"),
+                                         ("summary_per_gpu.txt", "Invocations {}\n")])
 def test_a_summary_count_past_int64_is_quoted_as_written(name, count, value, tmp_path, capsys):
     """An Invocations count of 1e308 or 23 digits was cast to int64 and wrapped round (-9.22337e+18 launches);
     2.5 was cut to 2 and read. Each is refused, quoting the cell as the file writes it."""
