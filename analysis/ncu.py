@@ -145,6 +145,7 @@ def _as_read(data: bytes) -> bytes:
 
 def _not_a_profile(source: Source) -> None:
     """Why no format recognised the file, as a CeilingsError."""
+    ncu_csv.refuse_lacking_header(source.data, source.path)
     if PROFILER_LINE.search(source.text):
         raise CeilingsError(f"{source.path}: profiler output without any kernel results (did the profiled run "
                             f"fail or launch no kernel? see its ==ERROR== lines)")
@@ -180,7 +181,7 @@ def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     rest = [c for c in df.columns if c not in META_COLUMNS]
-    attrs["notes"] = [*attrs.get("notes", []), *_check_values(df, rest, source)]
+    attrs["notes"] = [*attrs.get("notes", []), *_not_utf8(df, path), *_check_values(df, rest, source)]
     _launch_facts_from_metrics(df)
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
@@ -189,6 +190,17 @@ def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
     df["launches"] = df["launches"].astype(META_DTYPES["launches"])
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
+
+
+def _not_utf8(df: pd.DataFrame, path: Path) -> list[str]:
+    """A warning where kernel names hold bytes that are not UTF-8: every text reader decodes them as U+FFFD (an
+    export saved as Latin-1 or cp1252), so the names differ from the profiler's while the numbers are read."""
+    names = [str(name) for name in pd.unique(df["kernel"]) if "\ufffd" in str(name)]
+    if not names:
+        return []
+    return [f"{path}: {len(names)} kernel name(s) hold bytes that are not UTF-8, shown as \ufffd (first: "
+            f"{names[0][:80]!r}); was the export saved in another encoding (Latin-1)? The numbers are read as "
+            f"written; save it as UTF-8 for the names"]
 
 
 def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> list[str]:

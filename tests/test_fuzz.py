@@ -443,3 +443,51 @@ def test_a_kernel_beyond_float_range_is_left_off_the_picture_and_said(cell, valu
         roofs = roofline.load(ROOFS)
         note = picture(roofs, roofline.roofline_table(roofs, roofline.read_kernels([f]))).not_drawn
         assert "1 kernel(s) off the axes, 1e-100 to 1e100" in note, note
+
+
+@pytest.mark.parametrize("name, kernel", [("details_20col.csv", "cutlass_gemm"), ("raw.csv", "vecAdd"),
+                                          ("summary_per_kernel.csv", "void saxpy<float>"), ("summary.txt", "step(")])
+def test_a_latin1_byte_in_a_kernel_name_is_read_with_a_warning(name, kernel, tmp_path, capsys):
+    """An export saved as Latin-1 ('café' as the one byte 0xe9): the summary CSV was refused whole as
+    undecodable; every reader now reads the numbers, the name with U+FFFD in that byte's place, and says so."""
+    data = (DATA / "ncu" / name).read_bytes()
+    f = tmp_path / name
+    f.write_bytes(data.replace(kernel.encode(), b"caf\xe9_" + kernel.encode()))
+    out = tmp_path / "t.json"
+    rc, _, err = _call(ncu.main, [f, "--json", out], capsys)
+    assert rc == 0 and "not UTF-8" in err and str(f) in err, err
+    names = [row["kernel"] for row in json.loads(out.read_text())]
+    assert any(n.startswith("caf\ufffd_" + kernel) for n in names), names
+    # the numbers are those of the file without the byte
+    plain = tmp_path / f"plain{f.suffix}"
+    plain.write_bytes(data)
+    rc, _, _ = _call(ncu.main, [plain, "--json", tmp_path / "p.json"], capsys)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "kernel"} for r in rows]  # noqa: E731
+    assert strip(json.loads(out.read_text())) == strip(json.loads((tmp_path / "p.json").read_text()))
+
+
+@pytest.mark.parametrize("name, column", [("details_20col.csv", "Kernel Name"), ("details_20col.csv", "ID"),
+                                          ("raw.csv", "Kernel Name"), ("raw.csv", "ID"),
+                                          ("summary_per_kernel.csv", "Kernel Name"),
+                                          ("summary_per_kernel.csv", "Metric Name"),
+                                          ("summary_per_kernel.csv", "Metric Unit")])
+@pytest.mark.parametrize("edit", ["renamed", "missing"])
+def test_an_ncu_csv_lacking_a_column_names_it(name, column, edit, tmp_path, capsys):
+    """A header cell renamed, or the column cut from every row: a KeyError traceback (summary), or 'profiler
+    output without any kernel results' (details, raw) before; now the column is named."""
+    import csv
+    import io
+
+    lines = (DATA / "ncu" / name).read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if f'"{column}"' in line)
+    rows = list(csv.reader(io.StringIO("".join(lines[at:]))))
+    j = rows[0].index(column)
+    rows = [r[:j] + ["Renamed"] + r[j + 1:] if i == 0 else r for i, r in enumerate(rows)] if edit == "renamed" \
+        else [r[:j] + r[j + 1:] for r in rows]
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    f = tmp_path / name
+    f.write_text("".join(lines[:at]) + text.getvalue())
+    rc, _, err = _call(ncu.main, [f], capsys)
+    _assert_contract(rc, err)
+    assert rc == 2 and f"{f}: " in err and f"without a {column!r} column" in err, err
