@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe, listed
-from ceilings.inputs import GZIP_MAGIC, gunzip, loads_json, read_bytes
+from ceilings.inputs import GZIP_MAGIC, add_max_inflated, gunzip, loads_json, read_bytes
 from ceilings.lazy import lazy
 
 from .metrics import (
@@ -69,7 +69,7 @@ PRINT_NAME_WIDTH = 60
 
 
 def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launch: bool = True,
-                 ranges: bool = True) -> pd.DataFrame:
+                 ranges: bool = True, max_inflated: float | None = None) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
@@ -79,10 +79,11 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
     shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). What the caller uses, where less
     lets a reader do less (an nsys export of a million launches): `ranges`, each launch's NVTX ranges (else
     nvtx may be None); `each_launch`, rows per launch (else they may be sums per kernel, as summaries give).
+    `max_inflated`: the GB a gzip'd file may decompress to (ceilings.inputs.max_decompressed_bytes).
     """
     from .readers.registry import detect  # every reader, and pandas: not for --help
 
-    source = read_source(path)
+    source = read_source(path, max_inflated)
     source.memo.update(flops=flops, each_launch=each_launch, ranges=ranges)
     found = source.memo["binary_format"] or detect(source)
     if found is None:
@@ -97,7 +98,7 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
     return _finish(df, source, fmt)
 
 
-def read_source(path: str | os.PathLike) -> Source:
+def read_source(path: str | os.PathLike, max_inflated: float | None = None) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
     dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file.
     A text file past HEAD_BYTES whose head needs no change is read whole only when a reader asks (contract)."""
@@ -106,7 +107,7 @@ def read_source(path: str | os.PathLike) -> Source:
     p = Path(path)
     head = read_bytes(p, WHAT_IS_READ, HEAD_BYTES)
     gzipped = head.startswith(GZIP_MAGIC)  # torch.profiler's .json.gz, or any profile gzipped: by content
-    data = gunzip(read_bytes(p, WHAT_IS_READ), p) if gzipped else head
+    data = gunzip(read_bytes(p, WHAT_IS_READ), p, max_inflated) if gzipped else head
     # a binary format is read from its file: its first bytes are all it needs here (contract)
     source = Source(data, str(p), None if gzipped else p)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
@@ -483,7 +484,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
                  per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
                  per_process: bool = False, time_run: int | None = None, by: str = "kernel",
-                 include_early: bool = False, flops: str = "executed") -> pd.DataFrame:
+                 include_early: bool = False, flops: str = "executed", max_inflated: float | None = None
+                 ) -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
@@ -494,8 +496,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
     group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
-    them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of
-    str), "gpus" (dicts gpu/cc/device, and GPU_FACTS where known), "missing" (roofline inputs the profile
+    them under their own name (`_before_trace`); `flops` and `max_inflated` are read_profile's. attrs: "warnings"
+    (list of str), "gpus" (dicts gpu/cc/device, and GPU_FACTS where known), "missing" (roofline inputs the profile
     lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has timestamps: torch
     traces), "by".
     """
@@ -509,7 +511,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
     # what the table uses: rows per launch for --per-launch, NVTX ranges for --nvtx and --by annotation
-    uses = {"each_launch": per_launch, "ranges": by == "annotation" or nvtx is not None}
+    uses = {"each_launch": per_launch, "ranges": by == "annotation" or nvtx is not None, "max_inflated": max_inflated}
     frames = [_before_trace(read_profile(p, flops, **uses), str(p), include_early, warnings) for p in paths]
     nsys_frames = [read_profile(p, **uses) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
@@ -976,11 +978,12 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flops", choices=tuple(FLOP_CONVENTIONS), default=next(iter(FLOP_CONVENTIONS)),
                         help="how FLOPs from a torch.profiler trace's shapes count causal attention: "
                              + "; ".join(f"{k}: {v}" for k, v in FLOP_CONVENTIONS.items()) + " (default executed)")
+    add_max_inflated(parser)
 
 
 def profile_filters(args: argparse.Namespace) -> dict:
     return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by,
-            "include_early": args.include_early, "flops": args.flops}
+            "include_early": args.include_early, "flops": args.flops, "max_inflated": args.max_inflated}
 
 
 def describe_gpus(gpus: Sequence[dict]) -> str:

@@ -491,3 +491,39 @@ def test_an_ncu_csv_lacking_a_column_names_it(name, column, edit, tmp_path, caps
     rc, _, err = _call(ncu.main, [f], capsys)
     _assert_contract(rc, err)
     assert rc == 2 and f"{f}: " in err and f"without a {column!r} column" in err, err
+
+
+def test_a_gzip_bomb_is_refused_by_its_inflate_ratio(tmp_path, capsys, monkeypatch):
+    """3 MB of one byte gzip to 3 kB (1,000 times): past the point where the ratio counts (lowered here from
+    64 MB to 1 MB) a stream growing more than 100 times is refused, long before a 2 GB bomb fills memory."""
+    from ceilings import inputs
+
+    monkeypatch.setattr(inputs, "RATIO_CHECKED_FROM", 10**6)
+    f = tmp_path / "t.pt.trace.json.gz"
+    f.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * 3_000_000 + b"]}"))
+    for main, argv in ((ncu.main, [f]), (roofline.main, [f, "--roofs", ROOFS]), (whatif.main, [f, "--on", ROOFS])):
+        rc, _, err = _call(main, argv, capsys)
+        assert rc == 2 and f"{f}: " in err and "gzip bomb" in err and "CEILINGS_MAX_INFLATE_RATIO" in err, err
+
+
+def test_max_inflated_bounds_a_gzip_input_and_progress_is_shown(tmp_path, capsys, monkeypatch):
+    """Incompressible bytes (ratio 1): only the size bound stops them. --max-inflated 0.001 (1 MB) refuses 3 MB
+    naming the option; a progress line every PROGRESS_EVERY bytes (lowered to 0.5 MB) says how far it got."""
+    from ceilings import inputs
+
+    monkeypatch.setattr(inputs, "PROGRESS_EVERY", 500_000)
+    f = tmp_path / "p.csv.gz"
+    f.write_bytes(gzip.compress(random.Random(SEED).randbytes(3_000_000)))
+    rc, _, err = _call(ncu.main, [f, "--max-inflated", "0.001"], capsys)
+    assert rc == 2 and "decompresses to more than 1 MB" in err and "--max-inflated" in err, err
+    assert err.count("MB decompressed so far (refused past 1 MB)") == 2, err  # at 0.5 and 1.0 MB
+    # a real profile past a low bound in the environment reads once --max-inflated raises it
+    kernels = tmp_path / "k.csv.gz"
+    kernels.write_bytes(gzip.compress((DATA / "roofline" / "kernels.csv").read_bytes()))
+    monkeypatch.setenv("CEILINGS_MAX_DECOMPRESSED_MB", "0.0001")
+    rc, _, err = _call(ncu.main, [kernels], capsys)
+    assert rc == 2 and "CEILINGS_MAX_DECOMPRESSED_MB" in err, err
+    rc, out, err = _call(ncu.main, [kernels, "--max-inflated", "1"], capsys)
+    assert rc == 0 and "gemm_kernel" in out, err
+    rc, _, err = _call(ncu.main, [kernels, "--max-inflated", "-1"], capsys)
+    assert rc == 2 and "--max-inflated -1: give the bound in GB" in err, err
