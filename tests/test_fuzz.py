@@ -258,13 +258,32 @@ def test_a_host_name_with_a_newline_is_refused(tmp_path, capsys):
     assert rc == 2 and "meta.host" in err and "control characters" in err and out == "", err
 
 
-def test_a_copy_without_uuid_is_not_another_gpu(tmp_path, capsys):
+@pytest.mark.parametrize("started", ["2025-01-01T00:00:00Z", None])
+def test_a_copy_without_uuid_is_one_gpu_said_in_a_warning(started, tmp_path, capsys):
+    """A roofs file and its copy, the GPU without a UUID (and without a start time, where the fuzz found two
+    GPUs counted): one GPU, the copy named in a warning, and protected as an input."""
     doc = json.loads(ROOFS.read_text())
     doc["device"]["uuid"] = None
+    doc["meta"]["started"] = started
     for name in ("a.json", "copy.json"):
         (tmp_path / name).write_text(json.dumps(doc))
+    rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "report.out"], capsys)
+    assert rc in (0, 1) and f"warning: {tmp_path / 'copy.json'}: the same bytes as {tmp_path / 'a.json'}" in err, err
+    assert len(json.loads((tmp_path / "report.out").read_text())["files"]) == 1
+    rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "copy.json", "--force"], capsys)
+    assert rc == 2 and "that is an input" in err, err
+
+
+def test_one_gpu_by_host_pci_bus_and_index_measured_twice_is_refused(tmp_path, capsys):
+    """Without a UUID, host + PCI bus + CUDA index is the GPU: two files of it that differ (two runs) are two
+    measurements of one GPU, not two GPUs; which counts is the user's choice."""
+    doc = json.loads(ROOFS.read_text())
+    doc["device"].update(uuid=None, pci_bus_id="0000:17:00.0")
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    doc["meta"]["started"] = "2025-01-02T00:00:00Z"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
     rc, _, err = _call(fleet.main, [tmp_path], capsys)
-    assert rc == 2 and "copy.json" in err and "a.json" in err, err
+    assert rc == 2 and "GPU 0 at PCI 0000:17:00.0 on test is also in" in err and "a.json" in err, err
 
 
 def test_a_schema_1_0_file_among_1_1_files_is_no_configuration_outlier(tmp_path, capsys):
