@@ -546,3 +546,117 @@ def test_max_inflated_bounds_a_gzip_input_and_progress_is_shown(tmp_path, capsys
     assert rc == 0 and "gemm_kernel" in out, err
     rc, _, err = _call(ncu.main, [kernels, "--max-inflated", "-1"], capsys)
     assert rc == 2 and "--max-inflated -1: give the bound in GB" in err, err
+
+
+# Seeded generators of each class of hostile input, run over the commands (their pictures, --html, --by views,
+# analysis.llm, ceilings.fleet): each case ends in one error line with exit 2 or in a result, never a traceback,
+# a hang, a numpy warning or a changed input. Fast: a few cases per class, for CI.
+HOSTILE_CASES = 6
+EDGE_NUMBERS = ("1e308", "1.7976931348623157e308", "4.9e-324", "1e-300", "9" * 23, "1.8e19", "1e-120")
+
+
+def _commands(profile: Path, roofs: Path, tmp: Path, rng: random.Random) -> list[tuple]:
+    """(main, argv, exit codes besides 0 and 2 that it may give) for a profile and a roofs file."""
+    by = rng.choice(["kernel", "op", "module", "annotation"])
+    return [(ncu.main, [profile, "--json", tmp / "t.json", "--force", "--by", by], ()),
+            (roofline.main, [profile, "--roofs", roofs, "-o", tmp / "r.png", "--html", tmp / "r.html", "--force",
+                             "--by", by, "--level", rng.choice(["dram", "all"])], ()),
+            (whatif.main, [profile, "--on", roofs], ()),
+            (llm.main, ["--model", "Llama-3.2-1B", "--roofs", roofs, "--activations", "fp16", "--weights", "fp16",
+                        "--kv-cache", "fp16", "--calibrate", profile, "--html", tmp / "l.html", "--force"], ())]
+
+
+@pytest.mark.parametrize("kind", ["nesting", "float-edges", "encodings", "bomb", "fleet-twins"])
+def test_seeded_hostile_inputs_over_every_command(kind, tmp_path, capsys, monkeypatch):
+    from ceilings import inputs
+
+    rng = random.Random(f"{SEED}-{kind}")
+    kernels = DATA / "roofline" / "kernels.csv"
+    monkeypatch.setattr(inputs, "RATIO_CHECKED_FROM", 10**6)  # a bomb of a few MB is enough to trip it
+    for case in range(HOSTILE_CASES):
+        tmp = tmp_path / str(case)
+        tmp.mkdir()
+        roofs, profile = tmp / "roofs.json", tmp / "p.csv"
+        roofs.write_bytes(ROOFS.read_bytes())
+        profile.write_bytes(kernels.read_bytes())
+        cases = []
+        if kind == "nesting":  # a JSON nested past the parser, in any JSON the project reads
+            depth = rng.choice([1_200, 5_000, 100_000])
+            opener, closer = rng.choice([("[", "]"), ('{"a": ', "}")])
+            deep = opener * depth + ("1" if opener != "[" else "") + closer * depth
+            where = rng.choice(["roofs", "config", "trace"])
+            if where == "roofs":
+                roofs.write_text('{"schema_version": 1, "ceilings": ' + deep + "}")
+            elif where == "trace":
+                profile = tmp / "t.pt.trace.json"
+                profile.write_text('{"traceEvents": [' + deep + '], "deviceProperties": []}')
+            config = tmp / "config.json"
+            config.write_text(deep if where == "config" else (DATA / "llm" / "tiny-olmo.json").read_text())
+            cases.append((llm.main, ["--model", config, "--roofs", roofs], ()))
+            cases.append((compare.main, [roofs, "-o", tmp / "c.png", "--force"], ()))
+            cases.append((fleet.main, [roofs, "--html", tmp / "f.html", "--force"], (1,)))
+        elif kind == "float-edges":  # a number near the ends of float64 in the profile or the roofs file
+            data = profile.read_bytes()
+            for _ in range(rng.randrange(1, 3)):
+                m = rng.choice(list(NUMBER.finditer(data)))
+                data = data[:m.start()] + rng.choice(EDGE_NUMBERS).encode() + data[m.end():]
+            profile.write_bytes(data)
+            if rng.random() < 0.5:
+                doc = json.loads(ROOFS.read_text())
+                rng.choice(doc["ceilings"])["value"] = float(rng.choice(EDGE_NUMBERS))
+                roofs.write_text(json.dumps(doc))
+            cases.append((compare.main, [roofs, "-o", tmp / "c.svg", "--force"], ()))
+            cases.append((fleet.main, [roofs, "--json", tmp / "f.json", "--force"], (1,)))
+        elif kind == "encodings":  # a Latin-1 byte in a name, or a CSV column renamed or cut away
+            source = rng.choice([p for p in PROFILES if p.suffix in (".csv", ".txt")])
+            data = source.read_bytes()
+            if rng.random() < 0.5:
+                at = rng.choice([m.start() for m in re.finditer(rb"[A-Za-z_]{4,}", data)])
+                data = data[:at] + bytes([rng.choice([0xe9, 0xfc, 0xff])]) + data[at:]
+            else:
+                cells = list(re.finditer(rb'"[A-Z][A-Za-z ]+"', data[:4000]))
+                if cells:
+                    m = rng.choice(cells)
+                    data = data[:m.start()] + rng.choice([b'"Renamed"', b'""', b""]) + data[m.end():]
+            profile = tmp / f"p{source.suffix}"
+            profile.write_bytes(data)
+        elif kind == "bomb":  # a gzip'd profile that grows 1,000 times, or past a lowered size bound
+            profile = tmp / "p.pt.trace.json.gz"
+            filler = bytes([rng.randrange(256)]) * rng.choice([2_000_000, 3_000_000])
+            profile.write_bytes(gzip.compress(b'{"traceEvents": [' + filler + b"]}"))
+            if rng.random() < 0.5:
+                monkeypatch.setenv("CEILINGS_MAX_DECOMPRESSED_MB", "0.5")
+            else:
+                monkeypatch.delenv("CEILINGS_MAX_DECOMPRESSED_MB", raising=False)
+        if kind != "fleet-twins":
+            cases += [(main, argv, ok) for main, argv, ok in _commands(profile, roofs, tmp, rng)]
+            if kind == "bomb":
+                for main, argv, _ in cases:
+                    rc, _, err = _call(main, argv, capsys)
+                    assert rc == 2 and ("gzip bomb" in err or "decompresses to more than" in err), (argv, err)
+        else:  # copies and twins of one GPU without a UUID among other GPUs
+            folder = tmp / "fleet"
+            folder.mkdir()
+            files = []
+            for i in range(rng.randrange(2, 5)):
+                doc = json.loads(ROOFS.read_text())
+                doc["device"].update(uuid=None, pci_bus_id=f"0000:{0x17 + i:02x}:00.0")
+                doc["meta"]["started"] = rng.choice([None, "2025-01-01T00:00:00Z"])
+                files.append(folder / f"gpu{i}.json")
+                files[-1].write_text(json.dumps(doc))
+            copies = rng.sample(files, rng.randrange(1, len(files) + 1))
+            for j, original in enumerate(copies):
+                (folder / f"copy{j}.json").write_bytes(original.read_bytes())
+            rc, _, err = _call(fleet.main, [folder, "--json", tmp / "f.out", "--html", tmp / "f.html"], capsys)
+            _assert_contract(rc, err, ok=(0, 1))
+            # the GPUs are the distinct files: every copy is named, none counted
+            assert rc in (0, 1) and err.count("the same bytes as") == len(copies), err
+            assert len(json.loads((tmp / "f.out").read_text())["files"]) == len(files)
+        for main, argv, ok in cases:
+            inputs_of_case = [p for p in tmp.iterdir() if p.suffix != ".html" and p.name not in ("t.json", "f.json")]
+            before = _digest(inputs_of_case)
+            rc, _, err = _call(main, argv, capsys)
+            _assert_contract(rc, err, ok=(0, *ok))
+            assert _digest(inputs_of_case) == before, argv
+            if rc == 0 and main is ncu.main:
+                _possible(json.loads((tmp / "t.json").read_text()))
