@@ -44,6 +44,9 @@ MARKER_AREA_SPAN = 1400.0
 APPLICATION_AREA = 260.0  # points^2: the application's star
 # the axes extend this factor beyond the outermost ridge/kernel/sweep point
 AXIS_MARGIN = 4.0
+# the decades a log axis may span: matplotlib's log ticks overflow float64 well before its end (1e308) and no
+# measurement comes near either bound, so a point beyond is not drawn (and counted in the note), never a crash
+DRAWABLE_EXPONENTS = (-100, 100)
 DATASHEET_DASH = (5, 3)  # a datasheet roof's dashes: on, off (points)
 ROWS = {"kernel": "kernel", "op": "operator", "module": "module", "annotation": "range"}  # what --by made rows of
 # what a profile may say of a kernel beyond its numbers (analysis.readers.contract META_COLUMNS)
@@ -159,7 +162,8 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
     marks = _marks(drawn, level, levels)
     point = table.attrs.get("application")
     application = (Label(point["ai"], point["flop_per_s"], "application", math.sqrt(APPLICATION_AREA) / 2)
-                   if level != "all" and point is not None and point["ai"] > 0 and math.isfinite(point["ai"]) else None)
+                   if level != "all" and point is not None and drawable([point["ai"], point["flop_per_s"]]).all()
+                   else None)
     label_level = "dram" if level == "all" else primary
     labels = tuple(Label(k[f"ai_{label_level}"], k["flop_per_s"], f"{k['short_name']} ({_share(k['share'])})",
                          math.sqrt(_area(pd.Series([k["share"]]))[0]) / 2)
@@ -172,7 +176,7 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
         warning=not roofs.measured or foreign, x_range=x_range, y_range=y_range,
         xlabel=f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})",
         level=level, roofs=lines, ridges=_ridges(roofs, primary), marks=marks, joins=_joins(drawn, level, levels),
-        sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn),
+        sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn, levels),
         legend=_legend(marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
                        application=point if application else None),
         table=table)
@@ -212,36 +216,64 @@ def _ridges(roofs: Roofs, primary: str) -> tuple[Ridge, ...]:
     return tuple(out)
 
 
-def _drawable(table: pd.DataFrame, levels: Sequence[str]) -> pd.DataFrame:
-    """Kernels that have a positive FLOP rate and a positive, finite AI at some drawn level."""
-    ok = table["flop_per_s"].gt(0)
-    has_ai = pd.Series(False, index=table.index)
+def drawable(values) -> np.ndarray:
+    """Which of `values` can sit on a log axis: positive, finite and within DRAWABLE_EXPONENTS."""
+    v = np.asarray(values, dtype=float)
+    lo, hi = DRAWABLE_EXPONENTS
+    with np.errstate(invalid="ignore"):
+        return (v >= 10.0**lo) & (v <= 10.0**hi)
+
+
+def decades(lo: float, hi: float, margin: float = 1.0) -> tuple[float, float]:
+    """Whole decades from `lo` / `margin` to `hi` x `margin`, within DRAWABLE_EXPONENTS (a value beyond, 0 or inf,
+    is taken at that bound): in logarithms, so that nothing near the end of float64 overflows, and as floats
+    (10 ** 400 is an int that no axis takes)."""
+    e_min, e_max = DRAWABLE_EXPONENTS
+
+    def exponent(value: float) -> float:
+        return math.log10(min(max(value, 10.0**e_min), 10.0**e_max))
+
+    return (10.0 ** max(math.floor(exponent(lo) - math.log10(margin)), e_min),
+            10.0 ** min(math.ceil(exponent(hi) + math.log10(margin)), e_max))
+
+
+def _drawable(table: pd.DataFrame, levels: Sequence[str], within=drawable) -> pd.DataFrame:
+    """Kernels whose FLOP rate and AI at some drawn level are `within` (drawable; or any positive number)."""
+    has_ai = np.zeros(len(table), dtype=bool)
     for lv in levels:
-        ai = table[f"ai_{lv}"]
-        has_ai |= ai.gt(0) & np.isfinite(ai.astype(float))
-    return table[ok & has_ai]
+        has_ai |= within(table[f"ai_{lv}"])
+    return table[within(table["flop_per_s"]) & has_ai]
+
+
+def _positive(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    return (v > 0) & (v < np.inf)
 
 
 def _limits(roofs: Roofs, drawn: pd.DataFrame, levels, primary: str, sweeps):
     xs = [roofs.ridge(r.key, primary) for r in roofs.flats]
     ys = [r.value for r in roofs.flats]
     for lv in levels:
-        ai = drawn[f"ai_{lv}"].astype(float)
-        xs += list(ai[np.isfinite(ai) & (ai > 0)])
+        xs += list(drawn[f"ai_{lv}"])
     ys += list(drawn["flop_per_s"])
     for _, points in sweeps:
-        xs += [x for x, _ in points if x > 0]
-        ys += [y for _, y in points if y > 0]
-    xs = [x for x in xs if x and math.isfinite(x) and x > 0] or [1.0]
-    x_lo = 10 ** math.floor(math.log10(min(xs) / AXIS_MARGIN))
-    x_hi = 10 ** math.ceil(math.log10(max(xs) * AXIS_MARGIN))
-    slope = roofs.bandwidth(primary).value
-    # without flats, kernels or sweeps the slope across the x range sets the y range
-    ys = [y for y in ys if y and math.isfinite(y) and y > 0] or [slope * x_hi]
-    y_hi = 10 ** math.ceil(math.log10(max(ys) * 2))
-    # the slope must enter the plot; kernels far below every roof still show
-    y_lo = 10 ** math.floor(math.log10(min(min(ys), slope * x_lo) / 2))
-    return (x_lo, x_hi), (y_lo, y_hi)
+        xs += [x for x, _ in points]
+        ys += [y for _, y in points]
+    return axes(xs, ys, roofs.bandwidth(primary).value)
+
+
+def axes(xs, ys, slope: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The x and y ranges (whole decades) of a roofline whose points, ridges and flats are at `xs` (FLOP/B) and
+    `ys` (FLOP/s), those not drawable left out, under a bandwidth slope of `slope` B/s."""
+    xs = np.asarray(xs, dtype=float)
+    xs = xs[drawable(xs)] if drawable(xs).any() else [1.0]
+    x_range = decades(min(xs), max(xs), AXIS_MARGIN)
+    ys = np.asarray(ys, dtype=float)
+    ys = ys[drawable(ys)]
+    # without flats, kernels or sweeps the slope across the x range sets the y range; the slope must enter the
+    # plot, and kernels far below every roof still show
+    top = max(ys, default=slope * x_range[1])
+    return x_range, decades(min(min(ys, default=top), slope * x_range[0]), top, 2)
 
 
 def _area(share: pd.Series) -> np.ndarray:
@@ -258,7 +290,7 @@ def _marks(drawn: pd.DataFrame, level: str, levels: Sequence[str]) -> tuple[Mark
             group = drawn[(drawn["precision"] == prec) & (algorithmic == estimated)]
             for lv in levels:
                 ai = group[f"ai_{lv}"].astype(float)
-                sel = np.isfinite(ai) & (ai > 0)
+                sel = drawable(ai)
                 if not sel.any():
                     continue
                 gid = (f"kernels:{prec}" + (f":{lv}" if level == "all" else "")
@@ -275,8 +307,7 @@ def _joins(drawn: pd.DataFrame, level: str, levels: Sequence[str]) -> tuple:
     if level != "all":
         return ()
     return tuple((row, PRECISION_COLORS.get(k["precision"], PRECISION_COLORS[NO_FLOPS]),
-                  tuple(sorted((k[f"ai_{lv}"], k["flop_per_s"]) for lv in levels
-                               if math.isfinite(k[f"ai_{lv}"]) and k[f"ai_{lv}"] > 0)))
+                  tuple(sorted((k[f"ai_{lv}"], k["flop_per_s"]) for lv in levels if drawable(k[f"ai_{lv}"]))))
                  for row, k in zip(drawn.index, drawn.to_dict("records")))  # iterrows copies attrs per row
 
 
@@ -286,22 +317,26 @@ def _share(share: float) -> str:
     return f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
 
 
-def _not_drawn(table: pd.DataFrame, drawn: pd.DataFrame) -> str | None:
+def _not_drawn(table: pd.DataFrame, drawn: pd.DataFrame, levels: Sequence[str]) -> str | None:
     missing = table.drop(drawn.index)
     if missing.empty:
         return None
     total = table["time_s"].sum(min_count=1)
     no_flops = missing[missing["precision"] == NO_FLOPS]
-    other = len(missing) - len(no_flops)
     parts = []
     rows = ROWS[table.attrs.get("by", "kernel")]
     if len(no_flops):
         parts.append(f"{len(no_flops)} {rows}(s) without FLOPs (AI 0, memory-bound; "
                      f"{percent(no_flops['time_s'].sum(min_count=1), total)} of time)")
-    if other:
-        unplaced = missing.drop(no_flops.index)
-        parts.append(f"{other} {rows}(s) whose FLOPs, bytes or time are unknown "
-                     f"({percent(unplaced['time_s'].sum(min_count=1), total)} of time)")
+    beyond = _drawable(missing, levels, _positive)
+    unknown = missing.drop(no_flops.index).drop(beyond.index)
+    if len(unknown):
+        parts.append(f"{len(unknown)} {rows}(s) whose FLOPs, bytes or time are unknown "
+                     f"({percent(unknown['time_s'].sum(min_count=1), total)} of time)")
+    if len(beyond):
+        lo, hi = DRAWABLE_EXPONENTS
+        parts.append(f"{len(beyond)} {rows}(s) off the axes, 1e{lo} to 1e{hi} "
+                     f"({percent(beyond['time_s'].sum(min_count=1), total)} of time)")
     return "Not on the plot: " + "; ".join(parts) + ". See the table."
 
 

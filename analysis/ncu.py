@@ -15,7 +15,6 @@ See docs/ncu-ingestion.md for the formulas and their caveats.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from ceilings.atomic import Outputs
 from ceilings.errors import CeilingsError, cli_entry, describe, listed
-from ceilings.inputs import GZIP_MAGIC, gunzip, read_bytes
+from ceilings.inputs import GZIP_MAGIC, add_max_inflated, gunzip, loads_json, read_bytes
 from ceilings.lazy import lazy
 
 from .metrics import (
@@ -54,6 +53,7 @@ from .readers.contract import (
     Source,
     no_launches,
 )
+from .units import parse_values
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -69,7 +69,7 @@ PRINT_NAME_WIDTH = 60
 
 
 def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launch: bool = True,
-                 ranges: bool = True) -> pd.DataFrame:
+                 ranges: bool = True, max_inflated: float | None = None) -> pd.DataFrame:
     """One row per launch (per kernel for summaries and nsys, with `launches` = N and values per launch).
 
     Columns: META_COLUMNS (run, id, kernel, launches, grid, block, device, cc, gpu, process, nvtx, op,
@@ -79,10 +79,11 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
     shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). What the caller uses, where less
     lets a reader do less (an nsys export of a million launches): `ranges`, each launch's NVTX ranges (else
     nvtx may be None); `each_launch`, rows per launch (else they may be sums per kernel, as summaries give).
+    `max_inflated`: the GB a gzip'd file may decompress to (ceilings.inputs.max_decompressed_bytes).
     """
     from .readers.registry import detect  # every reader, and pandas: not for --help
 
-    source = read_source(path)
+    source = read_source(path, max_inflated)
     source.memo.update(flops=flops, each_launch=each_launch, ranges=ranges)
     found = source.memo["binary_format"] or detect(source)
     if found is None:
@@ -97,7 +98,7 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
     return _finish(df, source, fmt)
 
 
-def read_source(path: str | os.PathLike) -> Source:
+def read_source(path: str | os.PathLike, max_inflated: float | None = None) -> Source:
     """A file's content as the readers see it: gzip decompressed (by content), and for text a leading BOM
     dropped and CRLF made LF; one-line errors for a missing, unreadable, empty or binary-but-unknown file.
     A text file past HEAD_BYTES whose head needs no change is read whole only when a reader asks (contract)."""
@@ -106,7 +107,7 @@ def read_source(path: str | os.PathLike) -> Source:
     p = Path(path)
     head = read_bytes(p, WHAT_IS_READ, HEAD_BYTES)
     gzipped = head.startswith(GZIP_MAGIC)  # torch.profiler's .json.gz, or any profile gzipped: by content
-    data = gunzip(read_bytes(p, WHAT_IS_READ), p) if gzipped else head
+    data = gunzip(read_bytes(p, WHAT_IS_READ), p, max_inflated) if gzipped else head
     # a binary format is read from its file: its first bytes are all it needs here (contract)
     source = Source(data, str(p), None if gzipped else p)
     source.memo["binary_format"] = detect(source, binary=True)  # kept: read_profile does not look again
@@ -145,6 +146,7 @@ def _as_read(data: bytes) -> bytes:
 
 def _not_a_profile(source: Source) -> None:
     """Why no format recognised the file, as a CeilingsError."""
+    ncu_csv.refuse_lacking_header(source.data, source.path)
     if PROFILER_LINE.search(source.text):
         raise CeilingsError(f"{source.path}: profiler output without any kernel results (did the profiled run "
                             f"fail or launch no kernel? see its ==ERROR== lines)")
@@ -159,8 +161,8 @@ def _is_roofs_file(data: bytes) -> bool:
     if not data.lstrip().startswith(b"{"):
         return False
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nesting beyond the parser
+        doc = loads_json(data, "")
+    except (ValueError, CeilingsError):  # JSONDecodeError, UnicodeDecodeError, nesting beyond the parser
         return False
     return isinstance(doc, dict) and "schema_version" in doc and "ceilings" in doc
 
@@ -180,7 +182,7 @@ def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
     if df["kernel"].isna().any() or (df["kernel"].astype(str) == "").any():
         raise CeilingsError(f"{path}: a launch without a kernel name; truncated or edited file?")
     rest = [c for c in df.columns if c not in META_COLUMNS]
-    attrs["notes"] = [*attrs.get("notes", []), *_check_values(df, rest, source)]
+    attrs["notes"] = [*attrs.get("notes", []), *_not_utf8(df, path), *_check_values(df, rest, source)]
     _launch_facts_from_metrics(df)
     if not np.isfinite(df[rest].to_numpy(dtype="float64")).any():
         raise CeilingsError(f"{path}: every metric of every launch is missing (n/a or nan): ncu ran but measured "
@@ -189,6 +191,17 @@ def _finish(df: pd.DataFrame, source: Source, fmt: Format) -> pd.DataFrame:
     df["launches"] = df["launches"].astype(META_DTYPES["launches"])
     df.attrs.update(attrs, format=fmt.name, yields=fmt.yields)
     return df
+
+
+def _not_utf8(df: pd.DataFrame, path: Path) -> list[str]:
+    """A warning where kernel names hold bytes that are not UTF-8: every text reader decodes them as U+FFFD (an
+    export saved as Latin-1 or cp1252), so the names differ from the profiler's while the numbers are read."""
+    names = [str(name) for name in pd.unique(df["kernel"]) if "\ufffd" in str(name)]
+    if not names:
+        return []
+    return [f"{path}: {len(names)} kernel name(s) hold bytes that are not UTF-8, shown as \ufffd (first: "
+            f"{names[0][:80]!r}); was the export saved in another encoding (Latin-1)? The numbers are read as "
+            f"written; save it as UTF-8 for the names"]
 
 
 def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> list[str]:
@@ -201,9 +214,10 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> l
     warning per metric (returned) names how many launches lost it, the first kernel, value and file line."""
     path = source.path
     launches = df["launches"]
-    # a reader's numbers need no conversion one launch at a time (a million nsys launches); text may hold anything
+    # a reader's numbers need no conversion one launch at a time (a million nsys launches); text readers give the
+    # count as written ("1,000", "1e308", 23 digits), read here, so that a refusal quotes it, not what a cast made
     numeric = pd.api.types.is_numeric_dtype(launches) and not pd.api.types.is_bool_dtype(launches)
-    launches = (launches if numeric else launches.map(_number)).astype("float64")
+    launches = (launches if numeric else parse_values(launches)).astype("float64")
     bad = ~((launches >= 1) & (launches < ncu_csv.MAX_LAUNCHES) & (launches % 1 == 0))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
@@ -211,6 +225,7 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> l
         shown = repr(written) if isinstance(written, str) else f"{launches.iloc[i]:g}"
         raise CeilingsError(f"{path}: kernel {_kernel_at(df, i)}: {shown} launches; a count is a whole number from 1 "
                             f"up; edited or corrupt file?")
+    df["launches"] = launches  # whole numbers: _finish makes them int64
     if not len(metrics):
         return []
     with np.errstate(invalid="ignore"):
@@ -253,16 +268,6 @@ def _line_of(source: Source, metric: str, value: float) -> int | None:
 
 MAX_LINES_SEARCHED = 1000  # lines naming a bad value's metric looked at for it: the first launches hold it
 WRITTEN_NUMBER = re.compile(rb"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
-
-
-def _number(value) -> float:
-    """`value` as a float; inf for what is no number a float can hold (a 400-digit count), NaN for text."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _kernel_at(df: pd.DataFrame, i: int) -> str:
@@ -479,7 +484,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                  nsys: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
                  per_launch: bool = False, *, kernel_regex: str | None = None, nvtx: str | None = None,
                  per_process: bool = False, time_run: int | None = None, by: str = "kernel",
-                 include_early: bool = False, flops: str = "executed") -> pd.DataFrame:
+                 include_early: bool = False, flops: str = "executed", max_inflated: float | None = None
+                 ) -> pd.DataFrame:
     """The kernel table: OUTPUT_COLUMNS per kernel (summed over launches and processes), per process and
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
@@ -490,9 +496,9 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the
     group). Kernels launched before a torch trace began are left out unless `include_early`, which keeps
-    them under their own name (`_before_trace`); `flops` is read_profile's. attrs: "warnings" (list of
-    str), "gpus" (dicts gpu/cc/device, and GPU_FACTS and RUN_CLOCK where known), "missing" (roofline inputs
-    the profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
+    them under their own name (`_before_trace`); `flops` and `max_inflated` are read_profile's. attrs: "warnings"
+    (list of str), "gpus" (dicts gpu/cc/device, and GPU_FACTS and RUN_CLOCK where known), "missing" (roofline
+    inputs the profile lacks, by column), "busy_s" (seconds in which some kernel ran, where the profile has
     timestamps: torch traces), "by".
     """
     if by not in GROUPINGS:
@@ -505,7 +511,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     pattern = _compile(kernel_regex)
     warnings: list[str] = []
     # what the table uses: rows per launch for --per-launch, NVTX ranges for --nvtx and --by annotation
-    uses = {"each_launch": per_launch, "ranges": by == "annotation" or nvtx is not None}
+    uses = {"each_launch": per_launch, "ranges": by == "annotation" or nvtx is not None, "max_inflated": max_inflated}
     frames = [_before_trace(read_profile(p, flops, **uses), str(p), include_early, warnings) for p in paths]
     nsys_frames = [read_profile(p, **uses) for p in nsys]
     for p, f in zip(nsys, nsys_frames):
@@ -978,11 +984,12 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flops", choices=tuple(FLOP_CONVENTIONS), default=next(iter(FLOP_CONVENTIONS)),
                         help="how FLOPs from a torch.profiler trace's shapes count causal attention: "
                              + "; ".join(f"{k}: {v}" for k, v in FLOP_CONVENTIONS.items()) + " (default executed)")
+    add_max_inflated(parser)
 
 
 def profile_filters(args: argparse.Namespace) -> dict:
     return {"kernel_regex": args.kernel, "nvtx": args.nvtx, "time_run": args.time_run, "by": args.by,
-            "include_early": args.include_early, "flops": args.flops}
+            "include_early": args.include_early, "flops": args.flops, "max_inflated": args.max_inflated}
 
 
 def describe_gpus(gpus: Sequence[dict]) -> str:

@@ -29,6 +29,7 @@ from analysis.figure import (
 
 FIGSIZE = (11.0, 6.5)
 FONT_SIZE = 8.5
+NOTE_WIDTH = 160  # characters a line of the note of kernels not drawn: the longest two-part note, one line
 # where a kernel's label may go: directions from the marker, tried in order at each gap (points beyond the
 # marker's edge), nearest gap first
 LABEL_DIRECTIONS = ((1, 0), (1, 1), (1, -1), (-1, 0), (-1, 1), (-1, -1), (0, 1), (0, -1))
@@ -85,8 +86,8 @@ def draw_roofline(ax, fig: Roofline, *, title: bool = True) -> None:
         ax.scatter([fig.application.x], [fig.application.y], s=APPLICATION_AREA, marker="*", c=APPLICATION_COLOR,
                    edgecolors="black", linewidths=0.9, zorder=5.5, gid="application")
     if fig.not_drawn:
-        ax.text(0.01, 0.01, fig.not_drawn, transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color=NEUTRAL_COLOR,
-                ha="left", va="bottom", gid="note:not-drawn")
+        ax.text(0.01, 0.01, _wrap(fig.not_drawn, NOTE_WIDTH), transform=ax.transAxes, fontsize=FONT_SIZE - 0.5,
+                color=NEUTRAL_COLOR, ha="left", va="bottom", gid="note:not-drawn")
     _legend(ax, fig)
     _style_axes(ax, fig.xlabel)
     if title:

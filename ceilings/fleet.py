@@ -13,6 +13,7 @@ median (or by the reference's figure; a latency floor the other way round, so th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import sys
 from array import array
@@ -314,12 +315,18 @@ def collect(inputs: Sequence[str]) -> list[Path]:
     return paths
 
 
-def load_gpus(paths: Sequence[Path], *, report: Path | None = None) -> list[Gpu]:
+def load_gpus(paths: Sequence[Path], *, report: Path | None = None,
+              copies: list[tuple[Path, Path]] | None = None) -> list[Gpu]:
     """Every file as a GPU (validated whole, then reduced: gpu_of); CeilingsError for a file that is not a
     measurement or a GPU given twice. `report`: this run's --json (resolved), which the folder may hold from the
     last run: passed over when it is no roofs file; a roofs file there is an input like any other (and Outputs
-    refuses to write over it)."""
-    gpus, seen, shared = [], {}, {}
+    refuses to write over it). A file of the same bytes as one before it (a copy) is that GPU once more: counted
+    once, and (copy, original) appended to `copies` for the caller to say so.
+
+    One GPU is its UUID; without one (a simulator, an old driver) its host, PCI bus and CUDA index, else its host,
+    run start and CUDA index: two files of one GPU that differ are two measurements of it, refused, as which one
+    counts is the user's choice."""
+    gpus, seen, shared, contents = [], {}, {}, {}
     for path in paths:
         try:
             roofs = load_record(path, sweeps=False)  # a fleet judges ceilings; the sweeps' points are most of it
@@ -330,14 +337,21 @@ def load_gpus(paths: Sequence[Path], *, report: Path | None = None) -> list[Gpu]
             raise
         if roofs.source:
             raise CeilingsError(f"{path}: not a measurement ({roofs.source}); give it as --reference")
-        uuid = roofs.device.uuid
-        # without a UUID, a copy of a file is the same run: same host, start time and GPU
-        same = uuid if uuid is not None else (
-            None if roofs.meta.started is None else
-            (roofs.meta.host, roofs.meta.started, roofs.device.pci_bus_id, roofs.device.index))
+        # read again to compare (from the page cache): the record holds no digest of the bytes it came from
+        digest = hashlib.sha256(Path(path).read_bytes()).digest()
+        if digest in contents:
+            if copies is not None:
+                copies.append((path, contents[digest]))
+            continue
+        contents[digest] = path
+        same = _same_gpu(roofs)
         if same is not None and same in seen:
-            gpu = f"GPU {uuid}" if uuid is not None else f"the run of {roofs.meta.started} on {roofs.meta.host}"
-            raise CeilingsError(f"{path}: {gpu} is also in {seen[same]}; give one file per GPU (the newest)")
+            device = roofs.device
+            gpu = (f"GPU {device.uuid}" if device.uuid is not None else
+                   f"GPU {device.index} at PCI {device.pci_bus_id} on {roofs.meta.host}" if device.pci_bus_id else
+                   f"the run of {roofs.meta.started} on {roofs.meta.host}")
+            raise CeilingsError(f"{path}: {gpu} is also in {seen[same]}, measured differently; give one file per "
+                                f"GPU (the newest)")
         if same is not None:
             seen[same] = path
         gpus.append(gpu_of(str(path), roofs, shared))
@@ -348,6 +362,18 @@ def load_gpus(paths: Sequence[Path], *, report: Path | None = None) -> list[Gpu]
         raise CeilingsError(f"{sim} is simulated and {real} measured: a simulator's numbers must not sit among "
                             "a GPU's; aggregate them apart")
     return gpus
+
+
+def _same_gpu(roofs: RoofsRecord) -> tuple | None:
+    """What makes two files one GPU (load_gpus); None where the file says too little to tell."""
+    device, meta = roofs.device, roofs.meta
+    if device.uuid is not None:
+        return ("uuid", device.uuid)
+    if device.pci_bus_id is not None and meta.host is not None:
+        return ("pci", meta.host, device.pci_bus_id, device.index)
+    if meta.started is not None:
+        return ("run", meta.host, meta.started, device.index)
+    return None
 
 
 def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
@@ -724,8 +750,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.want("--json", args.json)
     out.want("-o", args.output, picture=True)
     out.want("--html", args.html)
-    gpus = load_gpus(collect(args.inputs), report=Path(args.json).resolve() if args.json else None)
-    out.add_inputs([Path(g.path) for g in gpus])  # before anything is computed or written
+    copies: list[tuple[Path, Path]] = []
+    gpus = load_gpus(collect(args.inputs), report=Path(args.json).resolve() if args.json else None, copies=copies)
+    out.add_inputs([*(Path(g.path) for g in gpus), *(copy for copy, _ in copies)])  # before anything is written
+    for copy, original in copies:
+        print(f"warning: {copy}: the same bytes as {original}, a copy of that GPU's file: counted once",
+              file=sys.stderr)
     reference = reference_of(args.reference, gpus[0].simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
     report = markdown(fleet)

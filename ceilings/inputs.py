@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,11 @@ from .errors import CeilingsError, describe
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_DECOMPRESSED_ENV = "CEILINGS_MAX_DECOMPRESSED_MB"
 DEFAULT_MAX_DECOMPRESSED_MB = 4096  # a week of torch.profiler traces of one rank fit; a gzip bomb does not
+MAX_RATIO_ENV = "CEILINGS_MAX_INFLATE_RATIO"
+# gzip shrinks profiler text and JSON 5 to 20 times; a stream of one repeated byte shrinks 1,000 times: a bomb
+DEFAULT_MAX_RATIO = 100
+RATIO_CHECKED_FROM = 64 * 10**6  # bytes decompressed before the ratio counts: a small file may shrink more
+PROGRESS_EVERY = 512 * 10**6  # bytes decompressed between two progress lines on stderr
 _CHUNK = 1 << 24
 
 
@@ -41,32 +47,65 @@ def read_bytes(path: str | os.PathLike, what: str = "file", limit: int | None = 
         raise CeilingsError(f"{p}: cannot read it ({exc.strerror or exc})") from None
 
 
-def max_decompressed_bytes() -> int:
-    raw = os.environ.get(MAX_DECOMPRESSED_ENV, "")
+def _bound(env: str, default: float, unit: str) -> float:
+    """The positive number environment variable `env` gives, else `default`."""
+    raw = os.environ.get(env, "")
     try:
-        mb = float(raw) if raw else DEFAULT_MAX_DECOMPRESSED_MB
+        value = float(raw) if raw else default
     except ValueError:
-        mb = float("nan")
-    if not mb > 0 or mb == float("inf"):
-        raise CeilingsError(f"{MAX_DECOMPRESSED_ENV}={raw}: give the bound in MB, a positive number")
-    return int(mb * 1e6)
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise CeilingsError(f"{env}={raw}: give the bound in {unit}, a positive number")
+    return value
 
 
-def gunzip(data: bytes, path: str | os.PathLike) -> bytes:
-    """`data` (gzip, possibly several members) decompressed, refused past max_decompressed_bytes() (a gzip
-    bomb is refused after reading that much, not after filling memory)."""
-    limit = max_decompressed_bytes()
-    out, total, rest = [], 0, data
+def max_decompressed_bytes(max_inflated_gb: float | None = None) -> int:
+    """The most bytes a gzip input may decompress to: `max_inflated_gb` (a command's --max-inflated), else
+    CEILINGS_MAX_DECOMPRESSED_MB, else DEFAULT_MAX_DECOMPRESSED_MB."""
+    if max_inflated_gb is not None:
+        if not 0 < max_inflated_gb < float("inf"):
+            raise CeilingsError(f"--max-inflated {max_inflated_gb:g}: give the bound in GB, a positive number")
+        return int(max_inflated_gb * 1e9)
+    return int(_bound(MAX_DECOMPRESSED_ENV, DEFAULT_MAX_DECOMPRESSED_MB, "MB") * 1e6)
+
+
+def add_max_inflated(parser) -> None:
+    """--max-inflated, for every command that reads profiles (which may be gzip'd)."""
+    parser.add_argument("--max-inflated", type=float, metavar="GB",
+                        help=f"refuse a gzip'd input that decompresses to more than GB (default "
+                             f"{DEFAULT_MAX_DECOMPRESSED_MB / 1000:g}, or ${MAX_DECOMPRESSED_ENV} in MB); raise it "
+                             f"for a real trace that large. Past {RATIO_CHECKED_FROM // 10**6} MB, one that grows "
+                             f"more than {DEFAULT_MAX_RATIO} times (${MAX_RATIO_ENV}) is refused as a gzip bomb")
+
+
+def gunzip(data: bytes, path: str | os.PathLike, max_inflated_gb: float | None = None) -> bytes:
+    """`data` (gzip, possibly several members) decompressed, refused past max_decompressed_bytes() or, past
+    RATIO_CHECKED_FROM, past $CEILINGS_MAX_INFLATE_RATIO times its compressed size: a gzip bomb is refused after
+    reading that much, not after filling memory. A line on stderr every PROGRESS_EVERY bytes says how far it is."""
+    limit = max_decompressed_bytes(max_inflated_gb)
+    ratio = _bound(MAX_RATIO_ENV, DEFAULT_MAX_RATIO, "times the compressed size")
+    out, total, rest, shown = [], 0, data, 0
     try:
         while rest:
             d = zlib.decompressobj(wbits=31)
             while True:
-                chunk = d.decompress(rest, min(_CHUNK, limit + 1 - total))
+                # no chunk spans two progress lines (nor the bound)
+                chunk = d.decompress(rest, min(_CHUNK, PROGRESS_EVERY, limit + 1 - total))
                 total += len(chunk)
                 out.append(chunk)
                 if total > limit:
-                    raise CeilingsError(f"{path}: decompresses to more than {limit / 1e6:.0f} MB; if it really "
-                                        f"is a profile that large, raise the bound: {MAX_DECOMPRESSED_ENV}=<MB>")
+                    raise CeilingsError(f"{path}: decompresses to more than {limit / 1e6:,.0f} MB; if it really "
+                                        f"is a profile that large, raise the bound: --max-inflated GB or "
+                                        f"{MAX_DECOMPRESSED_ENV}=<MB>")
+                read = len(data) - len(d.unconsumed_tail) - len(d.unused_data)  # compressed bytes taken so far
+                if total > RATIO_CHECKED_FROM and total > ratio * read:
+                    raise CeilingsError(f"{path}: {read / 1e6:.1f} MB of gzip decompress to more than "
+                                        f"{total / 1e6:.0f} MB, over {ratio:g} times as much: a gzip bomb, not a "
+                                        f"profile? If it really is one, raise the bound: {MAX_RATIO_ENV}=<times>")
+                if total - shown >= PROGRESS_EVERY:
+                    shown = total
+                    print(f"{path}: {total / 1e6:,.0f} MB decompressed so far (refused past {limit / 1e6:,.0f} MB)",
+                          file=sys.stderr, flush=True)
                 if d.eof:
                     break
                 if not d.unconsumed_tail:
@@ -81,11 +120,12 @@ def gunzip(data: bytes, path: str | os.PathLike) -> bytes:
     return b"".join(out)
 
 
-def loads_json(data: bytes | str, path: str | os.PathLike) -> Any:
-    """json.loads, with nesting too deep for the parser (100,000 brackets) a one-line CeilingsError; other
-    errors (ValueError) are left to the caller, which knows what the file should be."""
+def loads_json(data: bytes | str, path: str | os.PathLike, what: str = "profile or roofs file") -> Any:
+    """json.loads, the one reader of every JSON input: nesting too deep for the parser (100,000 brackets) is a
+    one-line CeilingsError saying the file is no `what`; other errors (ValueError) are left to the caller, which
+    knows what the file should be."""
     try:
         return json.loads(data)
     except RecursionError:
-        raise CeilingsError(f"{path}: JSON nested too deep to be a profile or roofs file (thousands of levels); "
-                            f"is this the right file?") from None
+        raise CeilingsError(f"{path}: JSON nested too deep to be a {what} (a thousand levels or more); is this "
+                            f"the right file?") from None

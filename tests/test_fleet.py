@@ -237,8 +237,8 @@ def test_simulated_files_are_kept_among_themselves(tmp_path, capsys):
     (lambda d: (d / "x.json").write_text(json.dumps({**roofs("a", 0, []), "launch": None})), [],
      "roofs.launch: expected object, found NoneType"),
     (lambda d: None, [], "no roofs files (*.json) in this folder"),
-    (lambda d: [save_roofs(roofs("a", 0, []), d / f"{n}.json") for n in ("one", "two")], [],
-     "GPU GPU-a-0 is also in"),
+    (lambda d: [save_roofs(roofs("a", 0, c), d / f"{n}.json")  # one GPU measured twice, differently
+                for n, c in (("one", []), ("two", [ceiling("dram.read", 3.0 * TB)]))], [], "GPU GPU-a-0 is also in"),
     (lambda d: save_roofs({**roofs("a", 0, []), "source": "published figures"}, d / "p.json"), [],
      "not a measurement (published figures); give it as --reference"),
     (lambda d: save_roofs(roofs("a", 0, []), d / "a.json"), ["--min-ratio", "1.5"], "--min-ratio 1.5"),

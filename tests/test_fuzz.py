@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import ncu, whatif
+from analysis import ncu, roofline, whatif
+from analysis.llm import __main__ as llm
 from analysis.roofline.__main__ import main as roofline_main
 from ceilings import compare, fleet
 
@@ -212,11 +213,29 @@ def test_hostile_files(make, tmp_path, capsys, monkeypatch):
     assert expected in err, err
 
 
-def test_deeply_nested_roofs_file(tmp_path, capsys):
+DEEP = "[" * 100_000 + "]" * 100_000  # past any JSON parser's recursion
+
+
+@pytest.mark.parametrize("command", ["compare", "roofline --roofs", "whatif --on", "fleet folder", "llm --model",
+                                     "llm --roofs", "llm --calibrate"])
+def test_deeply_nested_json_is_one_line_naming_the_file(command, tmp_path, capsys):
+    """Every JSON the project reads (roofs files, a fleet's folder, an LLM config, a torch trace to calibrate
+    with) goes through ceilings.inputs.loads_json: 100,000 nested lists are refused by the file's name."""
     f = tmp_path / "deep.json"
-    f.write_text('{"schema_version": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    rc, _, err = _call(compare.main, [f, "-o", tmp_path / "c.png"], capsys)
-    assert rc == 2 and "nested" in err, err
+    f.write_text('{"schema_version": ' + DEEP + "}" if command != "llm --calibrate" else
+                 '{"traceEvents": [' + DEEP + '], "deviceProperties": []}')
+    kernels = DATA / "roofline" / "kernels.csv"
+    main, argv = {"compare": (compare.main, [f, "-o", tmp_path / "c.png"]),
+                  "roofline --roofs": (roofline_main, [kernels, "--roofs", f]),
+                  "whatif --on": (whatif.main, [kernels, "--on", f]),
+                  "fleet folder": (fleet.main, [tmp_path]),
+                  "llm --model": (llm.main, ["--model", f, "--roofs", ROOFS]),
+                  "llm --roofs": (llm.main, ["--model", "Llama-3.2-1B", "--roofs", f]),
+                  "llm --calibrate": (llm.main, ["--model", "Llama-3.2-1B", "--roofs", ROOFS, "--calibrate", f])
+                  }[command]
+    rc, _, err = _call(main, argv, capsys)
+    _assert_contract(rc, err)
+    assert rc == 2 and f"{f}: JSON nested too deep" in err, err
 
 
 @pytest.mark.parametrize("field, value", [("memory_bytes", -1), ("max_sm_clock_hz", float("nan")),
@@ -240,13 +259,32 @@ def test_a_host_name_with_a_newline_is_refused(tmp_path, capsys):
     assert rc == 2 and "meta.host" in err and "control characters" in err and out == "", err
 
 
-def test_a_copy_without_uuid_is_not_another_gpu(tmp_path, capsys):
+@pytest.mark.parametrize("started", ["2025-01-01T00:00:00Z", None])
+def test_a_copy_without_uuid_is_one_gpu_said_in_a_warning(started, tmp_path, capsys):
+    """A roofs file and its copy, the GPU without a UUID (and without a start time, where the fuzz found two
+    GPUs counted): one GPU, the copy named in a warning, and protected as an input."""
     doc = json.loads(ROOFS.read_text())
     doc["device"]["uuid"] = None
+    doc["meta"]["started"] = started
     for name in ("a.json", "copy.json"):
         (tmp_path / name).write_text(json.dumps(doc))
+    rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "report.out"], capsys)
+    assert rc in (0, 1) and f"warning: {tmp_path / 'copy.json'}: the same bytes as {tmp_path / 'a.json'}" in err, err
+    assert len(json.loads((tmp_path / "report.out").read_text())["files"]) == 1
+    rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "copy.json", "--force"], capsys)
+    assert rc == 2 and "that is an input" in err, err
+
+
+def test_one_gpu_by_host_pci_bus_and_index_measured_twice_is_refused(tmp_path, capsys):
+    """Without a UUID, host + PCI bus + CUDA index is the GPU: two files of it that differ (two runs) are two
+    measurements of one GPU, not two GPUs; which counts is the user's choice."""
+    doc = json.loads(ROOFS.read_text())
+    doc["device"].update(uuid=None, pci_bus_id="0000:17:00.0")
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    doc["meta"]["started"] = "2025-01-02T00:00:00Z"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
     rc, _, err = _call(fleet.main, [tmp_path], capsys)
-    assert rc == 2 and "copy.json" in err and "a.json" in err, err
+    assert rc == 2 and "GPU 0 at PCI 0000:17:00.0 on test is also in" in err and "a.json" in err, err
 
 
 def test_a_schema_1_0_file_among_1_1_files_is_no_configuration_outlier(tmp_path, capsys):
@@ -386,3 +424,240 @@ def test_an_input_found_while_working_is_refused_as_an_output_at_once(tmp_path):
     with pytest.raises(CeilingsError, match="--json .*found.json: that is an input of this run"):
         out.add_inputs([found])
     assert found.read_text() == "{}"
+
+
+@pytest.mark.parametrize("value", ["1e308", "9" * 23, "2.5"])
+@pytest.mark.parametrize("name, count", [("summary_per_kernel.csv", '"{}","Command'),
+                                         ("summary.txt", "Invocations {}\n"),
+                                         ("summary_per_gpu.txt", "Invocations {}\n")])
+def test_a_summary_count_past_int64_is_quoted_as_written(name, count, value, tmp_path, capsys):
+    """An Invocations count of 1e308 or 23 digits was cast to int64 and wrapped round (-9.22337e+18 launches);
+    2.5 was cut to 2 and read. Each is refused, quoting the cell as the file writes it."""
+    data = (DATA / "ncu" / name).read_text()
+    written = next(count.format(n) for n in ("10", "300") if count.format(n) in data)  # the first kernel's count
+    f = tmp_path / name
+    f.write_text(data.replace(written, count.format(value), 1))
+    rc, _, err = _call(ncu.main, [f], capsys)
+    assert rc == 2 and f"'{value}' launches" in err and str(f) in err, err
+
+
+@pytest.mark.parametrize("cell, value", [(",2,1e-3,", ",2,1e-290,"), (",5e12,", ",1e308,")])
+@pytest.mark.parametrize("picture", ["-o", "--html", "--level all -o"])
+def test_a_kernel_beyond_float_range_is_left_off_the_picture_and_said(cell, value, picture, tmp_path, capsys):
+    """A kernel time of 1e-290 s (5e9 FLOP in it: 5e299 FLOP/s) made the axis limit the int 10**300, which
+    matplotlib refuses (TypeError); near 1e308 the limit overflowed. The picture is drawn without that kernel,
+    its note counting it off the axes; the table keeps it."""
+    lines = (DATA / "roofline" / "kernels.csv").read_text().splitlines()
+    assert cell in lines[1]  # gemm_kernel: 5e9 FLOPs in 1e-3 s over 2 launches
+    lines[1] = lines[1].replace(cell, value)
+    f = tmp_path / "k.csv"
+    f.write_text("\n".join(lines) + "\n")
+    *options, flag = picture.split()
+    out = tmp_path / ("r.html" if flag == "--html" else "r.png")
+    rc, _, err = _call(roofline_main, [f, "--roofs", ROOFS, "--csv", tmp_path / "t.csv", *options, flag, out], capsys)
+    assert rc == 0 and out.exists(), err
+    assert "gemm_kernel" in (tmp_path / "t.csv").read_text()
+    if value == ",2,1e-290,":  # the rate (5e9 / 1e-290) is off the axes; a rate of 1e308 in the CSV is recomputed
+        from analysis.figure import roofline as picture
+
+        roofs = roofline.load(ROOFS)
+        note = picture(roofs, roofline.roofline_table(roofs, roofline.read_kernels([f]))).not_drawn
+        assert "1 kernel(s) off the axes, 1e-100 to 1e100" in note, note
+
+
+@pytest.mark.parametrize("name, kernel", [("details_20col.csv", "cutlass_gemm"), ("raw.csv", "vecAdd"),
+                                          ("summary_per_kernel.csv", "void saxpy<float>"), ("summary.txt", "step(")])
+def test_a_latin1_byte_in_a_kernel_name_is_read_with_a_warning(name, kernel, tmp_path, capsys):
+    """An export saved as Latin-1 ('café' as the one byte 0xe9): the summary CSV was refused whole as
+    undecodable; every reader now reads the numbers, the name with U+FFFD in that byte's place, and says so."""
+    data = (DATA / "ncu" / name).read_bytes()
+    f = tmp_path / name
+    f.write_bytes(data.replace(kernel.encode(), b"caf\xe9_" + kernel.encode()))
+    out = tmp_path / "t.json"
+    rc, _, err = _call(ncu.main, [f, "--json", out], capsys)
+    assert rc == 0 and "not UTF-8" in err and str(f) in err, err
+    names = [row["kernel"] for row in json.loads(out.read_text())]
+    assert any(n.startswith("caf\ufffd_" + kernel) for n in names), names
+    # the numbers are those of the file without the byte
+    plain = tmp_path / f"plain{f.suffix}"
+    plain.write_bytes(data)
+    rc, _, _ = _call(ncu.main, [plain, "--json", tmp_path / "p.json"], capsys)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "kernel"} for r in rows]  # noqa: E731
+    assert strip(json.loads(out.read_text())) == strip(json.loads((tmp_path / "p.json").read_text()))
+
+
+@pytest.mark.parametrize("name, column", [("details_20col.csv", "Kernel Name"), ("details_20col.csv", "ID"),
+                                          ("raw.csv", "Kernel Name"), ("raw.csv", "ID"),
+                                          ("summary_per_kernel.csv", "Kernel Name"),
+                                          ("summary_per_kernel.csv", "Metric Name"),
+                                          ("summary_per_kernel.csv", "Metric Unit")])
+@pytest.mark.parametrize("edit", ["renamed", "missing"])
+def test_an_ncu_csv_lacking_a_column_names_it(name, column, edit, tmp_path, capsys):
+    """A header cell renamed, or the column cut from every row: a KeyError traceback (summary), or 'profiler
+    output without any kernel results' (details, raw) before; now the column is named."""
+    import csv
+    import io
+
+    lines = (DATA / "ncu" / name).read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if f'"{column}"' in line)
+    rows = list(csv.reader(io.StringIO("".join(lines[at:]))))
+    j = rows[0].index(column)
+    rows = [r[:j] + ["Renamed"] + r[j + 1:] if i == 0 else r for i, r in enumerate(rows)] if edit == "renamed" \
+        else [r[:j] + r[j + 1:] for r in rows]
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    f = tmp_path / name
+    f.write_text("".join(lines[:at]) + text.getvalue())
+    rc, _, err = _call(ncu.main, [f], capsys)
+    _assert_contract(rc, err)
+    assert rc == 2 and f"{f}: " in err and f"without a {column!r} column" in err, err
+
+
+def test_a_gzip_bomb_is_refused_by_its_inflate_ratio(tmp_path, capsys, monkeypatch):
+    """3 MB of one byte gzip to 3 kB (1,000 times): past the point where the ratio counts (lowered here from
+    64 MB to 1 MB) a stream growing more than 100 times is refused, long before a 2 GB bomb fills memory."""
+    from ceilings import inputs
+
+    monkeypatch.setattr(inputs, "RATIO_CHECKED_FROM", 10**6)
+    f = tmp_path / "t.pt.trace.json.gz"
+    f.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * 3_000_000 + b"]}"))
+    for main, argv in ((ncu.main, [f]), (roofline_main, [f, "--roofs", ROOFS]), (whatif.main, [f, "--on", ROOFS])):
+        rc, _, err = _call(main, argv, capsys)
+        assert rc == 2 and f"{f}: " in err and "gzip bomb" in err and "CEILINGS_MAX_INFLATE_RATIO" in err, err
+
+
+def test_max_inflated_bounds_a_gzip_input_and_progress_is_shown(tmp_path, capsys, monkeypatch):
+    """Incompressible bytes (ratio 1): only the size bound stops them. --max-inflated 0.001 (1 MB) refuses 3 MB
+    naming the option; a progress line every PROGRESS_EVERY bytes (lowered to 0.5 MB) says how far it got."""
+    from ceilings import inputs
+
+    monkeypatch.setattr(inputs, "PROGRESS_EVERY", 500_000)
+    f = tmp_path / "p.csv.gz"
+    f.write_bytes(gzip.compress(random.Random(SEED).randbytes(3_000_000)))
+    rc, _, err = _call(ncu.main, [f, "--max-inflated", "0.001"], capsys)
+    assert rc == 2 and "decompresses to more than 1 MB" in err and "--max-inflated" in err, err
+    assert err.count("MB decompressed so far (refused past 1 MB)") == 2, err  # at 0.5 and 1.0 MB
+    # a real profile past a low bound in the environment reads once --max-inflated raises it
+    kernels = tmp_path / "k.csv.gz"
+    kernels.write_bytes(gzip.compress((DATA / "roofline" / "kernels.csv").read_bytes()))
+    monkeypatch.setenv("CEILINGS_MAX_DECOMPRESSED_MB", "0.0001")
+    rc, _, err = _call(ncu.main, [kernels], capsys)
+    assert rc == 2 and "CEILINGS_MAX_DECOMPRESSED_MB" in err, err
+    rc, out, err = _call(ncu.main, [kernels, "--max-inflated", "1"], capsys)
+    assert rc == 0 and "gemm_kernel" in out, err
+    rc, _, err = _call(ncu.main, [kernels, "--max-inflated", "-1"], capsys)
+    assert rc == 2 and "--max-inflated -1: give the bound in GB" in err, err
+
+
+# Seeded generators of each class of hostile input, run over the commands (their pictures, --html, --by views,
+# analysis.llm, ceilings.fleet): each case ends in one error line with exit 2 or in a result, never a traceback,
+# a hang, a numpy warning or a changed input. Fast: a few cases per class, for CI.
+HOSTILE_CASES = 6
+EDGE_NUMBERS = ("1e308", "1.7976931348623157e308", "4.9e-324", "1e-300", "9" * 23, "1.8e19", "1e-120")
+
+
+def _commands(profile: Path, roofs: Path, tmp: Path, rng: random.Random) -> list[tuple]:
+    """(main, argv, exit codes besides 0 and 2 that it may give) for a profile and a roofs file."""
+    by = rng.choice(["kernel", "op", "module", "annotation"])
+    return [(ncu.main, [profile, "--json", tmp / "t.json", "--force", "--by", by], ()),
+            (roofline_main, [profile, "--roofs", roofs, "-o", tmp / "r.png", "--html", tmp / "r.html", "--force",
+                             "--by", by, "--level", rng.choice(["dram", "all"])], ()),
+            (whatif.main, [profile, "--on", roofs], ()),
+            (llm.main, ["--model", "Llama-3.2-1B", "--roofs", roofs, "--activations", "fp16", "--weights", "fp16",
+                        "--kv-cache", "fp16", "--calibrate", profile, "--html", tmp / "l.html", "--force"], ())]
+
+
+@pytest.mark.parametrize("kind", ["nesting", "float-edges", "encodings", "bomb", "fleet-twins"])
+def test_seeded_hostile_inputs_over_every_command(kind, tmp_path, capsys, monkeypatch):
+    from ceilings import inputs
+
+    rng = random.Random(f"{SEED}-{kind}")
+    kernels = DATA / "roofline" / "kernels.csv"
+    monkeypatch.setattr(inputs, "RATIO_CHECKED_FROM", 10**6)  # a bomb of a few MB is enough to trip it
+    for case in range(HOSTILE_CASES):
+        tmp = tmp_path / str(case)
+        tmp.mkdir()
+        roofs, profile = tmp / "roofs.json", tmp / "p.csv"
+        roofs.write_bytes(ROOFS.read_bytes())
+        profile.write_bytes(kernels.read_bytes())
+        cases = []
+        if kind == "nesting":  # a JSON nested past the parser, in any JSON the project reads
+            depth = rng.choice([1_200, 5_000, 100_000])
+            opener, closer = rng.choice([("[", "]"), ('{"a": ', "}")])
+            deep = opener * depth + ("1" if opener != "[" else "") + closer * depth
+            where = rng.choice(["roofs", "config", "trace"])
+            if where == "roofs":
+                roofs.write_text('{"schema_version": 1, "ceilings": ' + deep + "}")
+            elif where == "trace":
+                profile = tmp / "t.pt.trace.json"
+                profile.write_text('{"traceEvents": [' + deep + '], "deviceProperties": []}')
+            config = tmp / "config.json"
+            config.write_text(deep if where == "config" else (DATA / "llm" / "tiny-olmo.json").read_text())
+            cases.append((llm.main, ["--model", config, "--roofs", roofs], ()))
+            cases.append((compare.main, [roofs, "-o", tmp / "c.png", "--force"], ()))
+            cases.append((fleet.main, [roofs, "--html", tmp / "f.html", "--force"], (1,)))
+        elif kind == "float-edges":  # a number near the ends of float64 in the profile or the roofs file
+            data = profile.read_bytes()
+            for _ in range(rng.randrange(1, 3)):
+                m = rng.choice(list(NUMBER.finditer(data)))
+                data = data[:m.start()] + rng.choice(EDGE_NUMBERS).encode() + data[m.end():]
+            profile.write_bytes(data)
+            if rng.random() < 0.5:
+                doc = json.loads(ROOFS.read_text())
+                rng.choice(doc["ceilings"])["value"] = float(rng.choice(EDGE_NUMBERS))
+                roofs.write_text(json.dumps(doc))
+            cases.append((compare.main, [roofs, "-o", tmp / "c.svg", "--force"], ()))
+            cases.append((fleet.main, [roofs, "--json", tmp / "f.json", "--force"], (1,)))
+        elif kind == "encodings":  # a Latin-1 byte in a name, or a CSV column renamed or cut away
+            source = rng.choice([p for p in PROFILES if p.suffix in (".csv", ".txt")])
+            data = source.read_bytes()
+            if rng.random() < 0.5:
+                at = rng.choice([m.start() for m in re.finditer(rb"[A-Za-z_]{4,}", data)])
+                data = data[:at] + bytes([rng.choice([0xe9, 0xfc, 0xff])]) + data[at:]
+            else:
+                cells = list(re.finditer(rb'"[A-Z][A-Za-z ]+"', data[:4000]))
+                if cells:
+                    m = rng.choice(cells)
+                    data = data[:m.start()] + rng.choice([b'"Renamed"', b'""', b""]) + data[m.end():]
+            profile = tmp / f"p{source.suffix}"
+            profile.write_bytes(data)
+        elif kind == "bomb":  # a gzip'd profile that grows 1,000 times, or past a lowered size bound
+            profile = tmp / "p.pt.trace.json.gz"
+            filler = bytes([rng.randrange(256)]) * rng.choice([2_000_000, 3_000_000])
+            profile.write_bytes(gzip.compress(b'{"traceEvents": [' + filler + b"]}"))
+            if rng.random() < 0.5:
+                monkeypatch.setenv("CEILINGS_MAX_DECOMPRESSED_MB", "0.5")
+            else:
+                monkeypatch.delenv("CEILINGS_MAX_DECOMPRESSED_MB", raising=False)
+        if kind != "fleet-twins":
+            cases += [(main, argv, ok) for main, argv, ok in _commands(profile, roofs, tmp, rng)]
+            if kind == "bomb":
+                for main, argv, _ in cases:
+                    rc, _, err = _call(main, argv, capsys)
+                    assert rc == 2 and ("gzip bomb" in err or "decompresses to more than" in err), (argv, err)
+        else:  # copies and twins of one GPU without a UUID among other GPUs
+            folder = tmp / "fleet"
+            folder.mkdir()
+            files = []
+            for i in range(rng.randrange(2, 5)):
+                doc = json.loads(ROOFS.read_text())
+                doc["device"].update(uuid=None, pci_bus_id=f"0000:{0x17 + i:02x}:00.0")
+                doc["meta"]["started"] = rng.choice([None, "2025-01-01T00:00:00Z"])
+                files.append(folder / f"gpu{i}.json")
+                files[-1].write_text(json.dumps(doc))
+            copies = rng.sample(files, rng.randrange(1, len(files) + 1))
+            for j, original in enumerate(copies):
+                (folder / f"copy{j}.json").write_bytes(original.read_bytes())
+            rc, _, err = _call(fleet.main, [folder, "--json", tmp / "f.out", "--html", tmp / "f.html"], capsys)
+            _assert_contract(rc, err, ok=(0, 1))
+            # the GPUs are the distinct files: every copy is named, none counted
+            assert rc in (0, 1) and err.count("the same bytes as") == len(copies), err
+            assert len(json.loads((tmp / "f.out").read_text())["files"]) == len(files)
+        for main, argv, ok in cases:
+            inputs_of_case = [p for p in tmp.iterdir() if p.suffix != ".html" and p.name not in ("t.json", "f.json")]
+            before = _digest(inputs_of_case)
+            rc, _, err = _call(main, argv, capsys)
+            _assert_contract(rc, err, ok=(0, *ok))
+            assert _digest(inputs_of_case) == before, argv
+            if rc == 0 and main is ncu.main:
+                _possible(json.loads((tmp / "t.json").read_text()))

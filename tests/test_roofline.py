@@ -688,14 +688,15 @@ def test_stdout_outputs_need_no_force_and_two_outputs_cannot_share_a_file(tmp_pa
 
 def test_kernel_nvtx_and_time_run_reach_the_kernel_table(fixture_reader):
     assert roofline_main([*ROOFLINE_ARGS, "--kernel", "gemm", "--nvtx", "step 3", "--time-run", "1", "--by", "op",
-                          "--include-early"]) == 0
+                          "--include-early", "--max-inflated", "20"]) == 0
     assert fixture_reader.calls[-1] | {"paths": None} == {"paths": None, "nsys": None, "kernel_regex": "gemm",
                                                           "nvtx": "step 3", "time_run": 1, "by": "op",
-                                                          "include_early": True, "flops": "executed"}
+                                                          "include_early": True, "flops": "executed",
+                                                          "max_inflated": 20.0}
     assert roofline_main(ROOFLINE_ARGS) == 0
     assert fixture_reader.calls[-1] == {"paths": [str(KERNELS)], "nsys": None, "kernel_regex": None, "nvtx": None,
                                         "time_run": None, "by": "kernel", "include_early": False,
-                                        "flops": "executed"}
+                                        "flops": "executed", "max_inflated": None}
 
 
 def test_no_kernel_left_names_the_filters(fixture_reader, capsys):

@@ -54,6 +54,7 @@ from analysis.roofline import (
 )
 from ceilings.atomic import STDOUT, Outputs
 from ceilings.errors import CeilingsError, cli_entry
+from ceilings.inputs import add_max_inflated
 from ceilings.lazy import lazy
 
 pd = lazy("pandas")
@@ -115,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="ncu / nsys / torch-trace profile of a real prefill or decode step of this model and setup; "
                         "repeat with --calibrate-batch for profiles at other batches (floor and efficiency fitted "
                         "to all)")
+    add_max_inflated(p)  # of a gzip'd --calibrate profile
     p.add_argument("--calibrate-batch", type=int, action="append", metavar="B",
                    help="the batch each --calibrate profile ran at, in their order (default --batch)")
     p.add_argument("--calibrate-phase", choices=PHASES, default="decode",
@@ -191,7 +193,7 @@ def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: li
     for files, batch in zip(args.calibrate, batches):
         if batch < 1:
             raise CeilingsError(f"--calibrate-batch {batch}: must be 1 or more")
-        kernels = read_kernels(files)
+        kernels = read_kernels(files, max_inflated=args.max_inflated)
         if not kernels["time_s"].notna().any():
             raise CeilingsError(f"--calibrate {' '.join(files)}: no kernel has a time (gpu__time_duration.sum); "
                                 f"profile with python -m analysis.profile, or give an nsys or torch trace")

@@ -8,9 +8,17 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.figure import NEUTRAL_COLOR, roofs_only
+from analysis.figure import NEUTRAL_COLOR, decades, drawable, roofs_only
 from analysis.html import chart_lines, chart_ridges
-from analysis.llm.plot import CLASS_COLORS, GPU_COLORS, MARKER_AREA_MIN, MARKER_AREA_SPAN, PHASE_MARKERS, ops_view
+from analysis.llm.plot import (
+    CLASS_COLORS,
+    GPU_COLORS,
+    MARKER_AREA_MIN,
+    MARKER_AREA_SPAN,
+    PHASE_MARKERS,
+    not_on_plot,
+    ops_view,
+)
 from analysis.roofline import seconds, si
 from common.html import chart_section, count_text, frame_table, notes_section, page, table_section
 
@@ -50,7 +58,6 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
                    for p in PHASE_MARKERS if p in set(ops["phase"])]
         legend.append({"label": "marker area ∝ share of its phase's time", "kind": "text", "color": NEUTRAL_COLOR,
                        "shape": "o", "filter": None})
-        left_out = sorted(set(r.prefill["op"]) - set(ops["op"]))
         st = r.setup
         sections.append(chart_section(
             f"ops-{i}", f"{model.name} on {r.gpu.label}: prefill of {st.prompt} tokens, decode step at context "
@@ -60,8 +67,7 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
             lines=chart_lines(lines), ridges=chart_ridges(ridges), marks=marks, legend=legend,
             legend_title="ops (op class)",
             filters=list(placed["op_class"]), table=table,
-            notes=[f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): {', '.join(left_out)}"
-                   if left_out else None]))
+            notes=[not_on_plot(r, ops)]))
     if sweep is not None and len(sweep):
         sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
     summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
@@ -80,12 +86,13 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
     """The batch sweep (analysis.llm.place.batch_sweep) as a log-log chart: tokens/s against batch per GPU."""
     sweep = sweep.reset_index(drop=True)
     marks, joins, lines, legend = [], [], [], []
-    y = sweep["tokens_per_s"].astype(float)
-    y_range = (10 ** math.floor(math.log10(y[y > 0].min() / 2)), 10 ** math.ceil(math.log10(y.max() * 2)))
+    y = sweep["tokens_per_s"].to_numpy(dtype=float)
+    y = y[drawable(y)]
+    y_range = decades(min(y, default=1.0), max(y, default=1.0), 2)
     x_range = (sweep["batch"].min() / SWEEP_MARGIN, sweep["batch"].max() * SWEEP_MARGIN)  # no point on an edge
     for i, r in enumerate(results):
         color, label = colors[i % len(colors)], r.gpu.label
-        rows = sweep[(sweep["gpu"] == label) & (sweep["tokens_per_s"] > 0)]
+        rows = sweep[(sweep["gpu"] == label) & drawable(sweep["tokens_per_s"])]
         fits = rows["fits"].map(lambda f: f is not False)
         for hollow, part in ((False, rows[fits]), (True, rows[~fits])):
             if len(part):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ceilings.errors import CeilingsError
+from ceilings.inputs import loads_json
 
 CONFIG_NAME = "config.json"
 NORMS = ("rms", "layer")
@@ -210,7 +211,7 @@ def read_config(path: str | Path) -> tuple[dict, Path]:
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise CeilingsError(f"--model {path}: {file} is UTF-16 text; save it as UTF-8, as Hugging Face writes it")
     try:
-        config = json.loads(raw.decode("utf-8-sig"))
+        config = loads_json(raw.decode("utf-8-sig"), f"--model {path}: {file}", "Hugging Face config.json")
     except UnicodeDecodeError as exc:
         raise CeilingsError(f"--model {path}: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8") \
             from None

@@ -10,10 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analysis.figure import AXIS_MARGIN, WARNING_COLOR
+from analysis.figure import DRAWABLE_EXPONENTS, WARNING_COLOR, axes, drawable
 from analysis.llm.models import Model
 from analysis.llm.place import Result
 from analysis.plot import FONT_SIZE, plot_roofs
+from ceilings.errors import CeilingsError
 
 CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac"}
 PHASE_MARKERS = {"prefill": "o", "decode": "^"}
@@ -27,17 +28,14 @@ SWEEP_SIZE = (9.0, 5.5)
 GPU_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
 
 
-def _decades(lo: float, hi: float) -> tuple[float, float]:
-    return 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
-
-
 def _drawn(result: Result) -> pd.DataFrame:
     """The placed ops of both phases that can sit on log axes (FLOPs and a time), with their share of their
     phase's time."""
     ops = pd.concat([result.prefill, result.decode], ignore_index=True)
     ops["share"] = ops["time_s"] / ops.groupby("phase")["time_s"].transform("sum")
-    ops["flop_per_s"] = ops["flops"] / ops["time_s"]
-    return ops[(ops["flops"] > 0) & ops["time_s"].gt(0)]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # no FLOPs or no time: not drawable
+        ops["flop_per_s"] = ops["flops"] / ops["time_s"]
+    return ops[(ops["flops"] > 0) & ops["time_s"].gt(0) & drawable(ops["flop_per_s"]) & drawable(ops["ai"])]
 
 
 def ops_view(result: Result):
@@ -47,12 +45,23 @@ def ops_view(result: Result):
     ops = _drawn(result)
     keys = list(dict.fromkeys(k for roof in ops["roof"] for k in roof.split("+") if roofs.flat(k)))
     drawn = replace(roofs, flats=tuple(roofs.flat(k) for k in keys))
-    ridges = [drawn.ridge(k) for k in keys]
-    x_range = _decades(min([*ops["ai"], *ridges]) / AXIS_MARGIN, max([*ops["ai"], *ridges]) * AXIS_MARGIN)
-    slope = roofs.bandwidth("dram").value
-    y_range = _decades(min(ops["flop_per_s"].min(), slope * x_range[0]) / 2,
-                       max([*ops["flop_per_s"], *(f.value for f in drawn.flats)]) * 2)
+    x_range, y_range = axes([*ops["ai"], *(drawn.ridge(k) for k in keys)],
+                            [*ops["flop_per_s"], *(f.value for f in drawn.flats)], roofs.bandwidth("dram").value)
     return ops, drawn, x_range, y_range
+
+
+def not_on_plot(result: Result, ops: pd.DataFrame) -> str | None:
+    """The note naming prefill's ops that ops_view leaves out (`ops`: those it draws): most have no FLOPs; an op
+    with FLOPs has no time (not placed) or lies beyond the axes (roofs of absurd figures)."""
+    left_out = sorted(set(result.prefill["op"]) - set(ops["op"]))
+    if not left_out:
+        return None
+    with_flops = set(result.prefill.loc[result.prefill["flops"] > 0, "op"])
+    lo, hi = DRAWABLE_EXPONENTS
+    parts = {"no FLOPs: memory- or interconnect-bound": [o for o in left_out if o not in with_flops],
+             f"no time, or off the axes at 1e{lo} to 1e{hi}": [o for o in left_out if o in with_flops]}
+    return "Not on the plot " + "; ".join(f"({why}, in the table): {', '.join(ops)}" for why, ops in parts.items()
+                                          if ops)
 
 
 def plot_ops(ax, model: Model, result: Result) -> None:
@@ -75,11 +84,10 @@ def plot_ops(ax, model: Model, result: Result) -> None:
                     bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
         lines[left] += text.count("\n") + 1.3
     plot_roofs(ax, drawn, x_range, y_range)
-    left_out = sorted(set(result.prefill["op"]) - set(ops["op"]))
-    if left_out:
-        ax.text(0.01, 0.01, f"Not on the plot (no FLOPs: memory- or interconnect-bound, in the table): "
-                f"{', '.join(left_out)}",
-                transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555", gid="note:not-drawn")
+    note = not_on_plot(result, ops)
+    if note:
+        ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555",
+                gid="note:not-drawn")
     placed = pd.concat([result.prefill, result.decode])
     _ops_legend(ax, ops, calibrated=bool(((placed["efficiency"] != 1) | (placed["floor_s"] > 0)).any()))
     s = result.setup
@@ -137,11 +145,16 @@ def ops_figure(model: Model, results: Sequence[Result]):
 def plot_sweep(ax, model: Model, sweep: pd.DataFrame, results: Sequence[Result]) -> None:
     """Decode tokens/s against batch on each GPU (the sweep table of place.batch_sweep): solid where weights and
     KV cache fit, dotted where they do not, and where the weight GEMMs turn compute-bound (crossover)."""
+    if not drawable(sweep["tokens_per_s"]).any():
+        lo, hi = DRAWABLE_EXPONENTS
+        raise CeilingsError(f"--sweep-plot: no decode rate of the sweep lies between 1e{lo} and 1e{hi} tokens/s, so "
+                            f"there is nothing to draw; are the roofs' figures real? (see the table)")
     for i, result in enumerate(results):
         color = GPU_COLORS[i % len(GPU_COLORS)]
         rows = sweep[sweep["gpu"] == result.gpu.label]
         fits = rows["fits"].map(lambda f: f is not False).to_numpy()
-        x, y = rows["batch"].to_numpy(), rows["tokens_per_s"].to_numpy()
+        x, y = rows["batch"].to_numpy(), rows["tokens_per_s"].to_numpy(dtype=float)
+        y = np.where(drawable(y), y, np.nan)  # a rate beyond the axes (roofs of absurd figures) is left out
         ax.plot(x, np.where(fits, y, np.nan), color=color, marker="o", markersize=4, linewidth=1.8,
                 label=result.gpu.label, gid=f"sweep:{result.gpu.label}")
         if not fits.all():  # from the last batch that fits on, dotted

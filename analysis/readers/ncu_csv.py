@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ceilings.errors import CeilingsError, describe
@@ -56,6 +56,16 @@ def lines_starting(data: bytes, prefix: bytes):
 def find_ncu_header(data: bytes) -> tuple[int, bytes] | None:
     """Offset and text of the first ncu CSV header line ('"ID",...,"Kernel Name",...')."""
     return next(((pos, line) for pos, line in lines_starting(data, b'"ID",') if b'"Kernel Name"' in line), None)
+
+
+def refuse_lacking_header(data: bytes, path: str) -> None:
+    """Where find_ncu_header found nothing but the first quoted line looks like an ncu CSV header (starts with
+    "ID", or names Kernel Name or Metric Name): a CeilingsError naming the column it lacks (renamed, cut away)."""
+    line = next((line for _, line in lines_starting(data, b'"')), b"")
+    if b'"Invocations"' in line:
+        require_columns(_header(line, path), SUMMARY_COLUMNS, path, SUMMARY_LAYOUT)
+    if line.startswith(b'"ID",') or b'"Kernel Name"' in line or b'"Metric Name"' in line:
+        require_columns(_header(line, path), ("ID", "Kernel Name"), path, "ncu CSV")
 
 
 def find_own_csv(data: bytes) -> int | None:
@@ -138,6 +148,15 @@ def _header(record: bytes, path: str) -> list[str]:
                             "truncated or edited file?") from None
 
 
+def require_columns(header: Sequence[str], needed: Sequence[str], path: str, layout: str) -> None:
+    """A CeilingsError naming the first of `needed` that `header` lacks (renamed or cut away): a reader asking for
+    it by name would fail with a KeyError."""
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise CeilingsError(f"{path}: {layout} without a {missing[0]!r} column (header: {str(list(header))[:80]}...); "
+                            f"an edited or truncated export? Export it again with ncu")
+
+
 def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: str,
                file_line: Callable[[int], int], usecols: set[str] | None = None,
                categories: set[str] | frozenset[str] = frozenset(), value: str | None = None) -> pd.DataFrame:
@@ -148,8 +167,7 @@ def _ncu_frame(source: io.BytesIO | tuple[Path, int], header: list[str], path: s
     floats, or of strings where a cell is no number. Every other column is text ('' where a row is short).
     `file_line`: read_csv's line number of an error -> the file's.
     """
-    if "ID" not in header or "Kernel Name" not in header:
-        raise CeilingsError(f"{path}: malformed ncu CSV header (no ID or Kernel Name column): {str(header)[:80]}")
+    require_columns(header, ("ID", "Kernel Name"), path, "ncu CSV")
     cols = [c for c in dict.fromkeys(header) if c and (usecols is None or c in usecols)]  # not a trailing ","
     # every column is read (read_csv with usecols is ~1.7x slower), the unused ones as cheap categories
     dtypes = {c: ("category" if c in categories or c not in cols else str) for c in dict.fromkeys(header)
@@ -349,9 +367,8 @@ def read_details(src: Source, found: tuple[int, bytes]) -> pd.DataFrame:
         file_line = record_lines(src.data, start, records)
     used = DETAILS_COLUMNS | set(_nvtx_columns(header))
     df = _ncu_frame(source, header, path, file_line, used, used - {"ID", "Metric Value"}, "Metric Value")
-    for needed in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
-        if needed not in df.columns:
-            raise CeilingsError(f"{path}: ncu CSV without a {needed!r} column; expected --csv details output")
+    require_columns(df.columns, ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"), path,
+                    "ncu --csv details output")
     df["run"] = _runs(df)
     launch, first_rows = _launches(df["run"].to_numpy() * MAX_ID + df["_id"].to_numpy())
     meta = _launch_meta(df, first_rows)
@@ -468,6 +485,8 @@ def _numbers(column: pd.Series) -> pd.Series:
 
 
 SUMMARY_KEYS = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device"]
+SUMMARY_COLUMNS = ("Kernel Name", "Invocations", "Metric Name", "Metric Unit", "Average")  # read by name
+SUMMARY_LAYOUT = "ncu --print-summary per-kernel --csv"
 
 
 def _find_summary(src: Source) -> int | None:
@@ -481,10 +500,13 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     its Average in base units."""
     records = csv_records(src.data, start)
     header = _header(records[0], src.path)
+    # the finder saw Kernel Name, Invocations and Average; the rest is asked for by name
+    require_columns(header, SUMMARY_COLUMNS, src.path, SUMMARY_LAYOUT)
     try:
         with warnings.catch_warnings():  # a row longer than the header: an error, not cells dropped quietly
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False)
+            df = pd.read_csv(io.BytesIO(b"\n".join(records)), dtype=str, keep_default_na=False, index_col=False,
+                             encoding_errors="replace")  # as every reader: a name's Latin-1 byte, U+FFFD
     except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
         raise parse_error(src.path, exc, record_lines(src.data, start, records), "ncu summary CSV") from None
     keys = [k for k in SUMMARY_KEYS if k in df.columns]
@@ -500,11 +522,10 @@ def read_summary(src: Source, start: int) -> pd.DataFrame:
     wide = metrics.drop_duplicates(["_launch", "metric"]).pivot(index="_launch", columns="metric", values="value")
     first = first.assign(run=0, _id=range(len(first)))
     meta = _launch_meta(first, np.arange(len(first)))
-    counts = parse_values(first["Invocations"]).to_numpy()
-    if np.isnan(counts).any() or header.count("Invocations") != 1:
-        raise CeilingsError(f"{src.path}: per-kernel summary CSV with a kernel lacking its Invocations count; "
-                            f"truncated or edited file?")
-    meta["launches"] = counts.astype("int64")
+    if header.count("Invocations") != 1:
+        raise CeilingsError(f"{src.path}: per-kernel summary CSV with {header.count('Invocations')} Invocations "
+                            f"columns; truncated or edited file?")
+    meta["launches"] = first["Invocations"].to_numpy()  # as written: the value check reads it, quoting a bad one
     return pd.concat([meta, wide.reindex(range(len(first))).reset_index(drop=True)], axis=1)
 
 

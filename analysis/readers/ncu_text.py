@@ -34,7 +34,7 @@ _PROCESS = re.compile(r"^\[(\d+)\] (.*)@(.*?)\s*$")
 _HEADING_NEW = re.compile(
     r"^(?P<name>\S.*?)(?: \((?P<grid>\d+, \d+, \d+)\)x\((?P<block>\d+, \d+, \d+)\))?"
     r"(?:, Context (?P<ctx>\d+), Stream (?P<stream>\d+))?, Device (?P<dev>\d+), CC (?P<cc>\d+\.\d+|\?)"
-    r"(?:, Invocations (?P<n>\d+))?\s*$")
+    r"(?:, Invocations (?P<n>\S+))?\s*$")  # any count, as written: the value check refuses one that is no count
 _HEADING_OLD = re.compile(
     r"^(?P<name>\S.*), (?P<when>\d{4}-\w{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}), Context (?P<ctx>\d+),"
     r" Stream (?P<stream>\d+)\s*$")
@@ -42,7 +42,7 @@ _HEADING_OLD = re.compile(
 #   "  Device 0, CC 9.0" / "    NAME (g, g, g)x(b, b, b), Invocations 300" / "      Section: ..."
 # older ncu: "  Device 0" / "    NAME, Block Size 256, Grid Size 512, 1 invocations" (header row, then one dash row)
 _GPU_HEADING = re.compile(r"^  Device (?P<dev>\d+)(?:, CC (?P<cc>\d+\.\d+))?\s*$", re.MULTILINE)
-_GPU_KERNEL = re.compile(r"^    (?P<name>\S.*?)(?:, Invocations (?P<n>\d+)|, Block Size \d+, Grid Size \d+, "
+_GPU_KERNEL = re.compile(r"^    (?P<name>\S.*?)(?:, Invocations (?P<n>\S+)|, Block Size \d+, Grid Size \d+, "
                          r"(?P<old>\d+) invocations)\s*$")
 _SPANS = re.compile(r"-+")
 # any kernel heading, found cheaply (the scanner matches them exactly): at ncu's 2 spaces, or deeper when the
@@ -66,7 +66,7 @@ class Launch:
     run: int
     id: int
     kernel: str
-    launches: int = 1
+    launches: int | str = 1  # a heading's Invocations as written, read by the value check
     grid: str | None = None
     block: str | None = None
     device: str | None = None
@@ -261,7 +261,7 @@ def scan_text(text: str, path: str) -> list[Launch]:
                 current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
                                  block=_tuple(g.get("block")), device=g.get("dev"),
                                  cc=None if g.get("cc") == "?" else g.get("cc"),
-                                 launches=int(g["n"]) if g.get("n") else 1, process=process)
+                                 launches=g.get("n") or 1, process=process)
                 launches.append(current)
                 launch_in_run += 1
                 section = table_name = None

@@ -250,7 +250,8 @@ def target_roofs(spec: str, like: Roofs | None = None, option: str = "--on") -> 
 
 def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *, kernel_regex: str | None = None,
                  nvtx: str | None = None, time_run: int | None = None, by: str = "kernel",
-                 include_early: bool = False, flops: str = "executed") -> pd.DataFrame:
+                 include_early: bool = False, flops: str = "executed", max_inflated: float | None = None
+                 ) -> pd.DataFrame:
     """The kernel table of profiler outputs (analysis.ncu.kernel_table), of the kernels whose name matches
     `kernel_regex` (re.search) launched inside NVTX range `nvtx`; `time_run`: the run to take a kernel's time
     from when runs disagree; `by`: rows per kernel, op, module or annotation. A CeilingsError when no kernel
@@ -259,7 +260,7 @@ def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *,
 
     table = kernel_table([str(p) for p in paths], nsys=None if nsys is None else str(nsys),
                          kernel_regex=kernel_regex, nvtx=nvtx, time_run=time_run, by=by,
-                         include_early=include_early, flops=flops)
+                         include_early=include_early, flops=flops, max_inflated=max_inflated)
     if table.empty:
         chosen = [f"{opt} {value!r}" for opt, value in (("--kernel", kernel_regex), ("--nvtx", nvtx)) if value]
         raise CeilingsError(f"{', '.join(map(str, paths))}: no kernels found"
