@@ -3,7 +3,6 @@ analysis.llm.plot draws them, and the batch sweep of the decode step."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import pandas as pd
