@@ -9,8 +9,8 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from ceilings.errors import listed
 from ceilings.lazy import lazy
+from common.errors import listed
 
 np = lazy("numpy")
 pd = lazy("pandas")

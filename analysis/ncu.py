@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ceilings.atomic import Outputs
-from ceilings.errors import CeilingsError, cli_entry, describe, listed
 from ceilings.inputs import GZIP_MAGIC, add_max_inflated, gunzip, loads_json, read_bytes
 from ceilings.lazy import lazy
+from common.atomic import Outputs
+from common.errors import CeilingsError, cli_entry, describe, listed
 
 from .metrics import (
     EXTENSIVE,

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.torch_profile import SCHEDULE, profile_script
-from ceilings.errors import CeilingsError, MissingDependency, cli_entry
+from common.errors import CeilingsError, MissingDependency, cli_entry
 
 PROG = "python -m analysis.profile"
 
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, dropped = split_available(METRIC_SETS[args.metric_set], available)
     if dropped:
         print(f"{PROG}: not collected (this ncu does not list them): {', '.join(dropped)}", file=sys.stderr)
-    from ceilings.atomic import atomic_path
+    from common.atomic import atomic_path
 
     with atomic_path(out, force=args.force) as tmp:
         tmp.unlink()  # ncu creates the log file itself

@@ -30,8 +30,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ceilings.atomic import check_figure_path, check_folder, save_figure
-from ceilings.errors import CeilingsError, MissingDependency
+from common.atomic import check_figure_path, check_folder, save_figure
+from common.errors import CeilingsError, MissingDependency
 
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}  # torch.profiler.schedule's arguments, defaults
 LEAST = {"wait": 0, "warmup": 0, "active": 1, "repeat": 0}  # repeat 0: cycles until the run ends

@@ -29,9 +29,9 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
-from ceilings.atomic import STDOUT
-from ceilings.errors import CeilingsError, cli_entry
 from ceilings.lazy import lazy
+from common.atomic import STDOUT
+from common.errors import CeilingsError, cli_entry
 
 pd = lazy("pandas")
 

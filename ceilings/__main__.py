@@ -6,7 +6,7 @@ import importlib
 import sys
 from typing import Sequence
 
-from .errors import CeilingsError, cli_entry
+from common.errors import CeilingsError, cli_entry
 
 COMMANDS = {
     "measure": ("ceilings.measure", "run the microbenchmarks and write a roofs file"),

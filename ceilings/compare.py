@@ -12,12 +12,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from common import atomic
+from common.errors import CeilingsError, cli_entry
 from common.html import SERIES_COLORS, finite_number, page, strip_section, table_section, table_spec
 from kernels.base import relative
 
-from . import atomic
 from .datasheet import Row, find_datasheet
-from .errors import CeilingsError, cli_entry
 from .lazy import lazy
 from .roofs import RoofsRecord
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CeilingsError
+from common.errors import CeilingsError
 
 DATASHEETS_CSV = Path(__file__).parent / "data" / "datasheets.csv"
 # what a serving node's GPU shows and links with, by datasheet key (analysis.llm --tp; sources in the file)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from common.errors import CeilingsError, MissingDependency, describe
 from kernels.base import DeviceLimits
 
-from .errors import CeilingsError, MissingDependency, describe
 from .nvml import Nvml, text
 
 # pyproject.toml's extras, by the CUDA major version of the CuPy (and NVRTC) each installs.

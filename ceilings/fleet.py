@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from common import atomic
+from common.errors import CeilingsError, cli_entry
 from common.html import TAB10, cell_text, notes_section, page, strip_section, table_section, table_spec
 from kernels.base import relative
 
-from . import atomic
-from .errors import CeilingsError, cli_entry
 from .lazy import lazy
 from .nvml import LIMITING_REASONS
 from .report import format_rate, markdown_table

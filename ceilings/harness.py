@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
+from common.errors import describe
 from kernels.base import Benchmark, Plan, Runtime
 
-from .errors import describe
 from .nvml import ClockSampler, Nvml
 from .roofs import NVML_MIN_SAMPLES
 from .stats import SampleStats, summarize

@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .errors import CeilingsError, describe
+from common.errors import CeilingsError, describe
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_DECOMPRESSED_ENV = "CEILINGS_MAX_DECOMPRESSED_MB"

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from common.atomic import Outputs
+from common.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
+
 from . import __version__
-from .atomic import Outputs
-from .errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
 from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
 from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
 from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CeilingsError
+from common.errors import CeilingsError
 
 # One folder per NVIDIA GPU of the machine, named by its PCI bus id ("0000:17:00.0"), all of them whatever
 # CUDA_VISIBLE_DEVICES or a cgroup lets this process see; nvidia-smi numbers GPUs in this (PCI) order.

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common import atomic
+from common.errors import CeilingsError
 from kernels.base import UNITS, merit
 
-from . import atomic
-from .errors import CeilingsError
 from .inputs import GZIP_MAGIC, loads_json, read_bytes
 
 SCHEMA_VERSION = 1  # the major version: a reader refuses a newer one

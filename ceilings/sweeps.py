@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from common.atomic import Outputs
 from kernels.base import format_bytes
 
-from .atomic import Outputs
 from .peaks import dram_peak
 from .roofs import best_ceiling
 
@@ -273,7 +273,7 @@ def save_sweep_figures(doc: dict, roofs_path: str | Path, *, force: bool = True)
 
 
 def stage_sweep_figures(out: Outputs, doc: dict, roofs_path: str | Path) -> None:
-    """Render the figures of save_sweep_figures into `out` (ceilings.atomic.Outputs), written at its commit. The
+    """Render the figures of save_sweep_figures into `out` (common.atomic.Outputs), written at its commit. The
     caller has `want`ed their paths before its work (measure: before measuring, not after)."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 

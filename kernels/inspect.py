@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ceilings.atomic import atomic_path, check_folder, check_target, write_text
-from ceilings.errors import CeilingsError, MissingDependency, cli_entry
+from common.atomic import atomic_path, check_folder, check_target, write_text
+from common.errors import CeilingsError, MissingDependency, cli_entry
 
 from . import sass, sass_chase
 from .base import REFERENCE_LIMITS, REGISTERS_PER_SM, Benchmark, CudaSource, NumbaSource, Plan, Work

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ceilings.errors import MissingDependency
+from common.errors import MissingDependency
 
 from .base import Benchmark, DeviceLimits, Plan, Prepared, Runtime, Work
 

@@ -178,7 +178,7 @@ find_tool() {
 
 # Why kernels.inspect cannot run here (cuobjdump, ptxas, NVRTC, found as it finds them), or nothing.
 inspect_tools_missing() {
-    "$PY" -c 'from ceilings.errors import MissingDependency
+    "$PY" -c 'from common.errors import MissingDependency
 from kernels import inspect as insp
 try:
     insp.find_tool("cuobjdump"), insp.find_tool("ptxas"), insp._nvrtc()

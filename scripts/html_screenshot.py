@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis.roofline.__main__ import main as roofline_main  # noqa: E402
-from ceilings.atomic import atomic_path, check_target  # noqa: E402
+from common.atomic import atomic_path, check_target  # noqa: E402
 from tests.cdp import Browser  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "torch-traces" / "a100_80gb_shapes_rank0.json.gz"

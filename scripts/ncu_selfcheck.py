@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.metrics import FMA_FLOPS, PRECISIONS, SECTOR_BYTES
 from analysis.profile import query_metrics, split_available, tensor_ops_metrics
-from ceilings.atomic import write_text
-from ceilings.errors import CeilingsError, cli_entry
+from common.atomic import write_text
+from common.errors import CeilingsError, cli_entry
 from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "ncu_selfcheck"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 
 def script_parser(prog: str, doc: str, outdir_help: str) -> argparse.ArgumentParser:

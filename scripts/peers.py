@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ceilings.atomic import write_text
-from ceilings.errors import MissingDependency, cli_entry
+from common.atomic import write_text
+from common.errors import MissingDependency, cli_entry
 from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "peers"

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.ncu import main as ncu_main  # noqa: E402
 from analysis.ncu import read_profile  # noqa: E402
-from ceilings.errors import CeilingsError  # noqa: E402
+from common.errors import CeilingsError  # noqa: E402
 from scripts.bench_nsys import write_export  # noqa: E402
 from scripts.bench_torch import write_trace  # noqa: E402
 from tests.test_nsys_sqlite import make_export  # noqa: E402

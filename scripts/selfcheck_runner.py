@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ceilings.atomic import write_text
-from ceilings.errors import CeilingsError, cli_entry, describe
+from common.atomic import write_text
+from common.errors import CeilingsError, cli_entry, describe
 
 PROG = "selfcheck_runner"
 MARKER = "ceilings_selfcheck_marker"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ceilings.errors import MissingDependency
+from common.errors import MissingDependency
 from kernels.base import CudaSource
 
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9._]*)([^;]*);")

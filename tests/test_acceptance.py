@@ -14,8 +14,9 @@ import pytest
 from analysis import ncu, profile, whatif
 from analysis.roofline.__main__ import main as roofline_main
 from ceilings import __main__ as console
-from ceilings import atomic, compare, measure
-from ceilings.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, cli_entry
+from ceilings import compare, measure
+from common import atomic
+from common.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, cli_entry
 from kernels import inspect as insp
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import pytest
 from analysis import ncu, roofline
 from analysis.ncu import kernel_table
 from analysis.roofline.__main__ import main as roofline_main
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

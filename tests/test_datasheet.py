@@ -11,7 +11,7 @@ from ceilings.datasheet import (
     load_serving,
     match_device,
 )
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 from kernels.arch import ARCHITECTURES
 
 ROWS = load_datasheets()

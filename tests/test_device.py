@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ceilings import device as dev
-from ceilings.errors import CeilingsError, MissingDependency
+from common.errors import CeilingsError, MissingDependency
 
 
 def fake_cupy(props=None, attrs=None, broken=()):

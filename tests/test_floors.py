@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ceilings.errors import CeilingsError
 from ceilings.roofs import record, validate
+from common.errors import CeilingsError
 from kernels import latency, sass, sass_chase, sfu
 from kernels.base import REFERENCE_LIMITS, Work
 from kernels.registry import select

@@ -414,8 +414,8 @@ def test_a_torch_event_with_a_wrong_typed_field_is_refused_by_name(tmp_path, cap
 def test_an_input_found_while_working_is_refused_as_an_output_at_once(tmp_path):
     """A run that finds more inputs (files in a folder) learns them through add_inputs: an output already
     wanted that is one of them is refused there, before anything is computed or written."""
-    from ceilings.atomic import Outputs
-    from ceilings.errors import CeilingsError
+    from common.atomic import Outputs
+    from common.errors import CeilingsError
 
     found = tmp_path / "found.json"
     found.write_text("{}")

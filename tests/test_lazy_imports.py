@@ -63,37 +63,24 @@ def test_renderer_draws_the_figure_data_and_imports_no_computation():
     assert not {m for m in imported("figure") if m and m.split(".")[0] == "matplotlib" or m == "analysis.plot"}
 
 
-# The layers run one way: the foundation (errors, atomic writes: standard library only) <- kernels/ <- the rest
-# of ceilings/ <- analysis/ (docs/CONTRIBUTING.md, "Layout").
-FOUNDATION = {"ceilings", "ceilings.errors", "ceilings.atomic"}
+# The floors run one way: common/ (errors, atomic writes, the HTML renderer) <- kernels/ <- ceilings/ <-
+# analysis/ (docs/architecture.md; tests/test_architecture.py reads it off every import statement).
 
 
-def test_kernels_import_only_the_foundation_of_ceilings():
-    """Importing every kernels module (and planning every benchmark) loads no ceilings module beyond the
-    foundation, and no analysis module."""
+def test_kernels_import_nothing_of_ceilings_or_analysis():
+    """Importing every kernels module (and planning every benchmark) loads no ceilings and no analysis module:
+    kernels/ stands on common/ alone."""
     modules = sorted(f"kernels.{p.stem}" for p in (ROOT / "kernels").glob("*.py") if p.stem != "__init__")
     code = (f"import sys, {', '.join(modules)}, kernels.registry\n"
             "from kernels.base import REFERENCE_LIMITS\n"
             "for b in kernels.registry.all_benchmarks(): b.plans(REFERENCE_LIMITS['sm_90'], False)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ceilings', 'analysis')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ceilings', 'analysis', 'common')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     import ast
 
     loaded = set(ast.literal_eval(out.stdout))
-    assert loaded <= FOUNDATION, sorted(loaded - FOUNDATION)
-    assert "ceilings.errors" in loaded  # the test sees the imports it polices (kernels.inspect's)
-
-
-def test_the_foundation_imports_nothing_of_the_project_above_it():
-    import ast
-
-    for module in FOUNDATION - {"ceilings"}:
-        tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
-        names = {n.module if n.level == 0 else f"ceilings.{n.module}" for n in ast.walk(tree)
-                 if isinstance(n, ast.ImportFrom)}
-        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        project = {m for m in names if m and m.split(".")[0] in ("ceilings", "kernels", "analysis")}
-        assert project <= FOUNDATION, (module, sorted(project - FOUNDATION))
+    assert {m for m in loaded if m.split(".")[0] != "common"} == set()
+    assert "common.errors" in loaded  # the test sees the imports it polices (kernels.inspect's)
 
 
 def test_common_imports_nothing_of_the_project():

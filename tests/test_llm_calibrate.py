@@ -25,7 +25,7 @@ from analysis.llm.place import evaluate, gpu_of, place, step_time
 from analysis.llm.work import Setup, step_ops
 from analysis.ncu import kernel_table
 from analysis.roofline import Roof, Roofs, read_kernels
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "llm"
 PROFILE = DATA / "decode-step.ncu.csv"

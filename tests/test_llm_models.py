@@ -11,7 +11,7 @@ import pytest
 
 from analysis.llm.models import SHIPPED, load_model, model_from_config
 from analysis.llm.work import parameters
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "llm"
 

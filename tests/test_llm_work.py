@@ -16,7 +16,7 @@ from analysis.llm.models import load_model
 from analysis.llm.place import place, step_time
 from analysis.llm.work import Setup, check_setup, experts_touched, kv_bytes_per_token, step_ops, weights_bytes
 from analysis.roofline import Roof, Roofs
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "llm"
 BW = 1e12

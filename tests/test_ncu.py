@@ -19,7 +19,7 @@ import pytest
 from analysis.metrics import OUTPUT_COLUMNS
 from analysis.ncu import kernel_table, main, read_profile
 from ceilings import inputs
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "ncu"
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ncu-samples"

@@ -16,7 +16,7 @@ from analysis.metrics import tensor_ops_columns
 from analysis.ncu import kernel_table, main, read_profile
 from analysis.readers.contract import Source
 from analysis.readers.registry import detect
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "ncu"
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ncu-samples"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from analysis.ncu import kernel_table  # noqa: E402
-from ceilings.errors import CeilingsError  # noqa: E402
+from common.errors import CeilingsError  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "ncu"
 INPUTS = ["text_old_metrics.txt", "text_new_sections.txt", "summary.txt", "details_12col.csv",

@@ -14,7 +14,7 @@ import pytest
 from analysis.readers import nsys
 from analysis.readers.contract import Format, Source
 from analysis.readers.registry import detect
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "nsys"
 NCU_DATA = Path(__file__).parent / "data" / "ncu"

@@ -22,7 +22,7 @@ from analysis.ncu import kernel_table, read_profile, read_source
 from analysis.readers import nsys_sqlite
 from analysis.readers.contract import Source
 from analysis.readers.registry import detect
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 NCU_DATA = Path(__file__).parent / "data" / "ncu"
 T = "gpu__time_duration.sum"

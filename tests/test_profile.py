@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis import profile
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 RAW = Path(__file__).parent / "data" / "roofline" / "raw_page.csv"
 SEED = ["dram__sectors_read.sum", "dram__sectors_write.sum", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",

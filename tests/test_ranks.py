@@ -2,9 +2,9 @@
 
 import pytest
 
-from ceilings.errors import CeilingsError
 from ceilings.measure import device_indices, how_measured
 from ceilings.ranks import Task, check_unique, detect, expand, letters, node_gpu_index
+from common.errors import CeilingsError
 
 # The variables a real srun (Slurm 22.05) sets, with their values for task 5 of `srun -n 8 -N 2` (the second
 # node's second task).

@@ -18,7 +18,7 @@ import pytest
 from analysis import roofline
 from analysis.roofline import Roofs, roofline_table, short_name, totals
 from analysis.roofline.__main__ import main as roofline_main
-from ceilings.errors import CeilingsError, listed
+from common.errors import CeilingsError, listed
 
 DATA = Path(__file__).parent / "data" / "roofline"
 ROOFS = DATA / "roofs.json"

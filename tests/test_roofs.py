@@ -4,7 +4,6 @@ import re
 
 import pytest
 
-from ceilings.errors import CeilingsError
 from ceilings.roofs import (
     Clocks,
     Launch,
@@ -16,6 +15,7 @@ from ceilings.roofs import (
     save_roofs,
     validate,
 )
+from common.errors import CeilingsError
 
 
 def ceiling(name="dram.copy", value=3.0e12, valid=True, backend="cuda-c", **kw):

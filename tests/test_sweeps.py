@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ceilings import sweeps
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 KiB, MiB = 2**10, 2**20
 L2 = 50 * MiB

@@ -17,7 +17,7 @@ import pytest
 
 from analysis import profile
 from analysis.torch_profile import roofline_profile
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
 A100_TRACE = TRACES / "a100_80gb_shapes_rank0.json.gz"

@@ -17,7 +17,7 @@ import pytest
 
 from analysis.ncu import kernel_table, main, read_profile
 from analysis.roofline import ALGORITHMIC, application_point, load, roofline_table
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/torch-traces is absent")

@@ -159,7 +159,7 @@ def test_mismatch_catches_a_dropped_loop_and_names_a_layout_error():
 
 def _sass(source: CudaSource) -> str:
     pytest.importorskip("cupy")
-    from ceilings.errors import MissingDependency
+    from common.errors import MissingDependency
 
     tool = cuobjdump()
     try:  # the cubin the benchmark loads on a GPU (compiled once per source)

@@ -52,10 +52,10 @@ from analysis.roofline import (
     si,
     unknown_device_warning,
 )
-from ceilings.atomic import STDOUT, Outputs
-from ceilings.errors import CeilingsError, cli_entry
 from ceilings.inputs import add_max_inflated
 from ceilings.lazy import lazy
+from common.atomic import STDOUT, Outputs
+from common.errors import CeilingsError, cli_entry
 
 pd = lazy("pandas")
 

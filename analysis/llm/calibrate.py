@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from analysis.llm.place import COMMUNICATION, Cost
 from analysis.llm.work import OP_CLASSES
-from ceilings.errors import CeilingsError
 from ceilings.lazy import lazy
+from common.errors import CeilingsError
 
 np = lazy("numpy")
 pd = lazy("pandas")

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ceilings.errors import CeilingsError
 from ceilings.inputs import loads_json
+from common.errors import CeilingsError
 
 CONFIG_NAME = "config.json"
 NORMS = ("rms", "layer")

@@ -14,7 +14,7 @@ from analysis.figure import DRAWABLE_EXPONENTS, WARNING_COLOR, axes, drawable
 from analysis.llm.models import Model
 from analysis.llm.place import Result
 from analysis.plot import FONT_SIZE, plot_roofs
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac"}
 PHASE_MARKERS = {"prefill": "o", "decode": "^"}

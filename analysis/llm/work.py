@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from analysis.llm.models import ACTIVATION_FLOPS, Model
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")

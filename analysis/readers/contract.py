@@ -38,8 +38,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ceilings.errors import CeilingsError, describe
 from ceilings.lazy import lazy
+from common.errors import CeilingsError, describe
 
 pd = lazy("pandas")
 

@@ -17,8 +17,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ceilings.errors import CeilingsError, describe
 from ceilings.lazy import lazy
+from common.errors import CeilingsError, describe
 
 from ..metrics import EXTENSIVE, canonical_metric
 from ..units import metric_factor, parse_values, unit_factors

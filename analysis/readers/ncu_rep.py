@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 from ..units import metric_factor
 from .contract import COUNTERS, Format, Source

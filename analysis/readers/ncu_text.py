@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from math import isfinite
 
-from ceilings.errors import CeilingsError
 from ceilings.lazy import lazy
+from common.errors import CeilingsError
 
 from ..metrics import METRIC_ALIASES, canonical_metric
 from ..units import metric_factor, parse_value

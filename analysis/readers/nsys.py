@@ -33,7 +33,7 @@ from typing import NoReturn
 
 import pandas as pd
 
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 from ..units import parse_value
 from .contract import TIMES, Format, Source

@@ -61,7 +61,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ceilings.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
+from common.errors import QUOTED_ERROR_CHARS, CeilingsError, describe
 
 from .bulk import MAX_DEPTH, open_ranges, paused_gc, row_codes
 from .contract import HEAD_BYTES, TIMES, Format, Source

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ceilings.errors import CeilingsError
+from common.errors import CeilingsError
 
 from .contract import COUNTERS, Format, Source
 

@@ -35,8 +35,8 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from ceilings.errors import CeilingsError
 from ceilings.inputs import loads_json
+from common.errors import CeilingsError
 
 from ..metrics import canonical_metric
 from .bulk import MAX_DEPTH, open_ranges, paused_gc

@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
-from ceilings.atomic import Outputs
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
-from ceilings.errors import CeilingsError, listed
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord, Sweep
+from common.atomic import Outputs
+from common.errors import CeilingsError, listed
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -286,7 +286,7 @@ def kernels_of(args: argparse.Namespace) -> pd.DataFrame:
 
 def check_outputs(texts: Mapping[str, str | None], *, pictures: Mapping[str, str | None] | None = None, force: bool,
                   inputs: Sequence[str | None] = ()) -> Outputs:
-    """Before any work: the one writer of the run (ceilings.atomic.Outputs), every output checked: writable,
+    """Before any work: the one writer of the run (common.atomic.Outputs), every output checked: writable,
     its own file, not an input, and without `force` not there yet. texts / pictures: option -> path ('-':
     standard output, for texts only); inputs: the paths the run reads."""
     out = Outputs(inputs=inputs, force=force)

@@ -26,7 +26,7 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
-from ceilings.errors import CeilingsError, cli_entry
+from common.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.roofline"
 DEFAULT_TOP = 10

@@ -30,7 +30,7 @@ def require_torch():
     try:
         import torch
     except ImportError:
-        from ceilings.errors import MissingDependency
+        from common.errors import MissingDependency
 
         raise MissingDependency("this application needs PyTorch (pip install torch torchvision); it is not "
                                 "a dependency of this project") from None
@@ -40,7 +40,7 @@ def require_torch():
 def resolve_device(torch, name: str):
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        from ceilings.errors import MissingDependency
+        from common.errors import MissingDependency
 
         raise MissingDependency("--device cuda but torch finds no CUDA device; use --device cpu --dry-run")
     return device

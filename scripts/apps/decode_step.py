@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_common import add_common_args, emit, require_torch, resolve_device, run_steps
 
-from ceilings.errors import CeilingsError, cli_entry
+from common.errors import CeilingsError, cli_entry
 
 PROG = "decode_step"
 HEAD_DIM = 128

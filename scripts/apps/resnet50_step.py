@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_common import add_common_args, emit, require_torch, resolve_device, run_steps
 
-from ceilings.errors import MissingDependency, cli_entry
+from common.errors import MissingDependency, cli_entry
 
 PROG = "resnet50_step"
 CLASSES = 1000
