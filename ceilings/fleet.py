@@ -103,17 +103,17 @@ class Layout:
     names: tuple[str, ...]
     units: tuple[str, ...]
     peak_keys: tuple[str, ...]
-    at: dict[str, int] = field(init=False, compare=False, repr=False)  # name -> its index, in a Gpu's too
+    at: dict[str, int] = field(init=False, compare=False, repr=False)  # name -> its index, in a FleetGpu's too
 
     def __post_init__(self):
         object.__setattr__(self, "at", {name: i for i, name in enumerate(self.names)})
 
 
-NONE = math.nan  # in a Gpu's arrays: no value (validated numbers are finite)
+NONE = math.nan  # in a FleetGpu's arrays: no value (validated numbers are finite)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Gpu:
+class FleetGpu:
     """One GPU's roofs file as the report needs it, reduced as the file is loaded (a fleet holds tens of
     thousands): who it is, how it is set up, and for each ceiling name (`layout`, same order) its best valid
     ceiling (RoofsRecord.best_by_name): value, kind, SM clock (Clocks.sm_hz) and memory clock, NONE in the
@@ -157,8 +157,8 @@ def _known(number: float) -> float | None:
     return None if math.isnan(number) else number
 
 
-def gpu_of(path: str, roofs: RoofsRecord, shared: dict) -> Gpu:
-    """`roofs` reduced to a Gpu; `shared`: equal layouts, names and notes of the files loaded so far, each
+def gpu_of(path: str, roofs: RoofsRecord, shared: dict) -> FleetGpu:
+    """`roofs` reduced to a FleetGpu; `shared`: equal layouts, names and notes of the files loaded so far, each
     held once."""
     def one(value):
         return shared.setdefault(value, value)
@@ -183,7 +183,7 @@ def gpu_of(path: str, roofs: RoofsRecord, shared: dict) -> Gpu:
         return array("d", (NONE if v is None else v for v in values))
 
     d, launch = roofs.device, roofs.launch
-    return Gpu(path=path, config=one(config_of(roofs)),
+    return FleetGpu(path=path, config=one(config_of(roofs)),
                host=one(launch.node if launch and launch.node else roofs.meta.host),
                gpu_index=launch.gpu_index if launch else None, rank=launch.rank if launch else None,
                cuda_index=d.index, uuid=d.uuid, pci_bus_id=one(d.pci_bus_id), memory_bytes=one(d.memory_bytes),
@@ -214,14 +214,14 @@ class CeilingStats:
 class Group:
     id: str  # "G1", ...: the largest first
     config: Config
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[FleetGpu, ...]
     baseline: str | None  # what its GPUs are divided by, in words; None: nothing to judge them against
     ceilings: tuple[CeilingStats, ...]
 
 
 @dataclass(frozen=True)
 class Outlier:
-    gpu: Gpu
+    gpu: FleetGpu
     group: str
     reason: str  # REASONS
     ceiling: str | None
@@ -285,7 +285,7 @@ def reference_of(spec: str, simulated: bool) -> Reference:
                      row_key=row.key)
 
 
-def _check_reference_fits(reference: Reference, groups: Mapping[Config, list[Gpu]]) -> None:
+def _check_reference_fits(reference: Reference, groups: Mapping[Config, list[FleetGpu]]) -> None:
     from .datasheet import match_device
 
     for config, gpus in groups.items():
@@ -316,7 +316,7 @@ def collect(inputs: Sequence[str]) -> list[Path]:
 
 
 def load_gpus(paths: Sequence[Path], *, report: Path | None = None,
-              copies: list[tuple[Path, Path]] | None = None) -> list[Gpu]:
+              copies: list[tuple[Path, Path]] | None = None) -> list[FleetGpu]:
     """Every file as a GPU (validated whole, then reduced: gpu_of); CeilingsError for a file that is not a
     measurement or a GPU given twice. `report`: this run's --json (resolved), which the folder may hold from the
     last run: passed over when it is no roofs file; a roofs file there is an input like any other (and Outputs
@@ -376,7 +376,7 @@ def _same_gpu(roofs: RoofsRecord) -> tuple | None:
     return None
 
 
-def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
+def analyze(gpus: Sequence[FleetGpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
             reference: Reference | None = None) -> Fleet:
     """Group, take each group's medians, divide every GPU's ceilings by its baseline, list the outliers."""
     if not gpus:
@@ -384,7 +384,7 @@ def analyze(gpus: Sequence[Gpu], *, min_ratio: float = DEFAULT_MIN_RATIO,
     if not 0 < min_ratio <= 1:
         raise CeilingsError(f"--min-ratio {min_ratio}: give a fraction of the baseline in (0, 1], e.g. "
                             f"{DEFAULT_MIN_RATIO}")
-    by_config: dict[Config, list[Gpu]] = {}
+    by_config: dict[Config, list[FleetGpu]] = {}
     for gpu in gpus:
         by_config.setdefault(gpu.config, []).append(gpu)
     for config in [c for c in by_config if c.mode is None]:  # a schema-1.0 file does not record the mode: it
@@ -479,7 +479,7 @@ class _Medians:
     mem_hz: float | None
 
 
-def _medians(peers: Sequence[Gpu]) -> dict[str, _Medians]:
+def _medians(peers: Sequence[FleetGpu]) -> dict[str, _Medians]:
     """Ceiling name -> the median value, SM clock and memory clock of `peers` (their best valid ceiling each)."""
     per_name: dict[str, list[tuple[float, float, float]]] = {}
     for gpu in peers:
@@ -500,7 +500,7 @@ def _differences(config: Config, usual: Config) -> list[str]:
             for f in fields(Config) if getattr(config, f.name) != getattr(usual, f.name)]
 
 
-def _likely_cause(gpu: Gpu, i: int, peer: _Medians | None, differs: list[str]) -> str | None:
+def _likely_cause(gpu: FleetGpu, i: int, peer: _Medians | None, differs: list[str]) -> str | None:
     """What the file knows of why `gpu`'s ceiling `i` fell short: throttling, a low clock against its peers'
     (`peer`), noise, a configuration unlike its peers'."""
     causes = [gpu.throttled[i]] if gpu.throttled[i] else []
@@ -516,7 +516,7 @@ def _likely_cause(gpu: Gpu, i: int, peer: _Medians | None, differs: list[str]) -
     return "; ".join(causes) or None
 
 
-def _stats(name: str, unit: str, members: Sequence[Gpu], baseline: float | None,
+def _stats(name: str, unit: str, members: Sequence[FleetGpu], baseline: float | None,
            ratios: Mapping[str, Mapping[str, float]], min_ratio: float) -> CeilingStats:
     values = [g.values[i] for g in members if (i := g.layout.at.get(name)) is not None]
     values = np.array([v for v in values if not math.isnan(v)])
@@ -578,7 +578,7 @@ def _text(value) -> str:
 
 
 def as_json(fleet: Fleet) -> dict:
-    def who(gpu: Gpu) -> dict:
+    def who(gpu: FleetGpu) -> dict:
         return {"file": gpu.path, "gpu": gpu.label, "host": gpu.host, "gpu_index": gpu.gpu_index,
                 "cuda_index": gpu.cuda_index, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.llm.models import load_model
-from analysis.llm.place import Gpu, batch_sweep, crossover_batch, evaluate, gpu_of, memory
+from analysis.llm.place import TargetGpu, batch_sweep, crossover_batch, evaluate, gpu_of, memory
 from analysis.llm.work import Setup
 from analysis.roofline import Roof, Roofs
 
@@ -46,7 +46,7 @@ def test_prefill_and_decode_totals_by_hand(tiny):
                      + 2 * (512 * 256 * 2 + 100 * 768 * 2)  # down
                      + 256 * 1000 * 2 + 1256 * 2)  # the LM head, the last token only
     assert prefill_bytes == 6_895_568
-    result = evaluate(tiny, Setup(prompt=100, gen=4), Gpu("hand", ROOFS, None, "unknown"))
+    result = evaluate(tiny, Setup(prompt=100, gen=4), TargetGpu("hand", ROOFS, None, "unknown"))
     assert result.ttft_s == pytest.approx(prefill_bytes / 1e12, rel=1e-12)
     # decode at context 100 moves 3,018,960 B (test_llm_work); each later step reads one more K and V a layer
     steps = [3_018_960 + i * 2 * 2 * 2 * 64 * 2 for i in range(3)]
@@ -61,13 +61,14 @@ def test_cost_per_million_generated_tokens(tiny):
     """At 3.6 $/h (0.001 $/s): the request (the prefill's 6,895,568 B and 3 decode steps of 3,018,960 B + 1,024 B a
     step later, all at 1e12 B/s, test_prefill_and_decode_totals_by_hand) x 0.001 over the 4 output tokens it
     produces (the prefill's first and one a step), x 1e6."""
-    result = evaluate(tiny, Setup(batch=1, prompt=100, gen=4), Gpu("hand", ROOFS, None, "unknown", usd_per_hour=3.6))
+    priced = TargetGpu("hand", ROOFS, None, "unknown", usd_per_hour=3.6)
+    result = evaluate(tiny, Setup(batch=1, prompt=100, gen=4), priced)
     request = (6_895_568 + sum(3_018_960 + i * 1024 for i in range(3))) / 1e12
     assert result.usd_per_million_tokens == pytest.approx(0.001 * request / 4 * 1e6, rel=1e-9)
 
 
 def test_one_output_token_is_the_prefill_alone(tiny):
-    result = evaluate(tiny, Setup(prompt=100, gen=1), Gpu("hand", ROOFS, None, "unknown"))
+    result = evaluate(tiny, Setup(prompt=100, gen=1), TargetGpu("hand", ROOFS, None, "unknown"))
     assert result.step_times == () and math.isnan(result.mean_step_s)
     assert result.request_s == result.ttft_s and result.first_step_s == pytest.approx(3_018_960 / 1e12)
 
@@ -147,7 +148,7 @@ def test_decode_turns_compute_bound_where_the_gemms_intensity_reaches_the_ridge(
 def test_the_batch_sweep_shows_the_crossover(tiny):
     """tokens/s = batch / step time; KV cache of 104 tokens a sequence x 1,024 B against 4 MB usable: the GPU
     shows (4 MB + 1 GiB of workspace + the prefill's act_mul, 3 x 100 x 512 x 2 B) / 0.9."""
-    gpu = Gpu("hand", ROOFS, (4e6 + GIB + 3 * 100 * 512 * 2) / 0.9, "hand")
+    gpu = TargetGpu("hand", ROOFS, (4e6 + GIB + 3 * 100 * 512 * 2) / 0.9, "hand")
     sweep = batch_sweep(tiny, Setup(prompt=100, gen=4), gpu, [1, 128, 223, 256])
     assert list(sweep["gemms"]) == ["memory", "memory", "compute", "compute"]
     assert sweep["tokens_per_s"].iloc[0] == pytest.approx(1 / (3_018_960 / 1e12))
@@ -163,7 +164,7 @@ def test_the_batch_sweep_shows_the_crossover(tiny):
 def test_roofs_that_cannot_place_the_gemms_have_no_crossover(tiny):
     no_bf16 = Roofs(device="x", bandwidths=ROOFS.bandwidths, flats=ROOFS.flats, sm_clock_hz=None)
     assert crossover_batch(tiny, Setup(), no_bf16) is None
-    result = evaluate(tiny, Setup(prompt=16, gen=2), Gpu("x", no_bf16, None, "unknown"))
+    result = evaluate(tiny, Setup(prompt=16, gen=2), TargetGpu("x", no_bf16, None, "unknown"))
     assert math.isnan(result.ttft_s) and math.isnan(result.first_step_s) and math.isnan(result.tokens_per_s)
 
 
@@ -239,6 +240,7 @@ def test_a_step_of_t_tokens_at_context_c(tiny):
     (6,895,568 B, above); per token, the step over batch x T."""
     from analysis.llm.place import steps_table
 
-    steps = steps_table(tiny, Setup(batch=1, prompt=100), Gpu("hand", ROOFS, None, "unknown"), [(1, 100), (100, 0)])
+    gpu = TargetGpu("hand", ROOFS, None, "unknown")
+    steps = steps_table(tiny, Setup(batch=1, prompt=100), gpu, [(1, 100), (100, 0)])
     assert list(steps["time_s"]) == pytest.approx([3_018_960 / 1e12, 6_895_568 / 1e12], rel=1e-12)
     assert steps["time_per_token_s"].iloc[1] == pytest.approx(6_895_568 / 1e12 / 100, rel=1e-12)

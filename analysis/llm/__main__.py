@@ -20,8 +20,8 @@ from analysis.llm.place import (
     MAX_BATCH,
     WORKSPACE_BYTES,
     Cost,
-    Gpu,
     Result,
+    TargetGpu,
     batch_sweep,
     evaluate,
     gpu_of,
@@ -160,7 +160,7 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
 
 
-def _priced(gpus: list[Gpu], prices: Sequence[str]) -> list[Gpu]:
+def _priced(gpus: list[TargetGpu], prices: Sequence[str]) -> list[TargetGpu]:
     """The GPUs with the prices of --price GPU=USD, GPU matched to a --roofs spec or device name (any case)."""
     for item in prices:
         name, sep, value = item.rpartition("=")
@@ -179,7 +179,7 @@ def _priced(gpus: list[Gpu], prices: Sequence[str]) -> list[Gpu]:
     return gpus
 
 
-def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: list[str]) -> Calibration:
+def _calibration(args, model: Model, setup: Setup, gpus: list[TargetGpu], warnings: list[str]) -> Calibration:
     """The floors and efficiencies fitted to the profiles of --calibrate-phase on the --calibrate-on GPU."""
     if args.calibrate_steps < 1:
         raise CeilingsError(f"--calibrate-steps {args.calibrate_steps}: must be 1 or more")
@@ -220,7 +220,7 @@ def _calibration(args, model: Model, setup: Setup, gpus: list[Gpu], warnings: li
     return cal
 
 
-def _costs(args, calibration: Calibration | None, gpu: Gpu) -> dict[str, dict[str, Cost]]:
+def _costs(args, calibration: Calibration | None, gpu: TargetGpu) -> dict[str, dict[str, Cost]]:
     """Per phase, each class's Cost on `gpu`: the calibrated ones for the profiled phase, --floors' floor for
     the other classes (its roofs' launch floor: measured, else the default; not the all-reduces: their latency
     is the interconnect's), else at the roof."""

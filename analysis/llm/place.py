@@ -80,7 +80,7 @@ def _serving(roofs: Roofs, spec: str) -> datasheet.Serving | None:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class TargetGpu:
     """A GPU to place the work on: its roofs, its memory and, when given, its price."""
 
     spec: str  # as given to --roofs
@@ -95,7 +95,7 @@ class Gpu:
         return self.roofs.label
 
 
-def gpu_of(spec: str) -> Gpu:
+def gpu_of(spec: str) -> TargetGpu:
     """The GPU of a roofs file or a datasheet name (roofline.target_roofs), its memory and its interconnect: a
     roofs file's device total (what the GPU shows), else serving.csv's visible memory, else the datasheet's
     marketed size (more than the GPU shows); the link from serving.csv."""
@@ -105,15 +105,15 @@ def gpu_of(spec: str) -> Gpu:
                 row.allreduce_latency_us * 1e-6 if row.allreduce_latency_us else None,
                 row.source) if row and row.link_gbs else None
     if roofs.memory_bytes and not roofs.from_datasheet_row:
-        return Gpu(spec, roofs, float(roofs.memory_bytes), "device memory recorded in the roofs file", link=link)
+        return TargetGpu(spec, roofs, float(roofs.memory_bytes), "device memory recorded in the roofs file", link=link)
     if row and row.visible_memory_mib:
         mib = row.visible_memory_mib
-        return Gpu(spec, roofs, mib * MIB, f"{mib:,.0f} MiB as the GPU shows it (ceilings/data/serving.csv)",
+        return TargetGpu(spec, roofs, mib * MIB, f"{mib:,.0f} MiB as the GPU shows it (ceilings/data/serving.csv)",
                    link=link)
     if roofs.memory_bytes:
-        return Gpu(spec, roofs, float(roofs.memory_bytes), f"datasheet: {roofs.memory_bytes / 2**30:g} GiB, the "
+        return TargetGpu(spec, roofs, float(roofs.memory_bytes), f"datasheet: {roofs.memory_bytes / 2**30:g} GiB, the "
                    f"marketed size (the GPU shows less; add it to ceilings/data/serving.csv)", link=link)
-    return Gpu(spec, roofs, None, "unknown: the roofs file does not record the device memory", link=link)
+    return TargetGpu(spec, roofs, None, "unknown: the roofs file does not record the device memory", link=link)
 
 
 def _at(roofs: Roofs, op: Op, link: Link | None = None) -> AtRoof | str:
@@ -256,7 +256,7 @@ def crossover_batch(model: Model, setup: Setup, roofs: Roofs) -> int | None:
 class Result:
     """One GPU's prefill, decode, memory, crossover and cost for one model and setup (per GPU of --tp)."""
 
-    gpu: Gpu
+    gpu: TargetGpu
     setup: Setup
     prefill: pd.DataFrame  # placed ops of the prefill
     decode: pd.DataFrame  # placed ops of a decode step at context --prompt
@@ -305,7 +305,7 @@ class Result:
         return self.crossover_batch is not None and m.max_batch is not None and self.crossover_batch > m.max_batch
 
 
-def evaluate(model: Model, setup: Setup, gpu: Gpu, costs: Mapping[str, Mapping[str, Cost]] | None = None,
+def evaluate(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Mapping[str, Cost]] | None = None,
              memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> Result:
     """The model's request on one GPU (one of --tp); `costs`: per phase, the Cost of each op class."""
     costs = costs or {}
@@ -329,7 +329,7 @@ def sweep_batches(limit: int) -> list[int]:
     return batches + ([limit] if batches[-1] != limit else [])
 
 
-def batch_sweep(model: Model, setup: Setup, gpu: Gpu, batches: Sequence[int],
+def batch_sweep(model: Model, setup: Setup, gpu: TargetGpu, batches: Sequence[int],
                 costs: Mapping[str, Cost] | None = None,
                 memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> pd.DataFrame:
     """The decode step at context --prompt at each batch: its time, the batch's tokens/s, whether its weight
@@ -349,7 +349,7 @@ def batch_sweep(model: Model, setup: Setup, gpu: Gpu, batches: Sequence[int],
 STEP_COLUMNS = ("gpu", "tokens", "context", "time_s", "time_at_roof_s", "time_per_token_s")
 
 
-def steps_table(model: Model, setup: Setup, gpu: Gpu, steps: Sequence[tuple[int, int]],
+def steps_table(model: Model, setup: Setup, gpu: TargetGpu, steps: Sequence[tuple[int, int]],
                 costs: Mapping[str, Cost] | None = None) -> pd.DataFrame:
     """Forward passes of T new tokens a sequence at context C (--step T:C), at the batch: a speculative
     decoding step verifying T - 1 draft tokens, or a chunk of T prompt tokens after C already prefilled. Time

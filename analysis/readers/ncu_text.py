@@ -62,7 +62,7 @@ GPU_NAME_METRIC = "device__attribute_display_name"  # a string: kept as the laun
 
 
 @dataclass
-class Launch:
+class TextLaunch:
     run: int
     id: int
     kernel: str
@@ -131,12 +131,12 @@ def per_gpu_as_per_kernel(text: str) -> str:
     return "\n".join(out)
 
 
-def scan_text(text: str, path: str) -> list[Launch]:
-    """Launch records of an ncu text file."""
-    launches: list[Launch] = []
+def scan_text(text: str, path: str) -> list[TextLaunch]:
+    """The launch records of an ncu text file."""
+    launches: list[TextLaunch] = []
     run = 0
     launch_in_run = 0
-    current: Launch | None = None
+    current: TextLaunch | None = None
     section: str | None = None
     in_table = False
     table_start_line = 0
@@ -258,7 +258,7 @@ def scan_text(text: str, path: str) -> list[Launch]:
                         and below[13:].strip() not in sections:
                     continue
                 heading, sections = body, set()
-                current = Launch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
+                current = TextLaunch(run=run, id=launch_in_run, kernel=g["name"], grid=_tuple(g.get("grid")),
                                  block=_tuple(g.get("block")), device=g.get("dev"),
                                  cc=None if g.get("cc") == "?" else g.get("cc"),
                                  launches=g.get("n") or 1, process=process)
