@@ -185,7 +185,7 @@ def operator_work(path: str | os.PathLike):
     DataFrame of name, input dims (as text), flops, precision, alg_bytes, cpu_time_s. Nested operators are all
     listed (aten::linear and the aten::addmm inside it): sum the ones of one level, as the kernel table does
     through kernels."""
-    from analysis.ncu import read_source
+    from analysis.readers.launches import read_source
     from analysis.readers.torch_trace import operator_rows
 
     return operator_rows(read_source(path))

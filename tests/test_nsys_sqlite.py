@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.ncu import kernel_table, read_profile, read_source
+from analysis.ncu import kernel_table, read_profile
 from analysis.readers import nsys_sqlite
 from analysis.readers.contract import Source
+from analysis.readers.launches import read_source
 from analysis.readers.registry import detect
 from common.errors import CeilingsError
 
