@@ -15,18 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.roofline import (
-    ALGORITHMIC,
-    COUNTED,
-    FOREIGN_PROFILE,
-    LEVELS,
-    NO_FLOPS,
-    PRECISIONS,
-    Roofs,
-    percent,
-    profile_line,
-    si,
-)
+from analysis.roofline import ALGORITHMIC, COUNTED, FOREIGN_PROFILE, LEVELS, NO_FLOPS, PRECISIONS, Roofs, percent, si
+from analysis.roofline.report import profile_line
 
 PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
                     NO_FLOPS: "#888888",

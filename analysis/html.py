@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
-from analysis.roofline import KERNEL_HEADER, NO_FLOPS, Roofs, kernel_rows, profile_line, seconds, si
+from analysis.roofline import NO_FLOPS, Roofs, seconds, si
+from analysis.roofline.report import KERNEL_HEADER, kernel_rows, profile_line
 from common.html import (
     chart_section,
     count_text,
@@ -98,7 +99,7 @@ def whatif_page(table: pd.DataFrame, totals: pd.DataFrame, gpus: Sequence[Roofs]
 
 
 def _rows(roofs: Roofs, table: pd.DataFrame) -> dict:
-    """The table of every row, in the formatting of the Markdown report (analysis.roofline.kernel_rows), the
+    """The table of every row, in the formatting of the Markdown report (analysis.roofline.report.kernel_rows), the
     whole kernel name first."""
     cells = kernel_rows(roofs, table)
     col = {h: i for i, h in enumerate(KERNEL_HEADER)}

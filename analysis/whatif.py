@@ -18,17 +18,14 @@ from analysis.roofline import (
     LEVELS,
     PRECISIONS,
     Roofs,
-    add_profile_arguments,
-    check_outputs,
     device_warning,
-    kernels_of,
-    profile_inputs,
-    profile_line,
     roofline_table,
     seconds,
     target_roofs,
     unknown_device_warning,
 )
+from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
+from analysis.roofline.report import profile_line
 from ceilings.lazy import lazy
 from common.atomic import STDOUT
 from common.errors import CeilingsError, cli_entry

@@ -320,7 +320,7 @@ def test_kernels_near_the_measured_floor_are_latency_bound_and_saved_against_it(
     assert table.at["busy", "time_at_roof_s"] == pytest.approx(2.8e-6)  # 2.8e6 B / 1e12 B/s: the roofs
     warning = next(w for w in table.attrs["warnings"] if "latency-bound" in w)
     assert "2 kernel(s)" in warning and "launch.stream measured" in warning
-    from analysis.roofline import render_report
+    from analysis.roofline.report import render_report
 
     report = render_report(roofs_with_floor(2e-6), roofline_table(roofs_with_floor(2e-6), tiny_kernels()))
     assert "- launch floor: 2 µs a kernel (launch.stream measured" in report
@@ -390,15 +390,16 @@ def test_the_report_of_a_real_trace_names_its_latency_bound_kernels():
     the trace, takes at most 1.5 x 3 = 4.5 us (none of them is placed above the floor by its bytes), and the
     report lists them all (the 30 judged kernels come before the unjudged ones, within its 50 rows)."""
     from analysis import roofline
+    from analysis.roofline import inputs, report
 
     launches = _launches_in(SHAPES_TRACE)
     near = {name for name, durations in launches.items() if sum(durations) / len(durations) <= 1.5 * 3}
     assert len(launches) == 85 and len(near) == 25
     roofs = roofline.target_roofs("A100 SXM4 80GB")
-    table = roofline.roofline_table(roofs, roofline.read_kernels([SHAPES_TRACE]))
+    table = roofline.roofline_table(roofs, inputs.read_kernels([SHAPES_TRACE]))
     assert dict(zip(table["kernel"], table["launches"])) == {name: len(d) for name, d in launches.items()}
     assert set(table.loc[table["bound"] == "latency", "kernel"]) == near
-    assert roofline.render_report(roofs, table).count("| latency |") == len(near)
+    assert report.render_report(roofs, table).count("| latency |") == len(near)
 
 
 # --- analysis.llm: --floors takes the GPU's measured floor ---------------------------------------------------------

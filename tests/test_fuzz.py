@@ -22,6 +22,7 @@ import pytest
 
 from analysis import ncu, roofline, whatif
 from analysis.llm import __main__ as llm
+from analysis.roofline import inputs as roofline_inputs
 from analysis.roofline.__main__ import main as roofline_main
 from ceilings import compare, fleet
 
@@ -461,7 +462,7 @@ def test_a_kernel_beyond_float_range_is_left_off_the_picture_and_said(cell, valu
         from analysis.figure import roofline as picture
 
         roofs = roofline.load(ROOFS)
-        note = picture(roofs, roofline.roofline_table(roofs, roofline.read_kernels([f]))).not_drawn
+        note = picture(roofs, roofline.roofline_table(roofs, roofline_inputs.read_kernels([f]))).not_drawn
         assert "1 kernel(s) off the axes, 1e-100 to 1e100" in note, note
 
 

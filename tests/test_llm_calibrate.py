@@ -24,7 +24,8 @@ from analysis.llm.models import load_model
 from analysis.llm.place import evaluate, gpu_of, place, step_time
 from analysis.llm.work import Setup, step_ops
 from analysis.ncu import kernel_table
-from analysis.roofline import Roof, Roofs, read_kernels
+from analysis.roofline import Roof, Roofs
+from analysis.roofline.inputs import read_kernels
 from common.errors import CeilingsError
 
 DATA = Path(__file__).parent / "data" / "llm"

@@ -636,10 +636,10 @@ def test_a_details_csv_past_the_head_reads_every_launch(tmp_path, monkeypatch, n
 def test_a_details_csv_read_csv_can_read_as_written_is_never_read_whole_into_memory(tmp_path, monkeypatch):
     """Only its head is read into memory (the rest is scanned from the file, then read by read_csv): a 100 MB CSV is
     not also held as 100 MB of bytes. With application output among its rows it is (csv_records drops it)."""
-    import analysis.ncu as ncu
+    from analysis.readers import launches
 
     whole = []
-    monkeypatch.setattr(ncu, "read_bytes", lambda p, what, limit=None: whole.append(limit is None) or
+    monkeypatch.setattr(launches, "read_bytes", lambda p, what, limit=None: whole.append(limit is None) or
                         inputs.read_bytes(p, what, limit))
     f = tmp_path / "big.csv"
     rows = [_details_row(i) for i in range(BIG_LAUNCHES)]

@@ -17,6 +17,8 @@ import pytest
 
 from analysis import roofline
 from analysis.roofline import Roofs, roofline_table, short_name, totals
+from analysis.roofline import inputs as roofline_inputs
+from analysis.roofline import report as roofline_report
 from analysis.roofline.__main__ import main as roofline_main
 from common.errors import CeilingsError, listed
 
@@ -353,7 +355,8 @@ def overlap(a, b) -> float:
 @pytest.mark.parametrize("case", ["fixture", "published", "hierarchical"])
 def test_labels_do_not_overprint_each_other_and_stay_inside(case, roofs, kernels):
     if case == "published":
-        roofs, kernels = roofline.load(EXAMPLES / "roofs.json"), roofline.read_kernels([EXAMPLES / "profile.csv"])
+        roofs = roofline.load(EXAMPLES / "roofs.json")
+        kernels = roofline_inputs.read_kernels([EXAMPLES / "profile.csv"])
     level = "all" if case == "hierarchical" else "dram"
     fig, ax = draw(roofs, roofline_table(roofs, kernels, level=level), level=level, top=10,
                    datasheet=roofline.datasheet_roofs(roofs))
@@ -425,8 +428,8 @@ class FixtureProfiles:
 
 @pytest.fixture
 def fixture_reader(monkeypatch) -> FixtureProfiles:
-    """The CLIs read profiles through roofline.read_kernels and analysis.ncu.kernel_table; here the fixture
-    kernel table stands in for the latter."""
+    """The CLIs read profiles through analysis.roofline.inputs.read_kernels and analysis.ncu.kernel_table; here
+    the fixture kernel table stands in for the latter."""
     return FixtureProfiles.install(monkeypatch)
 
 
@@ -490,14 +493,14 @@ def test_kernel_without_flops_is_shown_as_bandwidth(roofs, kernels, fixture_read
     # copy_kernel: 4e8 DRAM bytes in 0.5 ms = 800 GB/s against the DRAM roof 1 TB/s (dram.read): 80 %
     expected = ["copy_kernel", "none", "memory", "0", "800 GB/s", "1 TB/s", "80.0%", "500 µs", "400 µs", "100 µs",
                 "6.8%"]
-    report = roofline.render_report(roofs, roofline_table(roofs, kernels))
+    report = roofline_report.render_report(roofs, roofline_table(roofs, kernels))
     row_md = next(line for line in report.splitlines() if "`copy_kernel`" in line)
     assert [c.strip().strip("`") for c in row_md.strip("|").split("|")][1:] == expected
     assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
     row_text = next(line for line in capsys.readouterr().out.splitlines() if "copy_kernel" in line)
     assert " ".join(row_text.split()[1:]) == " ".join(expected)
     # against L2 (4e8 bytes / 4e12 B/s = 100 µs): 800 GB/s of 4 TB/s, 20 %
-    at_l2 = roofline.kernel_rows(roofs, roofline_table(roofs, kernels, level="l2"))
+    at_l2 = roofline_report.kernel_rows(roofs, roofline_table(roofs, kernels, level="l2"))
     assert next(r for r in at_l2 if r[1] == "copy_kernel")[5:8] == ["800 GB/s", "4 TB/s", "20.0%"]
 
 
@@ -599,7 +602,7 @@ def test_unknown_total_with_no_known_flops_is_not_called_flop_free(roofs):
     """fp32 counted 0, the other precisions missing (tensor instructions without FLOPs): not 'none' (no FLOPs)."""
     k = _one_kernel(time_s=1e-3, flops_fp32=0.0, dram_bytes=1e6)
     t = roofline_table(roofs, k)
-    assert t.iloc[0]["precision"] is None and roofline.kernel_rows(roofs, t)[0][2] == "unknown"
+    assert t.iloc[0]["precision"] is None and roofline_report.kernel_rows(roofs, t)[0][2] == "unknown"
     assert any("total FLOPs unknown" in w for w in t.attrs["warnings"])
 
 
@@ -836,18 +839,18 @@ def test_without_kernel_times_the_report_says_n_a_not_nan(roofs, kernels):
     timeless = kernels.assign(time_s=math.nan)
     table = roofline_table(roofs, timeless)
     assert math.isnan(totals(table)["time_s"])  # unknown, not 0
-    report = roofline.render_report(roofs, table)
+    report = roofline_report.render_report(roofs, table)
     assert "- Potential saving: n/a: no kernel has a time" in report
     assert "- Total kernel time: n/a\n" in report and "Kernels without floating-point work (1, n/a of time" in report
     _, ax = draw(roofs, table)
-    texts = [report, roofline.render_kernels(roofs, table), *(t.get_text() for t in ax.texts)]
+    texts = [report, roofline_report.render_kernels(roofs, table), *(t.get_text() for t in ax.texts)]
     assert not any(re.search(r"\bnan\b", text, re.IGNORECASE) for text in texts)
 
 
 def test_without_a_judged_kernel_the_saving_is_n_a(kernels):
     dram_only = Roofs(device="X", bandwidths=(roofline.Roof("dram", 1e12, "dram.read"),), flats=(), sm_clock_hz=None)
     flops_only = kernels[kernels["kernel"].str.contains("gemm")]  # every one needs a flat the roofs lack
-    report = roofline.render_report(dram_only, roofline_table(dram_only, flops_only))
+    report = roofline_report.render_report(dram_only, roofline_table(dram_only, flops_only))
     assert "- Potential saving: n/a: no kernel could be judged (see the warnings)" in report
 
 

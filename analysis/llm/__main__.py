@@ -44,14 +44,8 @@ from analysis.llm.work import (
     check_setup,
     step_ops,
 )
-from analysis.roofline import (
-    DEFAULT_LAUNCH_FLOOR_S,
-    check_outputs,
-    device_warning,
-    read_kernels,
-    si,
-    unknown_device_warning,
-)
+from analysis.roofline import DEFAULT_LAUNCH_FLOOR_S, device_warning, si, unknown_device_warning
+from analysis.roofline.inputs import check_outputs, read_kernels
 from ceilings.inputs import add_max_inflated
 from ceilings.lazy import lazy
 from common.atomic import STDOUT, Outputs

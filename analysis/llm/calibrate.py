@@ -1,7 +1,7 @@
 """Calibration by real profiles: a latency floor a kernel and an efficiency of the roof, per op class, to
 project onto other batches, contexts and GPUs.
 
-The kernels of a profiled prefill or decode step (any profile analysis.roofline.read_kernels reads) are sorted
+The kernels of a profiled prefill or decode step (any profile analysis.roofline.inputs.read_kernels reads) are sorted
 into op classes by their names (KERNEL_CLASSES, data). Each class is modelled as
 
     measured = kernels x floor + (time at the roofs of the model's ops of that class) / efficiency

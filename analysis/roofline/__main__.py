@@ -12,20 +12,16 @@ from collections.abc import Sequence
 from analysis.roofline import (
     LEVELS,
     PRECISIONS,
-    add_profile_arguments,
-    check_outputs,
     clock_warning,
     datasheet_roofs,
     device_warning,
-    kernels_of,
-    profile_inputs,
     profile_sm_clock,
-    render_kernels,
-    render_report,
     roofline_table,
     target_roofs,
     unknown_device_warning,
 )
+from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
+from analysis.roofline.report import render_kernels, render_report
 from common.errors import CeilingsError, cli_entry
 
 PROG = "python -m analysis.roofline"
