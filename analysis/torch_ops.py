@@ -103,9 +103,12 @@ class Args:
         was not recorded."""
         if i is None or self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
             return None
+        written = self.concrete[i]
+        if not isinstance(written, str):  # a damaged event (profilers write text): the value is not known
+            return None
         try:
-            return json.loads(self.concrete[i].replace("True", "true").replace("False", "false"))
-        except ValueError:
+            return json.loads(written.replace("True", "true").replace("False", "false"))
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser: not a value it recorded
             return None
 
     def omitted(self, i: int) -> bool:

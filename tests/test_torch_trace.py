@@ -456,3 +456,15 @@ def test_a_trace_is_recognised_from_its_opening_before_formats_found_anywhere(tm
     path.write_text(text[:-1] + ', "x": [\n"ID","Kernel Name","Metric Name","Metric Value"]}')
     df = read_profile(path)
     assert df.attrs["format"] == "torch.profiler trace" and df["kernel"].tolist() == ["relu_kernel"]
+
+
+@pytest.mark.parametrize("concrete", [["", "[" * 100_000 + "]" * 100_000, "False", ""], ["", [1], 2, None]])
+def test_a_damaged_concrete_input_is_an_unknown_value_not_a_traceback(tmp_path, concrete):
+    """Concrete Inputs nested past the JSON parser, or not text at all (a profiler writes strings): the op's
+    values are not known, its kernel is read all the same."""
+    op = {"External id": 1, "Input Dims": [[4, 8], [], [], []], "Input type": ["float", "ScalarList", "bool", ""],
+          "Concrete Inputs": concrete}
+    events = [x("cpu_op", "aten::sum", 0, 100, **op), x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "reduce_kernel", 20, 4, pid=0, tid=7, correlation=1)]
+    table = kernel_table([trace(tmp_path / "damaged.json", events)])
+    assert table["launches"].sum() == 1 and table["time_s"].sum() == pytest.approx(4e-6)
