@@ -468,3 +468,22 @@ def test_a_damaged_concrete_input_is_an_unknown_value_not_a_traceback(tmp_path, 
               x("kernel", "reduce_kernel", 20, 4, pid=0, tid=7, correlation=1)]
     table = kernel_table([trace(tmp_path / "damaged.json", events)])
     assert table["launches"].sum() == 1 and table["time_s"].sum() == pytest.approx(4e-6)
+
+
+@pytest.mark.parametrize("field,value,said", [
+    ("correlation", "abc", "args['correlation'] = 'abc', not an integer"),
+    ("External id", [1], "args['External id'] = '[1]', not an integer"),
+    ("device", True, "args['device'] = 'True', not an integer"),
+    ("Input Dims", "[[4, 8]]", "args['Input Dims'] = '[[4, 8]]', not a list"),
+    ("Input type", {"a": 1}, "args['Input type'] = \"{'a': 1}\", not a list"),
+])
+def test_an_argument_of_the_wrong_type_is_one_line_naming_the_event(tmp_path, capsys, field, value, said):
+    events = [x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[M, K], [K, N]],
+                                                "Input type": ["float", "float"]}),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "gemm", 20, 4, pid=0, tid=7, correlation=1)]
+    events[0 if field.startswith("Input") else 2]["args"][field] = value
+    f = trace(tmp_path / "typed.json", events)
+    assert main([str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0] and said in err[0] and "traceEvents[" in err[0]

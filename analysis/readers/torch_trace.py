@@ -137,14 +137,28 @@ def _events(doc: dict, path: str) -> dict[str, list[dict]]:
 
 
 def _wrong_field(e: dict) -> str | None:
-    """What makes an event's ts, dur or args unusable (no finite number; a negative dur; args no object)."""
+    """What makes an event unusable: ts or dur no finite number (dur negative), args no object, a name that is
+    no text, or an argument the reader computes with (ARG_TYPES) of another type than Kineto writes."""
     for key in ("ts", "dur"):
         value = e.get(key, 0)
         if not (_is_number(value) and math.isfinite(value) and (key == "ts" or value >= 0)):
             return f"{key} = {str(value)[:40]!r}, not a number of microseconds"
     if type(e.get("args", {})) is not dict:
         return f"args = {str(e['args'])[:40]!r}, not an object"
+    if not isinstance(e.get("name", ""), str):
+        return f"name = {str(e['name'])[:40]!r}, not text"
+    args = e.get("args", {})
+    for key, kind, what in ARG_TYPES:
+        value = args.get(key)
+        if value is not None and not (isinstance(value, kind) and not isinstance(value, bool)):
+            return f"args[{key!r}] = {str(value)[:40]!r}, not {what}"
     return None
+
+
+# the arguments the reader computes with, and what Kineto writes for each (absent or null: not recorded)
+ARG_TYPES = (("correlation", int, "an integer"), ("External id", int, "an integer"), ("device", int, "an integer"),
+             ("stream", int, "an integer"), ("Input Dims", list, "a list"), ("Input type", list, "a list"),
+             ("Concrete Inputs", list, "a list"), ("Input Strides", list, "a list"))
 
 
 def _device(doc: dict, path: str) -> dict:
