@@ -579,24 +579,25 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     holds both: coverage and intensities are missing, and the roofline cannot place the row. Rows so are
     counted in attrs["warnings"]."""
     keys = ["process", "_key"] if per_process else ["_key"]
-    known = table[["time_s", "flops", *WORK_BYTES]].notna()
-    flops, timed = known["flops"], known["time_s"]
-    apart = pd.concat([known[c] & ~flops for c in WORK_BYTES] + [flops & ~known[c] for c in WORK_BYTES], axis=1)
-    # FLOPs on a launch without a time, or on a row read back whose own coverage is unknown: no rate holds them
-    untimed = flops & (~timed | table["coverage"].isna())
-    table = table.assign(process=table["process"].fillna("-"), _flops_n=flops,
-                         _flops_time=table["time_s"] * table["coverage"],
-                         _dram_time=table["time_s"].where(known["dram_bytes"]),
-                         _untimed=untimed, _dram_untimed=known["dram_bytes"] & ~timed)
+    known = table[["time_s", "flops", *WORK_BYTES]].notna().to_numpy()
+    timed, flops, has = known[:, 0], known[:, 1], known[:, 2:]
+    durations, coverage = table["time_s"].to_numpy(dtype="float64"), table["coverage"].to_numpy(dtype="float64")
+    # per launch, summed per row in one groupby: counts, the covered times, and each byte count known on a
+    # launch without FLOPs or missing on one with them; FLOPs on a launch without a time, or on a row read back
+    # whose own coverage is unknown, are in no rate
+    helper = pd.DataFrame({"_flops_n": flops, "_flops_time": durations * coverage,
+                           "_dram_time": np.where(has[:, 0], durations, np.nan),
+                           "_untimed": flops & (~timed | np.isnan(coverage)), "_dram_untimed": has[:, 0] & ~timed,
+                           **{f"_has_{c}": has[:, i] for i, c in enumerate(WORK_BYTES)},
+                           **{f"_apart_{c}": has[:, i] != flops for i, c in enumerate(WORK_BYTES)}},
+                          index=table.index)
+    table = table.assign(process=table["process"].fillna("-"))
     groups = table.groupby(keys, sort=False)
     out = groups[EXTENSIVE].sum(min_count=1)
-    helper = groups[["_flops_n", "_flops_time", "_dram_time", "_untimed", "_dram_untimed"]].sum()
+    helper = helper.groupby([table[k] for k in keys], sort=False).sum()
     size = groups.size()
-    # a byte count known on a launch without FLOPs, or missing on one with them, where the row has both
-    has_bytes = known[list(WORK_BYTES)].groupby([table[k] for k in keys], sort=False).any()
-    mixed = pd.DataFrame(apart.to_numpy(), index=table.index).groupby([table[k] for k in keys], sort=False).any()
-    mixed = (mixed.iloc[:, :len(WORK_BYTES)].to_numpy() | mixed.iloc[:, len(WORK_BYTES):].to_numpy()) \
-        & has_bytes.to_numpy() & (helper["_flops_n"] > 0).to_numpy()[:, None]
+    mixed = (helper[[f"_apart_{c}" for c in WORK_BYTES]].to_numpy() > 0) \
+        & (helper[[f"_has_{c}" for c in WORK_BYTES]].to_numpy() > 0) & (helper["_flops_n"] > 0).to_numpy()[:, None]
     apart_rows = mixed.any(axis=1) | (helper["_untimed"] > 0).to_numpy()
     time = out["time_s"]
     share = helper["_flops_time"] / time.where(time > 0)
