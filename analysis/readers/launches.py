@@ -211,6 +211,8 @@ def _check_values(df: pd.DataFrame, metrics: Sequence[str], source: Source) -> l
                         f"below 2^64), first kernel {_kernel_at(df, i)} = {value:g}{where}: missing for those "
                         f"launches (what is derived from it too), the rest read; a sampled or derived counter, "
                         f"or an edited file")
+        if df[metric].dtype.kind != "f":  # a reader's integer column: NaN needs floats (pandas would warn)
+            df[metric] = df[metric].astype("float64")
         df.iloc[rows, df.columns.get_loc(metric)] = np.nan
     return warnings
 
