@@ -586,7 +586,8 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     # launch without FLOPs or missing on one with them; FLOPs on a launch without a time, or on a row read back
     # whose own coverage is unknown, are in no rate
     helper = pd.DataFrame({"_flops_n": flops, "_flops_time": durations * coverage,
-                           "_dram_time": np.where(has[:, 0], durations, np.nan),
+                           # a row read back holds its bytes on the share of its time its FLOPs cover
+                           "_dram_time": np.where(has[:, 0], durations * np.where(flops, coverage, 1.0), np.nan),
                            "_untimed": flops & (~timed | np.isnan(coverage)), "_dram_untimed": has[:, 0] & ~timed,
                            **{f"_has_{c}": has[:, i] for i, c in enumerate(WORK_BYTES)},
                            **{f"_apart_{c}": has[:, i] != flops for i, c in enumerate(WORK_BYTES)}},

@@ -169,3 +169,14 @@ def test_a_row_whose_flops_and_bytes_are_on_different_launches_is_not_judged(tmp
     judged = roofline.roofline_table(roofline.target_roofs("H100 SXM"), kernels)
     assert math.isnan(judged["pct_of_roof"].iloc[0])
     assert any("FLOPs and bytes are known on different launches" in w for w in judged.attrs["warnings"])
+
+
+def test_a_partly_counted_row_read_back_keeps_its_rates(tmp_path):
+    """This tool's own CSV read back: the row's FLOPs and DRAM bytes cover 3 of its 4 ms, so its rates are over
+    those 3 ms again, not over all 4."""
+    written = tmp_path / "table.csv"
+    assert ncu.main([str(_partly_counted(tmp_path)), "--csv", str(written)]) == 0
+    row = kernel_table([written]).iloc[0]
+    assert row["coverage"] == pytest.approx(0.75) and row["time_s"] == pytest.approx(4e-3)
+    assert row["flop_per_s"] == pytest.approx(210 / 3e-3)
+    assert row["dram_bytes_per_s"] == pytest.approx(6e9 / 3e-3)
