@@ -15,7 +15,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.roofline import ALGORITHMIC, COUNTED, FOREIGN_PROFILE, LEVELS, NO_FLOPS, PRECISIONS, Roofs, percent, si
+from analysis.roofline import (
+    ALGORITHMIC,
+    COUNTED,
+    FOREIGN_PROFILE,
+    LEVELS,
+    NO_FLOPS,
+    PRECISIONS,
+    Roofs,
+    percent,
+    seconds,
+    si,
+)
+from analysis.roofline.budget import PLACED, UNPLACED, share_shown, time_budget
 from analysis.roofline.report import profile_line
 
 PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
@@ -41,6 +53,10 @@ DATASHEET_DASH = (5, 3)  # a datasheet roof's dashes: on, off (points)
 ROWS = {"kernel": "kernel", "op": "operator", "module": "module", "annotation": "range"}  # what --by made rows of
 # what a profile may say of a kernel beyond its numbers (analysis.readers.contract META_COLUMNS)
 NO_FLOPS_NAME = "no FLOPs"
+# the time budget's bar: placed classes in strong colours, communication apart, what is not placed in greys
+BUDGET_COLORS = {"compute-bound": "#d95f02", "memory-bound": "#2166ac", "latency-bound": "#1b9e77",
+                 "communication": "#7b3294"}
+UNPLACED_GREYS = ("#8c8c8c", "#a8a8a8", "#c4c4c4", "#dcdcdc")  # its largest causes, then the rest
 ALGORITHMIC_NOTE = "hollow: algorithmic bytes (AI an upper bound)"
 
 
@@ -111,6 +127,17 @@ class LegendEntry:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One part of the time budget's bar: its name, share of all kernel time, colour, and whether it is placed
+    on the roofline."""
+
+    label: str
+    share: float
+    color: str
+    placed: bool
+
+
+@dataclass(frozen=True)
 class Roofline:
     """Everything a renderer draws: the axes, roofs, ridges, kernel markers, labels, legend and the notes that
     keep the picture honest (roofs not measured here, a profile from another GPU, algorithmic bytes)."""
@@ -132,6 +159,8 @@ class Roofline:
     legend: tuple[LegendEntry, ...]
     legend_title: str = "kernels (dominant precision)"
     ylabel: str = "Performance (FLOP/s)"
+    budget: tuple[Segment, ...] = ()  # all of the kernel time, as one stacked bar (analysis.roofline.budget)
+    budget_note: str = ""  # the bar in words, every segment with its share
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # roofline_table: the rows the markers stand for
 
 
@@ -160,8 +189,12 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
                    for _, k in drawn.nlargest(top, "time_s").iterrows()) if top > 0 else ()
     profiled = profile_line(table.attrs.get("gpus", []), roofs)
     foreign = profiled.startswith(FOREIGN_PROFILE)
+    budget = time_budget(table)
+    segments = budget_segments(budget)
+    shown = share_shown(budget)
     return Roofline(
-        title=(f"{roofs.device}: {ROWS[table.attrs.get('by', 'kernel')]}s against the roofs",
+        title=(f"{roofs.device}: {ROWS[table.attrs.get('by', 'kernel')]}s against the roofs"
+               + (f" ({shown:.0%} of the kernel time; the time budget has all of it)" if shown < 1 - 1e-9 else ""),
                f"roofs: {roofs.provenance}", profiled),
         warning=not roofs.measured or foreign, x_range=x_range, y_range=y_range,
         xlabel=f"Arithmetic intensity (FLOP/byte{', ' + primary.upper() if level != 'all' else ''})",
@@ -169,7 +202,31 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
         sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn, levels),
         legend=_legend(marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
                        application=point if application else None),
-        table=table)
+        table=table, budget=segments, budget_note=_budget_note(segments, budget))
+
+
+def budget_segments(budget: pd.DataFrame) -> tuple[Segment, ...]:
+    """The time budget as bar segments: each placed class and communication, then the largest causes of the
+    unplaced time and the rest of it as one."""
+    by_class = budget.groupby("class", sort=False)["share"].sum()
+    out = [Segment(cls, share, BUDGET_COLORS[cls], cls in PLACED) for cls, share in by_class.items()
+           if cls != UNPLACED]
+    unplaced = budget[budget["class"] == UNPLACED]
+    named = len(UNPLACED_GREYS) - 1 if len(unplaced) > len(UNPLACED_GREYS) else len(unplaced)
+    out += [Segment(r["cause"], r["share"], grey, False) for (_, r), grey in zip(unplaced.head(named).iterrows(),
+                                                                                 UNPLACED_GREYS)]
+    if len(unplaced) > named:
+        out.append(Segment("other unplaced", unplaced["share"].iloc[named:].sum(), UNPLACED_GREYS[-1], False))
+    return tuple(out)
+
+
+def _budget_note(segments: Sequence[Segment], budget: pd.DataFrame) -> str:
+    if not segments:
+        return ""
+    placed = sum(s.share for s in segments if s.placed)
+    parts = [f"{s.label} {_share(s.share)}" for s in segments]
+    return (f"all {seconds(budget['time_s'].sum())} of kernel time: on the roofline {_share(placed)}; "
+            + ", ".join(parts))
 
 
 def roofs_only(roofs: Roofs, x_range: tuple[float, float]) -> tuple[tuple[Line, ...], tuple[Ridge, ...]]:
@@ -311,7 +368,8 @@ def _not_drawn(table: pd.DataFrame, drawn: pd.DataFrame, levels: Sequence[str]) 
     missing = table.drop(drawn.index)
     if missing.empty:
         return None
-    total = table["time_s"].sum(min_count=1)
+    # of all of the kernel time, as the time budget's bar: with the launches left out before the trace began
+    total = table["time_s"].sum(min_count=1) + (table.attrs.get("timeline", {}).get("early_s") or 0.0)
     no_flops = missing[missing["precision"] == NO_FLOPS]
     parts = []
     rows = ROWS[table.attrs.get("by", "kernel")]

@@ -14,7 +14,8 @@ import pandas as pd
 
 from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
 from analysis.roofline import NO_FLOPS, Roofs, seconds, si
-from analysis.roofline.report import KERNEL_HEADER, kernel_rows, profile_line
+from analysis.roofline.budget import time_budget
+from analysis.roofline.report import KERNEL_HEADER, kernel_rows, profile_line, timeline_line
 from common.html import (
     chart_section,
     count_text,
@@ -68,8 +69,17 @@ def roofline_section(fig: Roofline, roofs: Roofs, *, sid: str = "roofline", note
 
 def roofline_page(fig: Roofline, roofs: Roofs, *, warnings: Sequence[str] = ()) -> str:
     """analysis.roofline --html: the roofline and its table, then every warning of the run."""
-    return page(f"Roofline: {roofs.device}", [roofline_section(fig, roofs),
+    return page(f"Roofline: {roofs.device}", [roofline_section(fig, roofs), budget_section(fig.table),
                                notes_section("warnings", "Warnings", warnings)])
+
+
+def budget_section(table: pd.DataFrame) -> dict:
+    """All of the kernel time by class and cause (analysis.roofline.budget), with what would place the rest."""
+    budget = time_budget(table)
+    return table_section("budget", "Time budget: all of the kernel time", frame_table(budget, [
+        ("class", "class", None), ("cause", "cause", None), ("time_s", "time", seconds),
+        ("share", "share", lambda v: f"{v:.1%}"), ("remedy", "what would place it", None)]),
+        notes=[line for line in (timeline_line(table),) if line])
 
 
 def whatif_page(table: pd.DataFrame, totals: pd.DataFrame, gpus: Sequence[Roofs], *,

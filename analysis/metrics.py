@@ -8,9 +8,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ceilings.lazy import lazy
 from common.errors import listed
+
+from .readers.contract import COMMUNICATION
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -451,3 +454,33 @@ def impossible_rates(table: pd.DataFrame, gpus: Sequence[Mapping]) -> list[str]:
                f"(ceilings.peaks) with SM count and max SM clock give a peak for {named}")
         out.append(f"{', '.join(unchecked)} not checked against a physical peak: {why}")
     return out
+
+
+KNOWN = "known"  # the time_parts column of the time whose FLOPs are known
+
+
+def time_parts(launches: pd.DataFrame) -> pd.DataFrame:
+    """Each launch's time in parts (seconds): COMMUNICATION for a collective's launch, whole; else KNOWN for the
+    share whose FLOPs are known (time x coverage) and, for the rest, a column named by why its work is unknown
+    (unknown_work: readers.contract.UNKNOWN_WORK). The parts of a launch sum to its time."""
+    time = launches["time_s"].astype("float64").fillna(0.0)
+    comm = launches["kernel"].astype(str).str.contains(COMMUNICATION) \
+        | launches["op"].astype(object).fillna("").astype(str).str.contains(COMMUNICATION)
+    coverage = launches["coverage"].astype("float64").fillna(0.0).clip(0.0, 1.0)
+    known = (time * coverage).where(~comm, 0.0)
+    unknown = (time - known).where(~comm, 0.0)
+    causes = launches["unknown_work"].astype(object).fillna("no counters")
+    unknown_by_cause = {cause: unknown.where(causes == cause, 0.0) for cause in causes[unknown > 0].unique()}
+    return pd.DataFrame({KNOWN: known, "communication": time.where(comm, 0.0), **unknown_by_cause},
+                        index=launches.index)
+
+
+@dataclass(frozen=True, eq=False)
+class TimeParts:
+    """A kernel table's rows' time in parts (time_parts, summed per row), as its attrs hold it: compared by
+    identity and never copied, as pandas compares and deep-copies attrs on every row iterrows makes."""
+
+    frame: pd.DataFrame
+
+    def __deepcopy__(self, memo) -> TimeParts:
+        return self

@@ -33,10 +33,12 @@ from .metrics import (
     PHANTOM_NOTE,
     TENSOR_METRICS,
     TIME_METRICS,
+    TimeParts,
     derive,
     impossible_rates,
     launch_clock,
     launch_time,
+    time_parts,
     with_rates,
 )
 from .readers.contract import (
@@ -317,11 +319,14 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         launches = pd.concat([launches, time_only], ignore_index=True)
         derived = pd.concat([derived, derive(time_only)], ignore_index=True)
 
+    launches["unknown_work"] = launches["unknown_work"].where(
+        launches["unknown_work"].notna() | derived["flops"].notna(),
+        np.where(launches["source"].eq("nsys"), "times only", "no counters"))
     if "_key" not in launches:
         launches["_key"] = launches["kernel"]
     launches["_key"] = launches["_key"].fillna(launches["kernel"])
     table = pd.concat([launches[["id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "_key", *GROUP_COLUMNS,
-                                 "before_trace", "op_helper"]],
+                                 "before_trace", "op_helper", "unknown_work"]],
                        derived], axis=1)
     table[EXTENSIVE] = table[EXTENSIVE].mul(table["launches"], axis=0)
     if per_launch:
@@ -347,13 +352,17 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
                              + out.attrs.get("warnings", []) + diagnosis)
     out.attrs["missing"] = table.attrs["missing"]
     # the readers' busy time covers all their kernels: not a subset chosen by a filter, nor nsys's extra rows
-    busy = [f.attrs.get("busy_all_s" if include_early else "busy_s") for _, f in counted]
     whole = pattern is None and nvtx is None and not len(nsys_rows)
-    out.attrs["busy_s"] = sum(busy) if whole and busy and all(b is not None for b in busy) else None
+    for fact in ("busy_s", "window_s", "overlap_s"):
+        values = [f.attrs.get("busy_all_s" if fact == "busy_s" and include_early else fact) for _, f in counted]
+        out.attrs[fact] = sum(values) if whole and values and all(v is not None for v in values) else None
+    # the kernel time of the launches left out (before the trace began): the time budget counts it
+    out.attrs["early_s"] = sum(f.attrs.get("early_s", 0.0) for f in frames)
     out.attrs["by"] = by
     return out
 
 
+PART_PREFIX = "part: "  # time_parts' columns while they ride along the kernel table's groupby
 # what --by groups launches by: the column that names the group
 GROUPINGS = {"kernel": "kernel", "op": "op", "module": "module", "annotation": "nvtx"}
 GROUP_COLUMNS = ["op", "module", "nvtx"]
@@ -399,7 +408,7 @@ def _before_trace(frame: pd.DataFrame, path: str, include: bool, warnings: list[
                             f"the profiler before the GPU work")
     warnings.append(f"{said}: left out of every figure; --include-early shows them, apart")
     kept = frame[~early].reset_index(drop=True)
-    kept.attrs = frame.attrs
+    kept.attrs = {**frame.attrs, "early_s": float(time)}
     return kept
 
 
@@ -593,6 +602,7 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
                            **{f"_apart_{c}": has[:, i] != flops for i, c in enumerate(WORK_BYTES)}},
                           index=table.index)
     table = table.assign(process=table["process"].fillna("-"))
+    parts = time_parts(table).groupby([table[k] for k in keys], sort=False).sum()
     groups = table.groupby(keys, sort=False)
     out = groups[EXTENSIVE].sum(min_count=1)
     helper = helper.groupby([table[k] for k in keys], sort=False).sum()
@@ -614,17 +624,20 @@ def _per_kernel(table: pd.DataFrame, per_process: bool = False) -> pd.DataFrame:
     out["tensor_type"] = types.first().astype(object).where(agreed, None)
     out = with_rates(out, flops_time=helper["_flops_time"].where(helper["_untimed"].eq(0)),
                      dram_time=helper["_dram_time"].where(helper["_dram_untimed"].eq(0)))
-    out = out.reset_index()
+    out = out.join(parts.add_prefix(PART_PREFIX)).reset_index()
     extra = ["process"] if per_process else []
     for col in ("cc", "device", "gpu"):  # kept when every launch of every kernel agrees
         values = table[col].dropna().unique()
         if len(values) == 1:
             out[col] = values[0]
             extra.append(col)
-    out = out.sort_values("time_s", ascending=False, na_position="last", kind="stable")
-    out = out[[*OUTPUT_COLUMNS, *extra]].reset_index(drop=True)
+    out = out.sort_values("time_s", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
+    parts = out.filter(like=PART_PREFIX)
+    out = out[[*OUTPUT_COLUMNS, *extra]]
     out.attrs["warnings"] = _coverage_warnings(out, int(apart_rows.sum()))
+    out.attrs["time_parts"] = TimeParts(parts.rename(columns=lambda c: c[len(PART_PREFIX):]))
     return out
+
 
 
 def _coverage_warnings(out: pd.DataFrame, apart: int) -> list[str]:

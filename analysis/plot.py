@@ -16,6 +16,7 @@ import pandas as pd
 from analysis.figure import (
     APPLICATION_AREA,
     APPLICATION_COLOR,
+    BUDGET_COLORS,
     DATASHEET_DASH,
     NEUTRAL_COLOR,
     WARNING_COLOR,
@@ -29,6 +30,7 @@ from analysis.figure import (
 
 FIGSIZE = (11.0, 6.5)
 FONT_SIZE = 8.5
+BUDGET_HEIGHT = 0.9  # inches under the roofline for the time budget's bar and its line
 NOTE_WIDTH = 160  # characters a line of the note of kernels not drawn: the longest two-part note, one line
 # where a kernel's label may go: directions from the marker, tried in order at each gap (points beyond the
 # marker's edge), nearest gap first
@@ -51,10 +53,43 @@ def roofline_figure(roofs, table: pd.DataFrame, **kwargs):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=FIGSIZE, layout="constrained")
+    data = roofline(roofs, table, **kwargs)
+    width, height = FIGSIZE
+    # all of the kernel time as one bar under the roofline (which shows the placed part), in height of its own
+    fig = Figure(figsize=(width, height + BUDGET_HEIGHT if data.budget else height), layout="constrained")
     FigureCanvasAgg(fig)  # a canvas that can measure text, for placing labels
-    plot_roofline(fig.add_subplot(), roofs, table, **kwargs)
+    if data.budget:
+        ax, bar = fig.subplots(2, 1, height_ratios=(height, BUDGET_HEIGHT))
+        draw_budget(bar, data)
+    else:
+        ax = fig.add_subplot()
+    draw_roofline(ax, data)
     return fig
+
+
+def draw_budget(ax, fig: Roofline) -> None:
+    """The time budget of `fig` as one stacked bar on `ax`, 0 to 100 % of the kernel time: each segment named
+    inside where it is wide enough, and every one, with its share, in the line under the bar."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.5, 0.5)
+    renderer = ax.figure.canvas.get_renderer()
+    left = 0.0
+    for segment in fig.budget:
+        ax.barh(0, segment.share, left=left, color=segment.color, edgecolor="white", linewidth=0.8,
+                gid=f"budget:{segment.label}")
+        label = ax.text(left + segment.share / 2, 0, f"{segment.label} {segment.share:.0%}", ha="center",
+                        va="center", fontsize=FONT_SIZE - 0.5, gid="budget-label",
+                        color="white" if segment.color in BUDGET_COLORS.values() else "black")
+        # named inside only where the name fits; the line under the bar names every segment
+        width = ax.transData.transform((segment.share, 0))[0] - ax.transData.transform((0, 0))[0]
+        if label.get_window_extent(renderer).width > width - 2 * LABEL_PAD_PX:
+            label.remove()
+        left += segment.share
+    ax.set_yticks([])
+    ax.set_xticks([])
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_xlabel(_wrap(fig.budget_note, NOTE_WIDTH), fontsize=FONT_SIZE - 0.5, color=NEUTRAL_COLOR, loc="left")
 
 
 def plot_roofline(ax, roofs, table: pd.DataFrame, *, title: bool = True, **kwargs) -> None:

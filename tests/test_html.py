@@ -143,7 +143,7 @@ def problems(b: Browser) -> list[str]:
 def test_renders_offline_without_errors_and_saves_a_screenshot(opened, tmp_path):
     b = opened
     assert b.evaluate("document.querySelectorAll('svg .point').length") == POINTS
-    assert b.evaluate("document.querySelectorAll('tbody tr').length") == ROWS
+    assert b.evaluate("document.querySelectorAll('#roofline tbody tr').length") == ROWS
     assert b.evaluate("window.pwned === undefined && !document.querySelector('img')")
     urls = [e["params"]["request"]["url"] for e in b.events if e["method"] == "Network.requestWillBeSent"]
     assert urls and all(u.startswith("file:") for u in urls)
@@ -180,14 +180,14 @@ def test_a_point_sits_at_its_intensity_and_hovering_it_names_its_kernel(opened):
 def test_a_table_row_marks_its_point_and_a_point_its_row(opened):
     b = opened
     row = row_of(b, GEMM)
-    b.click(*center(b, f'tbody tr[data-row="{row}"] td'))
+    b.click(*center(b, f'#roofline tbody tr[data-row="{row}"] td'))
     assert b.evaluate(f"document.querySelector('svg .point[data-row=\"{row}\"]').classList.contains('selected')")
     assert b.evaluate("document.querySelectorAll('svg .point.selected').length") == 1
     ring = center(b, "svg .ring")
     assert ring == pytest.approx(center(b, f'svg .point[data-row="{row}"]'), abs=1)
     other = row_of(b, "hgemm_tensor")
     b.click(*center(b, f'svg .point[data-row="{other}"]'))
-    assert b.evaluate("[...document.querySelectorAll('tbody tr.sel')].map(r => +r.dataset.row)") == [other]
+    assert b.evaluate("[...document.querySelectorAll('#roofline tbody tr.sel')].map(r => +r.dataset.row)") == [other]
     assert problems(b) == []
 
 
@@ -202,10 +202,10 @@ def test_legend_filters_search_sorts_and_wheel_zooms(opened):
     assert b.evaluate(f"!!document.querySelector('svg .point[data-row=\"{tensor}\"]')")
     b.evaluate("(() => { const s = document.querySelector('input[type=search]'); s.value = 'GEMM';"
                " s.dispatchEvent(new Event('input')); })()")
-    names = b.evaluate("[...document.querySelectorAll('tbody tr td:first-child')].map(t => t.textContent)")
+    names = b.evaluate("[...document.querySelectorAll('#roofline tbody tr td:first-child')].map(t => t.textContent)")
     assert sorted(names) == sorted([GEMM, "hgemm_tensor", "void dgemm<double>(double const*, double*, int)"])
     b.click(*center(b, "th:nth-child(3)"))  # time, numeric: largest first
-    times = b.evaluate("[...document.querySelectorAll('tbody tr td:nth-child(3)')].map(t => t.textContent)")
+    times = b.evaluate("[...document.querySelectorAll('#roofline tbody tr td:nth-child(3)')].map(t => t.textContent)")
     assert times == ["4 ms", "1 ms", "500 µs"]
     before = center(b, f'svg .point[data-row="{tensor}"]')
     b.mouse("mouseWheel", 500, 400, deltaX=0, deltaY=-300)

@@ -471,9 +471,13 @@ def test_cli_level_without_its_roof(tmp_path, fixture_reader, capsys):
 
 def test_cli_stdout_table_is_readable_and_csv_stays_in_base_units(tmp_path, fixture_reader, capsys):
     assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet"]) == 0
-    head, lines = capsys.readouterr().out.split("\n\n", 1)
+    head, budget, lines = capsys.readouterr().out.split("\n\n", 2)
     assert head.splitlines() == [f"roofs: Test GPU X100 (CC unknown): measured roofs ({ROOFS.name})",
                                  f"profiled on unknown GPU; {roofline.GPU_NAME_HINT}"]
+    # the time budget: every second of kernel time (tests/data/roofline/kernels.csv's time_s sum to 7.3 ms)
+    assert budget.splitlines()[0] == "time budget (all 7.3 ms of kernel time):"
+    shares = [next(w for w in line.split() if w.endswith("%")) for line in budget.splitlines()[1:]]
+    assert sum(float(w.rstrip("%")) for w in shares) == pytest.approx(100, abs=0.3)
     lines = lines.splitlines()
     assert lines[0].split() == ["#", "kernel", "precision", "bound", "AI", "(FLOP/B)", "achieved", "roof", "%", "of",
                                 "roof", "time", "at", "roof", "saved", "share"]

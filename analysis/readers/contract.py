@@ -30,6 +30,7 @@ other format saves anything by them.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,15 +54,33 @@ TIMES = "times"
 # before_trace: launched before the profile's CPU side began (a torch trace's kernel whose launch it lacks);
 # op_helper: a kernel of an op whose work is counted on another of its kernels (a transpose, a split-K
 # reduction): its FLOPs are missing by kernel, and none of the op's by op
+# unknown_work: why the launch's FLOPs are missing, where the reader knows (UNKNOWN_WORK's keys)
 BEFORE_TRACE = "launched before the trace began"  # how such kernels are named, in the table and its warnings
+# Why a launch's work is unknown: the causes of the time a roofline cannot place (its time budget), each with
+# what would place it. Readers set the ones they can tell; the kernel table sets the others.
+UNKNOWN_WORK = {
+    "no shapes": "no input shapes recorded: profile with torch.profiler(record_shapes=True)",
+    "compiled graph": "a torch.compile graph or CUDA-graph replay: its kernels have no op with shapes "
+                      "(an ncu profile counts their FLOPs and bytes)",
+    "no op": "no operator around the launch (launched outside any op, or a CUDA graph replayed)",
+    "no op model": "an op without a FLOP model in analysis/torch_ops.py or analysis/torch_flops.py",
+    "op helper": "a helper kernel of an op (transpose, split-K reduction): the op's work is on its main kernel",
+    "no counters": "no FLOP counters: profile with python -m analysis.profile (ncu with the roofline metrics)",
+    "times only": "a times-only profile (nsys): pair it with an ncu profile for counters",
+    BEFORE_TRACE: "the launch is not in the trace: start the profiler before the GPU work, or --include-early",
+}
+# Collective communication: NCCL's kernels and the ops that launch them (c10d, torch.profiler's
+# record_param_comms, vLLM's custom all-reduce); its time is the interconnect's, apart from any roof here
+COMMUNICATION = re.compile(r"nccl|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|"
+                           r"all_?to_?all|cross_device_reduce|multimem", re.IGNORECASE)
 LAUNCH_COLUMNS = ["grid", "block", "device", "cc", "gpu"]
 META_COLUMNS = ["run", "id", "kernel", "launches", *LAUNCH_COLUMNS, "process", "nvtx", "op", "module",
-                "tensor_type", "source", "name_truncated", "before_trace", "op_helper"]
+                "tensor_type", "source", "name_truncated", "before_trace", "op_helper", "unknown_work"]
 # their types in read_profile's frames: counts and numbers int64, flags bool, nvtx's tuples objects; text is
 # str, or objects where a reader gives None for missing (pandas keeps the objects when str is concatenated to them)
 META_DTYPES = {"run": "int64", "id": "int64", "kernel": "str", "launches": "int64",
                **dict.fromkeys([*LAUNCH_COLUMNS, "process"], "str"), "nvtx": "object",
-               **dict.fromkeys(["op", "module", "tensor_type", "source"], "str"),
+               **dict.fromkeys(["op", "module", "tensor_type", "source", "unknown_work"], "str"),
                **dict.fromkeys(["name_truncated", "before_trace", "op_helper"], "bool")}
 
 

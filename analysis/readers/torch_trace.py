@@ -40,7 +40,7 @@ from common.errors import CeilingsError
 
 from ..metrics import canonical_metric
 from .bulk import MAX_DEPTH, open_ranges, paused_gc
-from .contract import COUNTERS, Format, Source
+from .contract import BEFORE_TRACE, COMMUNICATION, COUNTERS, Format, Source
 
 US = 1e-6  # trace times are microseconds
 # the event categories of torch 1.8-1.10 traces, as today's (Kineto's ActivityType names were renamed; the
@@ -288,13 +288,14 @@ def _read(source: Source, _found) -> pd.DataFrame:
         rows.append(row)
     if not ranges:
         _shape_work(rows, counted_op, op_work, shapes, MATRIX_OPS)
+        _unknown_work(rows, shapes)
     df = pd.DataFrame(rows)
     if ranges:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
             _counter_rows(ranges, device, process)
     # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
-    busy = _busy_per_device([r for r in rows if not r["before_trace"]])
-    busy_all = _busy_per_device(rows)
+    timeline = _timeline([r for r in rows if not r["before_trace"]])
+    busy_all = _timeline(rows)["busy_s"]
     df = df.drop(columns=["_start", "_end", "_direct"], errors="ignore")
     notes = []
     if unlinked:
@@ -320,7 +321,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                      f"shapes; their times are the profiler's ranges, not kernel times")
     # busy_all_s: with the kernels launched before the trace began (kernel_table's include_early)
     # attention_flops: the convention its attention FLOPs follow, for the table's column of that name
-    df.attrs.update(notes=notes, memory_operations=len(memory), busy_s=busy, busy_all_s=busy_all,
+    df.attrs.update(notes=notes, memory_operations=len(memory), **timeline, busy_all_s=busy_all,
                     attention_flops=convention if attention else None)
     return df
 
@@ -330,12 +331,24 @@ def _is_number(value) -> bool:
     return type(value) is int or type(value) is float
 
 
-def _busy_per_device(rows: list[dict]) -> float | None:
-    """Each GPU's busy time, summed (one process may drive several GPUs: DataParallel)."""
-    per_device = defaultdict(list)
+def _timeline(rows: list[dict]) -> dict[str, float | None]:
+    """Per GPU, summed over GPUs (one process may drive several: DataParallel): busy_s, the time some kernel
+    ran (the union of kernel intervals, all streams); window_s, from its first kernel's start to its last
+    kernel's end; overlap_s, the time communication kernels (COMMUNICATION) ran beside other kernels. None
+    each when there are no kernels."""
+    if not rows:
+        return dict.fromkeys(("busy_s", "window_s", "overlap_s"))
+    per_device = defaultdict(lambda: ([], []))
     for r in rows:
-        per_device[r["device"]].append((r["_start"], r["_end"]))
-    return sum(_busy_seconds(v) for v in per_device.values()) if rows else None
+        comm = bool(COMMUNICATION.search(r["kernel"]) or COMMUNICATION.search(r["op"] or ""))
+        per_device[r["device"]][comm].append((r["_start"], r["_end"]))
+    busy = window = overlap = 0.0
+    for compute, comms in per_device.values():
+        spans = _union(compute + comms)
+        busy += sum(stop - start for start, stop in spans)
+        window += spans[-1][1] - spans[0][0]
+        overlap += _intersection(_union(compute), _union(comms))
+    return {"busy_s": busy * US, "window_s": window * US, "overlap_s": overlap * US}
 
 
 def _work(op: dict, op_work):
@@ -389,6 +402,30 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool, matri
                 rows[i]["flops_tensor"] = float("nan")
 
 
+# ops of a torch.compile graph (the autograd function and the region that runs its Triton kernels) and a CUDA
+# graph's replay: their kernels carry no op with shapes
+COMPILED = re.compile(r"CompiledFunction|Torch-Compiled|CompiledFxGraph|CUDAGraph|cuda_graph|^triton_", re.IGNORECASE)
+
+
+def _unknown_work(rows: list[dict], shapes: bool) -> None:
+    """Why each launch's FLOPs are missing (contract.UNKNOWN_WORK), for the roofline's time budget."""
+    for row in rows:
+        if not any(math.isnan(row[c]) for c in FLOP_COLUMNS):
+            continue
+        op = row["op"]
+        if row["before_trace"]:
+            why = BEFORE_TRACE
+        elif row.get("op_helper"):
+            why = "op helper"
+        elif COMPILED.search(op or "") or (op is None and COMPILED.search(row["kernel"])):
+            why = "compiled graph"
+        elif op is None:
+            why = "no op"
+        else:
+            why = "no op model" if shapes else "no shapes"
+        row["unknown_work"] = why
+
+
 def _counter_rows(ranges: list[dict], device: dict, process: str | None) -> pd.DataFrame:
     """One launch per cuda_profiler_range event, its args the counters (metric names as ncu's)."""
     rows = []
@@ -424,19 +461,27 @@ def _dim3(value) -> str | None:
     return None
 
 
-def _busy_seconds(intervals: list[tuple[float, float]]) -> float | None:
-    """Seconds in which at least one kernel ran (the union of their intervals, all streams)."""
-    if not intervals:
-        return None
-    total, end = 0.0, None
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Intervals merged where they overlap or touch, in order."""
+    merged: list[list[float]] = []
     for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total += stop - start
-            end = stop
-        elif stop > end:
-            total += stop - end
-            end = stop
-    return total * US
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return [(a, b) for a, b in merged]
+
+
+def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """The length of the intersection of two unions of intervals (each in order, disjoint)."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
 
 
 TRACE = Format("torch.profiler trace", COUNTERS, _find, _read, head=HEAD_BYTES)

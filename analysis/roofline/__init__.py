@@ -460,7 +460,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     rows = []
     floor_s, floor_source = device_floor(roofs, kernels)
     latency_bound = alone = 0
-    for _, k in kernels.iterrows():
+    unjudged: dict = {}  # the index of a row not judged -> why
+    for index, k in kernels.iterrows():
         prec = dominant_precision(k)
         if precision is not None and prec not in (NO_FLOPS, None):
             prec = precision
@@ -482,6 +483,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
             alone += bool(why)
             why = None  # judged against the floor
         if why:
+            unjudged[index] = why
             not_judged.append(f"{row['short_name']}: not judged ({why})")
             reasons.setdefault(why, []).append(row["short_name"])
             row["bytes_kind"] = math.nan
@@ -505,10 +507,10 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                         f"the roofs may be low (clock, incomplete run) or the counters wrong: their % of roof "
                         f"and saving are not given")
     if latency_bound:
-        warnings.append(f"{latency_bound} kernel(s) latency-bound: within {LATENCY_BOUND_FACTOR:g}x of the launch "
-                        f"floor of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
-                        + (f"; {alone} of them placed by the floor alone (their counters cannot place them: the "
-                           f"saving is at most that)" if alone else ""))
+        warnings.append(f"{latency_bound} kernel(s) latency-bound: their roofs allow less than the launch floor "
+                        f"of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
+                        + (f"; {alone} of them placed by the floor alone (within {LATENCY_BOUND_FACTOR:g}x of it; "
+                           f"their counters cannot place them: the saving is at most that)" if alone else ""))
     for why, names in reasons.items():  # one line per reason: a trace can leave hundreds of kernels unjudged
         shown = listed(names, NAMES_SHOWN, sep=", ")
         warnings.append(f"{shown}: not judged ({why})" if len(names) == 1 else
@@ -525,11 +527,16 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     table = table.sort_values("time_saved_s", ascending=False, na_position="last", kind="stable")
     table.attrs["warnings"] = warnings
     table.attrs["not_judged"] = not_judged
+    table.attrs["why_not_judged"] = unjudged
     table.attrs["level"] = level
     table.attrs["floor"] = (floor_s, floor_source)
     table.attrs["gpus"] = gpus
     table.attrs["application"] = application_point(kernels)
     table.attrs["by"] = kernels.attrs.get("by", "kernel")
+    # what analysis.roofline.budget reads: the rows' time in parts, and the profile's timeline
+    table.attrs["time_parts"] = kernels.attrs.get("time_parts")
+    table.attrs["timeline"] = {fact: kernels.attrs.get(fact) for fact in ("early_s", "busy_s", "window_s",
+                                                                           "overlap_s")}
     return table
 
 
@@ -677,16 +684,23 @@ def device_floor(roofs: Roofs, kernels: pd.DataFrame) -> tuple[float, str]:
 
 
 def _against_floor(row: dict, floor_s: float, *, placed: bool) -> bool:
-    """Mark `row` latency-bound when its time is within LATENCY_BOUND_FACTOR of launches x the floor (no kernel
-    launched from the host beats that) and the floor is above its time at the roofs, also when its counters
-    cannot place it (`placed` false: then by the floor alone); its time at the roof, % and saving are then
-    against the floor. Any other kernel is left as the roofs judged it. Return whether it is latency-bound."""
+    """No kernel launched from the host beats launches x the floor: a placed row whose time at the roofs is
+    below that is latency-bound, its time at the roof that floor time and its % and saving against it (of the
+    share of its launches whose work is known: launches x coverage x floor). A row its counters cannot place
+    (`placed` false) is latency-bound by the floor alone when its time is within LATENCY_BOUND_FACTOR of the
+    floor time (its saving is at most that). Any other row is left as the roofs judged it. Return whether the
+    row is latency-bound."""
     time, launches = row["time_s"], row["launches"]
     if pd.isna(time) or time <= 0 or pd.isna(launches) or launches <= 0:
         return False
-    floor_time = launches * floor_s
-    if time > LATENCY_BOUND_FACTOR * floor_time or (placed and row["time_at_roof_s"] > floor_time):
-        return False
+    if placed:
+        time, floor_time = time * row["coverage"], launches * row["coverage"] * floor_s
+        if row["time_at_roof_s"] >= floor_time:
+            return False
+    else:
+        floor_time = launches * floor_s
+        if time > LATENCY_BOUND_FACTOR * floor_time:
+            return False
     row.update(bound=LATENCY, roof=LATENCY, time_at_roof_s=floor_time, pct_of_roof=100.0 * floor_time / time,
                time_saved_s=max(0.0, time - floor_time))
     return True

@@ -20,6 +20,7 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
+from analysis.roofline.budget import json_document, time_budget, unplaced_warning
 from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
 from analysis.roofline.report import render_kernels, render_report
 from common.errors import CeilingsError, cli_entry
@@ -42,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
     p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
     p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report (opens offline)")
+    p.add_argument("--json", metavar="FILE.json", help="the time budget, the application and every kernel, "
+                   "versioned (docs/roofline-json.md; '-': standard output)")
     p.add_argument("--force", action="store_true", help="overwrite existing -o/--report/--csv/--html files")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
                    help=f"label the N kernels that take the most time (default {DEFAULT_TOP})")
@@ -63,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 @cli_entry(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out = check_outputs({"--report": args.report, "--csv": args.csv, "--html": args.html}, pictures={"-o": args.output},
+    out = check_outputs({"--report": args.report, "--csv": args.csv, "--html": args.html, "--json": args.json},
+                        pictures={"-o": args.output},
                         force=args.force, inputs=[*profile_inputs(args), args.roofs])
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
@@ -75,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     foreign = device_warning(roofs, gpus, "every % of roof and time at roof compares these kernels with another "
                              f"GPU's roofs; to project them onto this GPU run `{command} --roofs <roofs of the "
                              f"profiled GPU>`")
-    # the foreign-GPU warning first: it makes every number after it wrong
-    warnings = [w for w in (foreign, unknown_device_warning(roofs, gpus)) if w]
+    warnings = [w for w in (unknown_device_warning(roofs, gpus),) if w]
     warnings += kernels.attrs.get("warnings", [])
     clock = profile_sm_clock(kernels)
     mismatch = clock_warning(roofs, clock)
@@ -95,12 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.append(f"--sweep: {args.roofs} has no intensity sweeps (intensity.*, measured by the intensity "
                         f"benchmarks of python -m ceilings.measure); nothing to overlay")
     table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
-    warnings += table.attrs["warnings"]
+    # the foreign-GPU warning first: it makes every number after it wrong; then what the picture leaves out
+    warnings = [w for w in (foreign, unplaced_warning(time_budget(table))) if w] + warnings + table.attrs["warnings"]
     datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
+    if args.json:
+        out.text(args.json, json_document(table, roofs_label=roofs.label, roofs_source=roofs.provenance,
+                                          profiles=args.profiles, warnings=warnings))
     if args.report:
         out.text(args.report, render_report(roofs, table, profiles=args.profiles, warnings=warnings,
                                             datasheet=datasheet))
@@ -117,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         top=args.top, sweep=args.sweep),
                                           roofs, warnings=warnings))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-    if not (args.csv or args.report or args.output or args.html):
+    if not (args.csv or args.report or args.output or args.html or args.json):
         print(render_kernels(roofs, table))
     return 0
 

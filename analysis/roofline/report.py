@@ -22,6 +22,7 @@ from analysis.roofline import (
     si,
     totals,
 )
+from analysis.roofline.budget import application, budget_lines, headline, time_budget
 from ceilings.lazy import lazy
 
 np = lazy("numpy")
@@ -52,8 +53,8 @@ def roofs_lines(roofs: Roofs, level: str = "dram", floor: tuple[float, str] | No
     clock = f"{roofs.sm_clock_hz / 1e9:.3f} GHz" if roofs.sm_clock_hz else "unknown"
     lines.append(f"SM clock of the roofs: {clock}")
     floor_s, source = floor or roofs.floor
-    lines.append(f"launch floor: {seconds(floor_s)} a kernel ({source}); a kernel within {LATENCY_BOUND_FACTOR:g}x "
-                 f"of it is latency-bound")
+    lines.append(f"launch floor: {seconds(floor_s)} a kernel ({source}); a kernel whose roofs allow less is "
+                 f"latency-bound, as is one without counters within {LATENCY_BOUND_FACTOR:g}x of it")
     return lines
 
 
@@ -94,12 +95,41 @@ def render_kernels(roofs: Roofs, table: pd.DataFrame) -> str:
     cells = [list(KERNEL_HEADER), *kernel_rows(roofs, table)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(KERNEL_HEADER))]
     head = [f"roofs: {roofs.label}: {roofs.provenance}", profile_line(table.attrs.get("gpus", []), roofs), ""]
+    budget = time_budget(table)
+    if len(budget):
+        head += [f"time budget (all {seconds(budget['time_s'].sum())} of kernel time):",
+                 *(f"  {line}" for line in budget_lines(budget)), ""]
     return "\n".join(head + ["  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
                                        for c, w, h in zip(row, widths, KERNEL_HEADER)).rstrip() for row in cells])
 
 
 def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def budget_section(table: pd.DataFrame) -> list[str]:
+    """The report's time budget: every second of kernel time by class and cause, and the timeline."""
+    budget = time_budget(table)
+    if budget.empty:
+        return ["## Time budget", "", "No kernel has a time: the profile lacks kernel durations.", ""]
+    out = ["## Time budget", "",
+           f"All of the profile's kernel time, {seconds(budget['time_s'].sum())}: what the roofline places (compute-, "
+           f"memory-, latency-bound), communication, and what it cannot place, with why.", "",
+           "| class | cause | time | share | what would place it |", "|---|---|---:|---:|---|"]
+    out += [f"| {r['class']} | {_md(r['cause'])} | {seconds(r['time_s'])} | {r['share']:.1%} | {_md(r['remedy'])} |"
+            for _, r in budget.iterrows()]
+    timeline = timeline_line(table)
+    return out + (["", timeline] if timeline else []) + [""]
+
+
+def timeline_line(table: pd.DataFrame) -> str | None:
+    """The GPU's busy, idle and overlapped time in words, where the profile has timestamps (traces)."""
+    app = application(table, time_budget(table))
+    if app["busy_time_s"] is None:
+        return None
+    return (f"Timeline: the GPU was busy {seconds(app['busy_time_s'])} (the union of kernel intervals, per GPU) of "
+            f"a {seconds(app['window_s'])} window from the first kernel to the last (idle "
+            f"{seconds(app['idle_time_s'])}); communication overlapped other kernels for {seconds(app['overlap_s'])}.")
 
 
 def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] = (),
@@ -117,15 +147,19 @@ def render_report(roofs: Roofs, table: pd.DataFrame, *, profiles: Sequence[str] 
     out += [f"- Roofs: {roofs.label}: {roofs.provenance}; from {roofs.origin}",
             f"- Profile: {', '.join(map(str, profiles)) or '-'}; {_md(profiled)}",
             f"- Level: {level}" + (" (each kernel against its slowest measured level)" if level == "all" else ""),
-            "", "## Roofs used", ""]
+            ""]
+    out += budget_section(table)
+    out += ["## Roofs used", ""]
     out += [f"- {line}" for line in roofs_lines(roofs, level, table.attrs.get("floor"))]
     if datasheet is not None:
         out += ["", f"Datasheet ({datasheet.device}), for comparison only: "
                 + "; ".join(f"{r.key} {si(r.value, 'B/s' if r.key in LEVELS else 'FLOP/s')}"
                             for r in (*datasheet.bandwidths, *datasheet.flats))]
     if t["judged"]:
+        whole = headline(table, time_budget(table))
         at_roof = f"{seconds(t['time_at_roof_s'])} (measured: {seconds(t['judged_time_s'])})"
-        saving = f"{seconds(t['time_saved_s'])} ({percent(t['time_saved_s'], t['time_s'])} of total kernel time)"
+        saving = (f"{seconds(t['time_saved_s'])} ({percent(t['time_saved_s'], whole['kernel_time_s'])} of all "
+                  f"kernel time; the time placed on the roofs is {percent(whole['placed_share'], 1)} of it)")
     else:
         at_roof = saving = ("n/a: no kernel has a time (the profile lacks gpu__time_duration.sum; profile with "
                             "python -m analysis.profile or give --nsys)" if pd.isna(t["time_s"]) else
