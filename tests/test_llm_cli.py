@@ -18,6 +18,7 @@ from analysis.llm.__main__ import main
 DATA = Path(__file__).parent / "data" / "llm"
 TINY = str(DATA / "tiny-llama")
 PROFILE = str(DATA / "decode-step.ncu.csv")
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
 BASE = ["--model", TINY, "--roofs", "A100 SXM4 80GB", "--prompt", "100", "--gen", "4"]
 
 
@@ -125,11 +126,24 @@ def test_plot_content():
     ([*BASE, "--step", "5"], "--step 5: give TOKENS:CONTEXT"),
     ([*BASE, "--calibrate", PROFILE, "--calibrate", PROFILE, "--calibrate-batch", "1"],
      "--calibrate-batch: 1 given for 2 --calibrate profiles"),
+    # the hand profile's one step said to be 13: 3 / 13 GEMM kernels a step where tiny-llama's step runs 9
+    ([*BASE, "--calibrate", PROFILE, "--calibrate-steps", "13"],
+     "0.230769 gemm kernels a step where the model runs 9 gemm ops, more than 4x off"),
 ])
 def test_errors_are_one_line(args, needle, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and err.startswith("python -m analysis.llm: error:")
+
+
+@pytest.mark.skipif(not (TRACES / "alexnet_a100_kernels.json.gz").exists(), reason="shared traces absent")
+def test_calibrating_a_llama_on_an_alexnet_trace_exits_2(capsys):
+    """It set Llama-3.1-8B's GEMMs to 88.9 % of the roof and exited 0: now a no, with what was looked for."""
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--calibrate",
+                 str(TRACES / "alexnet_a100_kernels.json.gz")]) == 2
+    out = capsys.readouterr()
+    assert not out.out and out.err.count("\n") == 1
+    assert "not a decode step of this model: no attention kernel" in out.err
 
 
 def test_list_models(capsys):
