@@ -322,6 +322,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     launches["unknown_work"] = launches["unknown_work"].where(
         launches["unknown_work"].notna() | derived["flops"].notna(),
         np.where(launches["source"].eq("nsys"), "times only", "no counters"))
+    if by in UNRECORDED_REMEDY:
+        _refuse_unrecorded(launches, by, [*paths, *nsys])
     if "_key" not in launches:
         launches["_key"] = launches["kernel"]
     launches["_key"] = launches["_key"].fillna(launches["kernel"])
@@ -339,9 +341,6 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     memory = sum(f.attrs.get("memory_operations", 0) for f in frames)
     if memory:
         notes.append(f"{memory} memcpy/memset operation(s) are not kernels: left out of the table")
-    if by == "module" and table["module"].isna().all():
-        notes.append("--by module: the profile records no nn.Module ranges (torch.profiler records them as "
-                     "python_function events with with_stack=True; analysis.torch_profile sets it)")
     out.attrs["gpus"] = _gpus(table, launches)
     conventions = {f.attrs.get("attention_flops") for f in frames} - {None}
     if conventions:  # how causal attention was counted (--flops), in the CSV and JSON beside the numbers
@@ -366,6 +365,26 @@ PART_PREFIX = "part: "  # time_parts' columns while they ride along the kernel t
 # what --by groups launches by: the column that names the group
 GROUPINGS = {"kernel": "kernel", "op": "op", "module": "module", "annotation": "nvtx"}
 GROUP_COLUMNS = ["op", "module", "nvtx"]
+
+
+# how to record what --by module / annotation groups by, for a profile where no launch has it
+UNRECORDED_REMEDY = {
+    "module": "no launch records the nn.Module that ran it; record with torch.profiler's with_stack=True (eager "
+              "modules; with_modules=True names TorchScript ones), as python -m analysis.profile --torch does",
+    "annotation": "no launch ran inside an NVTX or record_function range; mark the steps with NVTX ranges "
+                  "(torch.cuda.nvtx.range_push) and profile with nsys --trace cuda,nvtx or ncu --nvtx, or with "
+                  "torch.profiler.record_function in a torch trace",
+}
+
+
+def _refuse_unrecorded(launches: pd.DataFrame, by: str, paths: Sequence) -> None:
+    """A CeilingsError where no launch has the module or annotation --by groups by: one "(no module)" row of
+    all of the time would say nothing. Where some have it, the others are grouped under "(no ...)"."""
+    column = launches[GROUPINGS[by]]
+    known = column.notna() if by == "module" else column.map(lambda r: isinstance(r, tuple) and len(r) > 0)
+    if not known.any():
+        raise CeilingsError(f"--by {by}: {listed([str(p) for p in paths], GROUPS_LISTED, sep=', ')}: "
+                            f"{UNRECORDED_REMEDY[by]}")
 
 
 def _grouped(table: pd.DataFrame, by: str) -> pd.DataFrame:

@@ -16,9 +16,10 @@ import pandas as pd
 import pytest
 
 from analysis import ncu, roofline
-from analysis.ncu import kernel_table
+from analysis.ncu import kernel_table, read_profile
 from analysis.roofline.__main__ import main as roofline_main
 from common.errors import CeilingsError
+from tests.test_torch_trace import model_events, trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -66,10 +67,24 @@ def _same(a: dict, b: dict, what: str) -> None:
             assert a[col] == pytest.approx(b[col], rel=1e-9, abs=1e-300), f"{what}: {col} {a[col]} != {b[col]}"
 
 
+def _recorded(path: Path, by: str) -> bool:
+    """Whether some launch of the profile, as its reader gives them, has what `--by` groups by."""
+    launches = read_profile(path, ranges=True)
+    if by == "module":
+        return bool(launches["module"].notna().any())
+    if by == "annotation":
+        return any(isinstance(r, tuple) and len(r) > 0 for r in launches["nvtx"])
+    return True
+
+
 def _conserved(path: Path, tmp_path: Path) -> None:
     expected = _sums(kernel_table([path], per_launch=True))
     for by in BYS:
-        _same(_sums(kernel_table([path], by=by)), expected, f"{_name(path)} --by {by}")
+        if _recorded(path, by):
+            _same(_sums(kernel_table([path], by=by)), expected, f"{_name(path)} --by {by}")
+        else:  # a view of one "(no module)" row would say nothing: refused
+            with pytest.raises(CeilingsError, match=f"--by {by}: .*no launch"):
+                kernel_table([path], by=by)
     _same(_sums(kernel_table([path], per_process=True)), expected, f"{_name(path)} --per-process")
     for by in ("kernel", "op"):
         csv, js = tmp_path / f"{by}.csv", tmp_path / f"{by}.json"
@@ -78,9 +93,9 @@ def _conserved(path: Path, tmp_path: Path) -> None:
         _same(_sums(pd.DataFrame(json.loads(js.read_text()))), expected, f"{_name(path)} --by {by} JSON")
     # the roofline keeps every row, judged or not, with the kernel table's time and FLOPs: as a table and CSV
     judged = roofline.roofline_table(roofline.target_roofs("H100 SXM"), kernel_table([path], by="op"))
-    written = tmp_path / "roofline.csv"
-    assert roofline_main(["--roofs", "H100 SXM", str(path), "--by", "module", "--csv", str(written)]) == 0
-    for table, what in ((judged, "roofline --by op"), (pd.read_csv(written), "roofline --by module CSV")):
+    written, by = tmp_path / "roofline.csv", "module" if _recorded(path, "module") else "kernel"
+    assert roofline_main(["--roofs", "H100 SXM", str(path), "--by", by, "--csv", str(written)]) == 0
+    for table, what in ((judged, "roofline --by op"), (pd.read_csv(written), f"roofline --by {by} CSV")):
         assert int(table["launches"].sum()) == expected["launches"], what
         for col in ("time_s", "flops"):
             got = float(table[col].sum(min_count=1))
@@ -111,6 +126,14 @@ def _readable_own() -> list[Path]:
 
 @pytest.mark.parametrize("path", _readable_own(), ids=_name)
 def test_every_view_of_a_test_profile_holds_the_same_totals(path, tmp_path):
+    _conserved(path, tmp_path)
+
+
+def test_every_view_of_a_traced_model_holds_the_same_totals(tmp_path):
+    """A torch trace whose launches ran in an nn.Module and a record_function range (some of them): its module
+    and annotation views are drawn, the launches outside under "(no module)" / "(no annotation)"."""
+    path = trace(tmp_path / "step.json.gz", model_events())
+    assert _recorded(path, "module") and _recorded(path, "annotation")
     _conserved(path, tmp_path)
 
 

@@ -423,8 +423,9 @@ def test_the_report_of_a_real_trace_holds_every_kernel_to_the_floor():
 # --- analysis.llm: --floors takes the GPU's measured floor ---------------------------------------------------------
 
 def test_llm_floors_take_the_roofs_files_launch_floor(tmp_path, capsys):
-    """tiny-llama's decode step is 27 kernels (tests/test_llm_cli.py): --floors adds 27 x the floor, here the
-    roofs file's launch.stream (5 us, the better of 5 and 6 us) beside a datasheet GPU's default 3 us."""
+    """tiny-llama's decode step is 27 kernels (tests/test_llm_cli.py): the floors (on unless --no-floors) add
+    27 x the floor, here the roofs file's launch.stream (5 us, the better of 5 and 6 us) beside a datasheet GPU's
+    default 3 us; the JSON says which floor each GPU's times include."""
     from analysis.llm.__main__ import main
     from ceilings.roofs import save_roofs
 
@@ -437,9 +438,11 @@ def test_llm_floors_take_the_roofs_files_launch_floor(tmp_path, capsys):
 
     def first_steps(*extra):
         assert main([*base, *extra]) == 0
-        return [g["decode"]["first_step_time_s"] for g in json.loads(capsys.readouterr().out)["gpus"]]
+        gpus = json.loads(capsys.readouterr().out)["gpus"]
+        assert [g["launch_floor_s"] for g in gpus] == ([None, None] if extra else [5e-6, 3e-6])
+        return [g["decode"]["first_step_time_s"] for g in gpus]
 
-    (measured, datasheet), (measured_floors, datasheet_floors) = first_steps(), first_steps("--floors")
+    (measured, datasheet), (measured_floors, datasheet_floors) = first_steps("--no-floors"), first_steps()
     assert measured_floors - measured == pytest.approx(27 * 5e-6)
     assert datasheet_floors - datasheet == pytest.approx(27 * 3e-6)
 

@@ -122,10 +122,12 @@ def test_floor_is_the_smallest_kernel_and_efficiency_the_rest(tiny):
 
 
 def test_a_profile_of_several_steps_is_divided_by_them(tiny):
+    """The hand profile twice over, given as 2 steps: a step holds the hand profile's kernels and times."""
     a100 = gpu_of("A100 SXM4 80GB")
-    cal = calibrate([hand_profile(tiny, a100.roofs, steps=2)], "decode", a100.label)
-    rows = cal.table.set_index("op_class")
-    assert rows.loc["gemm", "kernels"] == 1.5 and rows.loc["gemm", "measured_s"] == pytest.approx(2000e-9)
+    kernels = kernel_table([PROFILE])
+    twice = Profile(pd.concat([kernels, kernels], ignore_index=True), predicted(tiny, a100.roofs), steps=2)
+    rows = calibrate([twice], "decode", a100.label).table.set_index("op_class")
+    assert rows.loc["gemm", "kernels"] == KERNELS["gemm"] and rows.loc["gemm", "measured_s"] == pytest.approx(4000e-9)
 
 
 def test_the_calibration_reproduces_the_profile_and_projects_onto_another_gpu(tiny):
@@ -255,18 +257,18 @@ def test_two_profiles_fit_floor_and_efficiency_of_each_class(small):
 
 def test_classes_the_profile_lacks_or_cannot_time_stay_at_the_roof(tiny):
     a100 = gpu_of("A100 SXM4 80GB")
-    kernels = pd.DataFrame({"kernel": ["ampere_bf16_s16816gemm_bf16_64x64_tn", "rms_norm_kernel", "rms_norm_kernel2"],
-                            "time_s": [4e-6, 3e-7, float("nan")]})
+    kernels = pd.DataFrame({"kernel": [NAMES["gemm"]] * 3 + [NAMES["attention"], "rms_norm_kernel", "rms_norm_kernel2"],
+                            "time_s": [4e-6] * 3 + [8e-7, 3e-7, float("nan")]})
     cal = calibrate([Profile(kernels, predicted(tiny, a100.roofs))], "decode", a100.label)
     rows = cal.table.set_index("op_class")
-    assert set(cal.costs) == {"gemm"}
-    assert rows.loc["attention", "note"] == "the profile has no kernel of this class: stays at the roof"
+    assert set(cal.costs) == {"gemm", "attention"}
+    assert rows.loc["elementwise", "note"] == "the profile has no kernel of this class: stays at the roof"
     assert rows.loc["norm", "note"] == "1 of its kernels have no time: stays at the roof"
 
 
 def test_a_class_measured_faster_than_its_roof_is_held_at_the_roof(tiny):
     a100 = gpu_of("A100 SXM4 80GB")
-    kernels = pd.DataFrame({"kernel": ["ampere_bf16_s16816gemm_bf16_64x64_tn"], "time_s": [1e-6]})
+    kernels = pd.DataFrame({"kernel": [NAMES["gemm"]] * 3 + [NAMES["attention"]], "time_s": [1e-6 / 3] * 3 + [8e-7]})
     cal = calibrate([Profile(kernels, predicted(tiny, a100.roofs))], "decode", a100.label)
     assert AT_ROOF["gemm"] > 1e-6
     assert (cal.costs["gemm"].floor_s, cal.costs["gemm"].efficiency) == (0.0, 1.0)
@@ -276,8 +278,9 @@ def test_a_class_measured_faster_than_its_roof_is_held_at_the_roof(tiny):
 def test_efficiencies_under_one_percent_are_named(tiny):
     """A 1 ms GEMM where tiny-llama's 9 GEMMs need 1.4 us at the roofs: 0.14 % after a 200 ns floor."""
     a100 = gpu_of("A100 SXM4 80GB")
-    kernels = pd.DataFrame({"kernel": ["ampere_bf16_s16816gemm_bf16_64x64_tn"] * 9 + ["vectorized_elementwise"],
-                            "time_s": [1e-3 / 9] * 9 + [200e-9]})
+    kernels = pd.DataFrame({"kernel": ["ampere_bf16_s16816gemm_bf16_64x64_tn"] * 9 + ["vectorized_elementwise",
+                                                                                     NAMES["attention"]],
+                            "time_s": [1e-3 / 9] * 9 + [200e-9, 800e-9]})
     cal = calibrate([Profile(kernels, predicted(tiny, a100.roofs))], "decode", a100.label)
     assert any(w.startswith("gemm: efficiency 0.14%") and "under 1%" in w for w in cal.warnings)
 
@@ -291,13 +294,46 @@ def test_a_training_trace_is_refused(tiny):
         calibrate([Profile(kernels, predicted(tiny, a100.roofs), label="rank0")], "decode", a100.label)
 
 
+def test_a_profile_without_attention_or_with_far_too_many_gemms_is_refused(small):
+    """SMALL's step is one kernel an op: 5 GEMMs and 1 attention. Without its attention kernel it is not the
+    model's step; 5 steps given as one are 25 GEMM kernels where it runs 5 (5x, past 4x): refused, naming
+    --calibrate-steps; given as 5 steps they calibrate to what one step does."""
+    one = small_profile(small, 1, 3e-6)
+    kernels = one.kernels
+    no_attention = kernels[~kernels["kernel"].str.startswith(NAMES["attention"])]
+    assert len(no_attention) == len(kernels) - 1
+    with pytest.raises(CeilingsError, match=r"--calibrate batch 1: not a decode step of this model: no attention "
+                                            r"kernel \(names matching flash\|.*\) where the model runs 1 attention"):
+        calibrate([Profile(no_attention, one.predicted, label="batch 1")], "decode", HAND.label)
+    five = pd.concat([kernels] * 5, ignore_index=True)
+    with pytest.raises(CeilingsError, match=r"25 gemm kernels a step where the model runs 5 gemm ops, more than 4x "
+                                            r"off \(found a step: elementwise 30, gemm 25, norm 15, attention 5 "
+                                            r"kernels\).*--calibrate-steps N"):
+        calibrate([Profile(five, one.predicted)], "decode", HAND.label)
+    as_five = calibrate([Profile(five, one.predicted, steps=5)], "decode", HAND.label).table
+    pd.testing.assert_frame_equal(as_five, calibrate([one], "decode", HAND.label).table)
+
+
 @pytest.mark.skipif(not (TRACES / "alexnet_a100_kernels.json.gz").exists(), reason="shared traces absent")
-def test_a_non_llm_trace_is_a_loud_mismatch(tiny):
-    """AlexNet's 79 kernels hold no attention, no norm: the model's classes stay at the roof and the kernel
-    counts that are off are named."""
+@pytest.mark.parametrize("model", ["tiny", "Llama-3.1-8B"])
+def test_a_non_llm_trace_is_refused(model, tiny):
+    """AlexNet's kernels (79 in the trace's kernel events, 20 of them GEMMs by name, no attention) are no LLM's
+    decode step: for tiny-llama it lacks attention; for Llama-3.1-8B also its 20 GEMMs are 6.45x under 129."""
     a100 = gpu_of("A100 SXM4 80GB")
     kernels = read_kernels([str(TRACES / "alexnet_a100_kernels.json.gz")])
-    cal = calibrate([Profile(kernels, predicted(tiny, a100.roofs))], "decode", a100.label)
-    rows = cal.table.set_index("op_class")
-    assert not rows.loc["attention", "applied"] and not rows.loc["norm", "applied"]
-    assert any("more than 2x off" in w for w in cal.warnings)
+    llm = tiny if model == "tiny" else load_model(model)[0]
+    said = r"no attention kernel .* where the model runs (2|32) attention ops a step"
+    if model != "tiny":
+        said += r"; 20 gemm kernels a step where the model runs 129 gemm ops, more than 4x off"
+    with pytest.raises(CeilingsError, match=said):
+        calibrate([Profile(kernels, predicted(llm, a100.roofs, Setup(prompt=2048)))], "decode", a100.label)
+
+
+@pytest.mark.skipif(not (TRACES / "triton_a100.json.gz").exists(), reason="shared traces absent")
+def test_a_single_triton_kernel_is_refused(tiny):
+    """The Triton sample is one elementwise kernel: no GEMM and no attention, so no floor of 188 ns either."""
+    a100 = gpu_of("A100 SXM4 80GB")
+    kernels = read_kernels([str(TRACES / "triton_a100.json.gz")])
+    with pytest.raises(CeilingsError, match=r"no gemm kernel .* where the model runs 9 gemm ops a step; no attention "
+                                            r"kernel .*found a step: elementwise 1 kernels"):
+        calibrate([Profile(kernels, predicted(tiny, a100.roofs))], "decode", a100.label)

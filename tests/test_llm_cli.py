@@ -18,6 +18,7 @@ from analysis.llm.__main__ import main
 DATA = Path(__file__).parent / "data" / "llm"
 TINY = str(DATA / "tiny-llama")
 PROFILE = str(DATA / "decode-step.ncu.csv")
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
 BASE = ["--model", TINY, "--roofs", "A100 SXM4 80GB", "--prompt", "100", "--gen", "4"]
 
 
@@ -28,7 +29,7 @@ def run_json(capsys, *args):
 
 
 def test_json_has_the_fields_per_gpu(capsys):
-    doc, err = run_json(capsys, "--roofs", "H100 SXM", "--price", "h100 sxm=3.6")
+    doc, err = run_json(capsys, "--roofs", "H100 SXM", "--price", "h100 sxm=3.6", "--no-floors")
     a100, h100 = doc["gpus"]
     assert a100["gpu"] == "NVIDIA A100 SXM4 80GB (CC 8.0)" and not a100["measured_roofs"]
     assert a100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9)
@@ -42,6 +43,7 @@ def test_json_has_the_fields_per_gpu(capsys):
     assert len(decode_ops) == 15 and {o["op"] for o in decode_ops} >= {"qkv_proj", "attention", "lm_head"}
     assert sum(o["bytes"] for o in decode_ops) == 3_018_960
     assert doc["setup"]["gemm_roof"] == "tensor.bf16" and doc["model"]["kv_heads"] == 2
+    assert doc["setup"]["latency_floors"] is False and a100["launch_floor_s"] is None
     assert "datasheet figures" in err  # the roofs are not measured: said on stderr and in the JSON
     assert any("not measured here" in w for w in doc["warnings"])
 
@@ -125,11 +127,24 @@ def test_plot_content():
     ([*BASE, "--step", "5"], "--step 5: give TOKENS:CONTEXT"),
     ([*BASE, "--calibrate", PROFILE, "--calibrate", PROFILE, "--calibrate-batch", "1"],
      "--calibrate-batch: 1 given for 2 --calibrate profiles"),
+    # the hand profile's one step said to be 13: 3 / 13 GEMM kernels a step where tiny-llama's step runs 9
+    ([*BASE, "--calibrate", PROFILE, "--calibrate-steps", "13"],
+     "0.230769 gemm kernels a step where the model runs 9 gemm ops, more than 4x off"),
 ])
 def test_errors_are_one_line(args, needle, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and err.startswith("python -m analysis.llm: error:")
+
+
+@pytest.mark.skipif(not (TRACES / "alexnet_a100_kernels.json.gz").exists(), reason="shared traces absent")
+def test_calibrating_a_llama_on_an_alexnet_trace_exits_2(capsys):
+    """It set Llama-3.1-8B's GEMMs to 88.9 % of the roof and exited 0: now a no, with what was looked for."""
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--calibrate",
+                 str(TRACES / "alexnet_a100_kernels.json.gz")]) == 2
+    out = capsys.readouterr()
+    assert not out.out and out.err.count("\n") == 1
+    assert "not a decode step of this model: no attention kernel" in out.err
 
 
 def test_list_models(capsys):
@@ -151,20 +166,31 @@ def test_runs_as_a_module_without_importing_matplotlib():
     assert "output tokens a sequence, the first from the prefill" in " ".join(help_out.stdout.split())
 
 
-def test_floors_add_three_microseconds_a_kernel(capsys):
-    """tiny-llama's decode step is 27 kernels (12 a layer x 2, the embedding, the final norm, the LM head):
-    --floors adds 27 x 3 us to its 3,018,960 B at 2,039 GB/s."""
-    doc, _ = run_json(capsys, "--floors")
-    (a100,) = doc["gpus"]
-    assert sum(o["count"] for o in a100["ops"] if o["phase"] == "decode") == 27
-    assert all(o["floor_s"] == 3e-6 for o in a100["ops"])
-    assert a100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9 + 27 * 3e-6)
+def test_floors_add_three_microseconds_a_kernel_unless_dropped(capsys):
+    """tiny-llama's decode step is 27 kernels (12 a layer x 2, the embedding, the final norm, the LM head): by
+    default (and with --floors) 27 x 3 us are added to its 3,018,960 B at 2,039 GB/s; --no-floors drops them.
+    The table, the JSON and the page say which."""
+    for args in ((), ("--floors",)):
+        doc, _ = run_json(capsys, *args)
+        (a100,) = doc["gpus"]
+        assert sum(o["count"] for o in a100["ops"] if o["phase"] == "decode") == 27
+        assert all(o["floor_s"] == 3e-6 for o in a100["ops"])
+        assert a100["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9 + 27 * 3e-6)
+        assert doc["setup"]["latency_floors"] is True and a100["launch_floor_s"] == 3e-6
+    doc, _ = run_json(capsys, "--no-floors")
+    assert doc["gpus"][0]["decode"]["first_step_time_s"] == pytest.approx(3_018_960 / 2039e9)
+    assert main(BASE) == 0
+    assert "latency floor 3 µs a kernel (the default)" in capsys.readouterr().out
+    assert main([*BASE, "--no-floors"]) == 0
+    assert "no latency floor a kernel (--no-floors): times at the roofs" in capsys.readouterr().out
+    assert main([*BASE, "--html", "-"]) == 0
+    assert "latency floor 3 µs a kernel" in capsys.readouterr().out
 
 
 def test_steps_and_the_crossover_flag_are_in_the_json(capsys):
     """--step 1:100 is the decode step at context 100; Llama-3.1-8B's GEMMs cross over at batch 326 on the H100,
     beyond the 197 sequences that fit (test_llm_place), and at 161 on the A100, within its 198."""
-    doc, _ = run_json(capsys, "--step", "1:100")
+    doc, _ = run_json(capsys, "--step", "1:100", "--no-floors")
     assert doc["steps"][0]["time_s"] == pytest.approx(3_018_960 / 2039e9)
     assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--roofs", "A100 SXM4 80GB", "--json", "-"]) == 0
     out = capsys.readouterr()

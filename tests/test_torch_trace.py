@@ -112,6 +112,25 @@ def test_by_op_module_and_annotation(tmp_path):
     assert ops.attrs["by"] == "op" and ops.attrs["busy_s"] == pytest.approx(37e-6)
 
 
+def test_a_view_no_launch_records_is_refused_with_how_to_record_it(tmp_path, capsys):
+    """Without the Python tracer's module ranges nor any record_function range, --by module and --by annotation
+    have nothing to group by: exit 2 naming the file and how to record them, in the table, roofline and whatif
+    (not one "(no module)" point of all of the time)."""
+    from analysis import whatif
+    from analysis.roofline.__main__ import main as roofline_main
+
+    bare = [e for e in model_events() if e["cat"] not in ("python_function", "user_annotation")]
+    f = trace(tmp_path / "bare.json.gz", bare)
+    remedy = {"module": "with_stack=True", "annotation": "nsys --trace cuda,nvtx"}
+    for by, said in remedy.items():
+        for command, args in ((main, []), (roofline_main, ["--roofs", "A100 SXM4 80GB", "-o", str(tmp_path / "r.png")]),
+                              (whatif.main, ["--on", "H100 SXM"])):
+            assert command([str(f), "--by", by, *args]) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0 and f"--by {by}: {f}: no launch" in err and said in err, err
+    assert not (tmp_path / "r.png").exists()
+
+
 def test_overlapping_kernels_count_once_in_the_busy_time(tmp_path):
     events = [x("kernel", "a", 0, 10, pid=0, tid=7, correlation=1),
               x("kernel", "b", 5, 10, pid=0, tid=8, correlation=2),

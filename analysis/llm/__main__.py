@@ -62,8 +62,9 @@ def _parser() -> argparse.ArgumentParser:
         "op, placed on measured roofs or datasheet figures: latency, tokens/s, memory fit, the batch where decode "
         "turns compute-bound and the cost of a token, several GPUs side by side; --calibrate applies the "
         "efficiencies a real profile measured.",
-        epilog="Times are at the roofs (the least the work needs on that GPU) unless --floors adds a latency "
-        "floor a kernel or --calibrate fitted a floor and an efficiency per op class. Conventions (vLLM's "
+        epilog="Times are the roofs' (the least the work needs on that GPU) plus a latency floor a kernel (the "
+        "roofs file's launch.stream, else the default; --no-floors: at the roofs alone), or, for the classes "
+        "--calibrate fitted, a floor and an efficiency per op class. Conventions (vLLM's "
         "benchmark): --gen G output tokens a sequence, the first from the prefill (TTFT), then G - 1 decode "
         "steps; 'per token' is the mean decode step (ITL); tokens/s is the batch over that mean; $/M tokens is "
         "the whole request (prefill + decode steps) on all --tp GPUs over the batch x G tokens produced. "
@@ -84,10 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION, metavar="F",
                    help=f"share of the GPU's memory the server takes, as vLLM's gpu_memory_utilization (default "
                         f"{DEFAULT_MEMORY_FRACTION})")
-    p.add_argument("--floors", action="store_true",
-                   help=f"add a latency floor to every kernel of a class no profile calibrated: the roofs file's "
+    p.add_argument("--floors", action=argparse.BooleanOptionalAction, default=True,
+                   help=f"a latency floor on every kernel of a class no profile calibrated: the roofs file's "
                         f"launch.stream ceiling, else {DEFAULT_LAUNCH_FLOOR_S * 1e6:g} us (docs/llm.md gives its "
-                        f"source)")
+                        f"source); on by default, --no-floors gives the times at the roofs alone")
     p.add_argument("--weights", choices=WEIGHT_DTYPES,
                    help="weight type of the decoder layers' matrices (default: --activations)")
     p.add_argument("--activations", choices=ACTIVATION_DTYPES, default="bf16", help="default bf16")
@@ -299,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _write(out: Outputs, args, model, setup, results, calibration, sweep, stepped, warnings) -> None:
     if args.json:
-        doc = to_json(model, setup, results, calibration, sweep, warnings, stepped)
+        doc = to_json(model, setup, results, calibration, sweep, warnings, stepped, floors=args.floors)
         out.text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     if args.output:
         from analysis.llm.plot import ops_figure
@@ -312,10 +313,10 @@ def _write(out: Outputs, args, model, setup, results, calibration, sweep, steppe
     if args.html:
         from analysis.llm.html import llm_page
 
-        out.text(args.html, llm_page(model, results, sweep, warnings=warnings))
+        out.text(args.html, llm_page(model, results, sweep, warnings=warnings, floors=args.floors))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if STDOUT not in (args.json, args.html):
-        print(render_text(model, setup, results, calibration, sweep, stepped), end="")
+        print(render_text(model, setup, results, calibration, sweep, stepped, floors=args.floors), end="")
 
 
 if __name__ == "__main__":

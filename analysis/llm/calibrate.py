@@ -11,7 +11,9 @@ the floor is the smallest kernel's time (a kernel that is all latency), lowered 
 less; from two or more profiles at different batches or contexts both are fitted by least squares. Floors are
 never negative and efficiencies never above 1, so a prediction is never below the roof. A class the profile
 lacks, or whose kernels are not all timed, stays at the roof, and says so. Kernel counts far from the ops the
-model expects, or efficiencies under 1 %, are warnings naming the mismatch; a training trace is refused.
+model expects, or efficiencies under 1 %, are warnings naming the mismatch. Refused: a training trace, and a
+profile that is not a step of this model (no GEMM or no attention kernel where every layer runs both, or GEMM
+kernels a step more than REFUSED_OFF times off the model's GEMM ops).
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ CALIBRATION_COLUMNS = ("op_class", "kernels", "expected", "measured_s", "at_roof
 # kernels that only training runs: backward passes, gradients, optimizer steps
 TRAINING = r"backward|bwd|grad|adam|adagrad|sgd|optimizer|multi_tensor_apply"
 MISMATCH = 2.0  # kernels per step against the ops expected: more than this many times off is a warning
+# GEMM kernels a step against the model's GEMM ops: more than this many times off is not this model's step. Real
+# engines stay inside it: unfused q, k, v and gate, up projections (7 GEMMs a layer where the model counts 4)
+# with a split-K reduction kernel each is 3.5x; a profile of N steps without --calibrate-steps N is N x.
+REFUSED_OFF = 4.0
+REQUIRED = ("gemm", "attention")  # classes every layer of the model runs: a step of it holds kernels of both
 LOW_EFFICIENCY = 0.01
 
 
@@ -107,9 +114,30 @@ def _fit(points: Sequence[tuple[float, float, float]], smallest: float) -> tuple
     return floor, (min(1.0, float(w.sum()) / rest) if rest > 0 else 1.0)
 
 
+def _refuse_another_step(profile: Profile, classed: pd.DataFrame, phase: str) -> None:
+    """A CeilingsError naming what was looked for and found where the profile is not a `phase` step of the
+    model: a REQUIRED class without a kernel, or GEMM kernels a step more than REFUSED_OFF times off its GEMM
+    ops. Its floors and efficiencies would be another program's (an AlexNet trace set a Llama's GEMMs to 89 %)."""
+    found = classed.groupby("op_class")["launches"].sum() / profile.steps
+    expected = profile.predicted.groupby("op_class")["count"].sum()
+    why = [f"no {cls} kernel (names matching {'|'.join(pattern for c, pattern in KERNEL_CLASSES if c == cls)}) "
+           f"where the model runs {expected[cls]:g} {cls} ops a step"
+           for cls in REQUIRED if expected.get(cls, 0) and not found.get(cls, 0)]
+    gemms, ops = found.get("gemm", 0), expected.get("gemm", 0)
+    if gemms and ops and not 1 / REFUSED_OFF <= gemms / ops <= REFUSED_OFF:
+        why.append(f"{gemms:g} gemm kernels a step where the model runs {ops:g} gemm ops, more than "
+                   f"{REFUSED_OFF:g}x off")
+    if why:
+        held = ", ".join(f"{cls} {n:g}" for cls, n in found.sort_values(ascending=False).items())
+        raise CeilingsError(f"--calibrate{' ' + profile.label if profile.label else ''}: not a {phase} step of this "
+                            f"model: {'; '.join(why)} (found a step: {held or 'no'} kernels); give a profile of "
+                            f"one {phase} step of this model and setup (scripts/apps/decode_step.py is a decode step "
+                            f"to profile), with --calibrate-steps N if it holds N steps")
+
+
 def calibrate(profiles: Sequence[Profile], phase: str, gpu: str) -> Calibration:
     """Fit each class's floor and efficiency from profiles of `phase` (one, or several at different batches or
-    contexts); CeilingsError for a training trace."""
+    contexts); CeilingsError for a training trace or a profile of another program (_refuse_another_step)."""
     classed = [_classed(p.kernels) for p in profiles]
     for p, k in zip(profiles, classed):
         training = k[k["kernel"].astype(str).str.contains(TRAINING, case=False, regex=True)]
@@ -117,6 +145,7 @@ def calibrate(profiles: Sequence[Profile], phase: str, gpu: str) -> Calibration:
             raise CeilingsError(f"--calibrate {p.label}: a training trace ({len(training)} kernel(s) of backward "
                                 f"passes or optimizer steps, e.g. {str(training['kernel'].iloc[0])[:60]}); "
                                 f"give a profile of an inference {phase} step")
+        _refuse_another_step(p, k, phase)
     timed = pd.concat(classed)
     per_launch = (timed["time_s"] / timed["launches"]).dropna()
     smallest = float(per_launch[per_launch > 0].min()) if (per_launch > 0).any() else 0.0

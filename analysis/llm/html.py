@@ -18,13 +18,15 @@ from analysis.llm.plot import (
     not_on_plot,
     ops_view,
 )
+from analysis.llm.report import floor_text
 from analysis.roofline import seconds, si
 from common.html import chart_section, count_text, frame_table, notes_section, page, table_section
 
 SWEEP_MARGIN = 1.5  # the batch sweep's axis reaches this factor beyond its smallest and largest batch
 
 
-def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: Sequence[str] = ()) -> str:
+def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: Sequence[str] = (),
+             floors: bool = True) -> str:
     """analysis.llm --html: per GPU the model's prefill and decode ops on its roofs (as analysis.llm.plot
     draws them: op class by colour, which the legend filters, phase by shape), every op in a table; the batch
     sweep of the decode step (each GPU a line, hollow where weights and KV cache do not fit, dashed where the
@@ -60,7 +62,7 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
         st = r.setup
         sections.append(chart_section(
             f"ops-{i}", f"{model.name} on {r.gpu.label}: prefill of {st.prompt} tokens, decode step at context "
-            f"{st.prompt}, batch {st.batch}", subtitle=[f"roofs: {r.gpu.roofs.provenance}"],
+            f"{st.prompt}, batch {st.batch}", subtitle=[f"roofs: {r.gpu.roofs.provenance}", floor_text(r, floors)],
             warning=not r.gpu.roofs.measured, x_range=x_range, y_range=y_range,
             xlabel="Arithmetic intensity (FLOP/byte, DRAM)", ylabel="Performance (FLOP/s)", y_unit="FLOP/s",
             lines=chart_lines(lines), ridges=chart_ridges(ridges), marks=marks, legend=legend,

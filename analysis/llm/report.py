@@ -102,12 +102,23 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"applied to the {cal.phase} ops of every GPU", table(header, rows)]
 
 
+def floor_text(result: Result, floors: bool) -> str:
+    """What latency floor a kernel the GPU's times include (analysis.llm's --floors / --no-floors)."""
+    if not floors:
+        return "no latency floor a kernel (--no-floors): times at the roofs"
+    measured = "its launch.stream" if result.gpu.roofs.launch_floor is not None else "the default"
+    return (f"latency floor {seconds(result.gpu.roofs.floor[0])} a kernel ({measured}) of each class no profile "
+            f"calibrated (--no-floors drops it)")
+
+
 def render_text(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
-                sweep: pd.DataFrame | None = None, steps: pd.DataFrame | None = None) -> str:
+                sweep: pd.DataFrame | None = None, steps: pd.DataFrame | None = None, *, floors: bool = True) -> str:
     """Model and setup, the GPUs side by side, the calibration, the batch sweep, then each GPU's ops."""
     out = model_lines(model, setup) + [""]
-    out += [f"{r.gpu.label}: roofs {r.gpu.roofs.provenance}; memory {r.gpu.memory_source}" for r in results]
-    out += ["", "times at the roofs (* with a latency floor a kernel or a fitted efficiency); per token: the mean "
+    out += [f"{r.gpu.label}: roofs {r.gpu.roofs.provenance}; memory {r.gpu.memory_source}; {floor_text(r, floors)}"
+            for r in results]
+    out += ["", "times with the floors said above (*: above the roof, by a latency floor a kernel or a fitted "
+            "efficiency); per token: the mean "
             f"decode step; tokens/s of the batch; TTFT = the prefill; weights + the KV cache at "
             f"{setup.prompt + setup.gen} tokens a sequence against the usable memory (--memory-fraction of what the "
             f"GPU shows, less workspace and a prompt's activations); GEMMs compute-bound from batch: where decode's "
@@ -135,8 +146,8 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
 
 
 def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
-            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = (), steps: pd.DataFrame | None = None
-            ) -> dict:
+            sweep: pd.DataFrame | None = None, warnings: Sequence[str] = (), steps: pd.DataFrame | None = None,
+            *, floors: bool = True) -> dict:
     """Everything in base units (s, B, FLOP); per GPU the prefill, decode, memory, cost and per-op rows."""
     gpus = []
     for r in results:
@@ -144,7 +155,7 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
         ops = pd.concat([r.prefill, r.decode], ignore_index=True)
         gpus.append({
             "gpu": r.gpu.label, "roofs": r.gpu.spec, "roofs_source": r.gpu.roofs.provenance,
-            "measured_roofs": r.gpu.roofs.measured,
+            "measured_roofs": r.gpu.roofs.measured, "launch_floor_s": r.gpu.roofs.floor[0] if floors else None,
             "prefill": {"tokens": setup.batch * setup.prompt, "flops": float(r.prefill["flops"].sum()),
                         "bytes": float(r.prefill["bytes"].sum()), "time_s": _num(r.ttft_s)},
             "decode": {"steps": len(setup.decode_contexts), "first_step_time_s": _num(r.first_step_s),
@@ -169,7 +180,7 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
         "setup": {"batch": setup.batch, "prompt": setup.prompt, "gen": setup.gen, "weights": setup.weights,
                   "activations": setup.activations, "kv_cache": setup.kv_cache, "attention": setup.attention,
                   "group_size": setup.group_size if setup.weights == "int4" else None, "tp": setup.tp,
-                  "gemm_roof": f"tensor.{setup.gemm_type}", "cuda_core_roof": CUDA_CORE},
+                  "gemm_roof": f"tensor.{setup.gemm_type}", "cuda_core_roof": CUDA_CORE, "latency_floors": floors},
         "gpus": gpus,
         "calibration": None if calibration is None else {
             "phase": calibration.phase, "gpu": calibration.gpu,
