@@ -35,6 +35,12 @@ FACTS = ("unit", "peak_key", "kind")
 # Gop/s, latencies (launches, loads) in us.
 DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s"), "op/s": (1e9, "Gop/s"), "s": (1e-6, "us")}
 PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
+# the share of a bar panel's height above its tallest bar, for the bar's value written upwards (5 characters)
+LABEL_ROOM = 0.15
+BAR_GROUP = 0.8  # of the room between two ceilings, the share their bars take
+# a bar panel's width (inches): at least PANEL_WIDTH, and BAR_INCHES a bar (its value, written upwards in
+# x-small type at 120 dpi, is 0.1 in thick) plus PANEL_MARGIN for the y axis
+PANEL_WIDTH, BAR_INCHES, PANEL_MARGIN = 6.5, 0.15, 1.2
 # Drawn only when some file has such a ceiling (schema 1.4), so older files draw as before.
 EXTRA_PANELS = (("op/s", "Special functions (MUFU)"), ("s", "Latency floors (lower is better)"))
 
@@ -128,7 +134,7 @@ def plot_compare(ax, table: pd.DataFrame, unit: str) -> None:
     rows = table[table["unit"] == unit]
     scale, label = DISPLAY[unit]
     columns = value_columns(table)
-    width = 0.8 / max(len(columns), 1)
+    width = BAR_GROUP / max(len(columns), 1)
     x = range(len(rows))
     for i, col in enumerate(columns):
         bars = ax.bar([xi + (i - (len(columns) - 1) / 2) * width for xi in x], rows[col] / scale, width,
@@ -139,8 +145,11 @@ def plot_compare(ax, table: pd.DataFrame, unit: str) -> None:
     ax.set_yscale("log")
     values = rows[columns].to_numpy(dtype=float) / scale
     if (values > 0).any():
-        # log bars start at the axis bottom: put it a decade under the smallest bar so heights compare
-        ax.set_ylim(bottom=float(values[values > 0].min()) / 10, top=float(values[values > 0].max()) * 3)
+        # log bars start at the axis bottom: put it a decade under the smallest bar so heights compare; above
+        # the tallest, room for its value: LABEL_ROOM of the axis, at least a factor 3
+        bottom, tallest = float(values[values > 0].min()) / 10, float(values[values > 0].max())
+        room = max(math.log10(3), LABEL_ROOM / (1 - LABEL_ROOM) * math.log10(tallest / bottom))
+        ax.set_ylim(bottom=bottom, top=tallest * 10 ** room)
     ax.set_ylabel(label)
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))
 
@@ -226,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from matplotlib.figure import Figure
 
     shown = panels(table)
-    fig = Figure(figsize=(6.5 * len(shown), 7), layout="constrained")
+    bars = max((table["unit"] == unit).sum() for unit, _ in shown) * len(value_columns(table)) / BAR_GROUP
+    fig = Figure(figsize=(max(PANEL_WIDTH, PANEL_MARGIN + BAR_INCHES * bars) * len(shown), 7), layout="constrained")
     for ax, (unit, title) in zip(fig.subplots(1, len(shown)), shown):
         plot_compare(ax, table, unit)
         ax.set_title(title)

@@ -16,6 +16,7 @@ import argparse
 import hashlib
 import math
 import sys
+import textwrap
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -45,6 +46,8 @@ CLOCK_SHORTFALL = 0.05
 LABELLED_OUTLIERS = 8  # labelled per picture: the lowest ones
 MARKDOWN_OUTLIERS = 200  # rows of the printed outlier table; --json has them all
 PICTURE_COLUMNS = 3
+PANEL_SIZE = (4.5, 3.4)  # inches
+TITLE_CHARS_PER_INCH = 9  # of the picture's title (12 pt, a character about 0.6 em), with a margin
 PASS_COLOR, FAIL_COLOR = "tab:blue", "tab:red"
 
 # Outlier.reason
@@ -655,7 +658,7 @@ def draw(fleet: Fleet):
         return fig
     cols = min(PICTURE_COLUMNS, len(names))
     rows = math.ceil(len(names) / cols)
-    fig = Figure(figsize=(4.5 * cols, 3.4 * rows), layout="constrained")
+    fig = Figure(figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, name in zip(axes, names):
         plot_ceiling(ax, fleet, name)
@@ -663,7 +666,9 @@ def draw(fleet: Fleet):
         ax.set_visible(False)
     against = fleet.reference or "its group's median"
     prefix = "SIMULATED (Numba simulator: numbers are meaningless) - " if fleet.simulated else ""
-    fig.suptitle(f"{prefix}every GPU against {against}; red: under {fleet.min_ratio:g}")
+    title = f"{prefix}every GPU against {against}; red: under {fleet.min_ratio:g}"
+    # in lines as wide as the figure: one panel is narrower than the title
+    fig.suptitle(textwrap.fill(title, int(PANEL_SIZE[0] * cols * TITLE_CHARS_PER_INCH)))
     return fig
 
 

@@ -42,6 +42,17 @@
     return out.filter(([, major]) => major).length >= 2 ? out.filter(([, major]) => major) : out;
   }
 
+  // tick labels (texts centred on their x, in the page) too many for their axis: only every k-th kept, the
+  // smallest k whose labels stand apart (a log axis of ten decades of "100 GFLOP/s"); the grid keeps every tick
+  function spaceOut(labels) {
+    const GAP = 8;
+    const at = labels.map((t) => [+t.getAttribute("x"), t.getComputedTextLength()]);
+    const apart = (k) => at.every(([x, w], i) => i < k || i % k || x - at[i - k][0] >= (w + at[i - k][1]) / 2 + GAP);
+    let k = 1;
+    while (k < labels.length && !apart(k)) k++;
+    labels.forEach((t, i) => { if (i % k) t.remove(); });
+  }
+
   // about five round values across [lo, hi] (steps of 1, 2 or 5 times a power of ten)
   function linearTicks(lo, hi) {
     const raw = (hi - lo) / 5, p = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -410,12 +421,13 @@
     const X = (v) => L + (f(v) - lo) / (hi - lo) * (SW - L - R);
     const axes = svg("g", { class: "axes" });
     const tv = s.log ? ticks(Math.pow(10, lo), Math.pow(10, hi)).map(([v]) => v) : linearTicks(lo, hi);
-    for (const v of tv) {
+    const tickLabels = tv.map((v) => {
       axes.appendChild(svg("line", { x1: X(v), x2: X(v), y1: T, y2: h - B, class: "grid" }));
-      axes.appendChild(svg("text", { x: X(v), y: h - B + 16, "text-anchor": "middle" }, s.log ? si(v, s.unit || "") : `${+v.toPrecision(3)}`));
-    }
+      return axes.appendChild(svg("text", { x: X(v), y: h - B + 16, "text-anchor": "middle" }, s.log ? si(v, s.unit || "") : `${+v.toPrecision(3)}`));
+    });
     axes.appendChild(svg("text", { x: (L + SW - R) / 2, y: h - 6, "text-anchor": "middle", class: "axis-label" }, s.xlabel));
     plot.appendChild(axes);
+    spaceOut(tickLabels);  // measured in the page
     if (s.baseline !== null && s.baseline !== undefined) {
       plot.appendChild(svg("line", { x1: X(s.baseline), x2: X(s.baseline), y1: T, y2: h - B, class: "baseline" }));
     }

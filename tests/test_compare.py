@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from ceilings.compare import VERSUS_FIRST, compare_table, format_table, main, path_labels, plot_compare, value_columns
 from ceilings.datasheet import CLOSE_NAMES, find_datasheet
 from ceilings.roofs import load_record
+from tests.text_extents import pictures_of, problems
 
 ROOFS = Path(__file__).parent / "data" / "roofs"
 H100, A100, SIM = "H100 run", "A100 run", "sim run"
@@ -74,6 +75,24 @@ def test_cli_writes_table_csv_and_chart(tmp_path, capsys):
     assert "datasheet NVIDIA A100 SXM4 80GB" in out.out
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "cublas.fp16" in csv.read_text()
+
+
+def test_the_picture_of_many_files_has_every_value_and_no_text_over_another(tmp_path, monkeypatch, capsys):
+    """Five files and two datasheets: seven bars a ceiling, values from the simulator's 1 MB/s to 16 TB/s (ten
+    decades); every bar's value written, none over another, none out of its panel or the picture."""
+    pictures = pictures_of(monkeypatch)
+    files = [ROOFS / "a100.json", ROOFS / "h100.json", ROOFS / "simulated.json",
+             ROOFS.parent.parent.parent / "examples" / "published" / "roofs.json",
+             ROOFS.parent / "roofline" / "roofs.json"]
+    assert main([*map(str, files), "--datasheet", "H100 SXM", "--datasheet", "A100 80GB SXM",
+                 "-o", str(tmp_path / "c.png")]) == 0
+    (_, fig, kwargs), = pictures
+    assert problems(fig, **kwargs) == []
+    table = compare_table({str(f): load_record(f) for f in files},
+                          [find_datasheet("H100 SXM"), find_datasheet("A100 80GB SXM")])
+    values = table[value_columns(table)]
+    written = [t for ax in fig.axes for t in ax.texts if t.get_text()]
+    assert len(written) == values.notna().sum().sum() and len(written) > 40
 
 
 def test_cli_missing_file_exit_2_one_line(tmp_path, capsys):

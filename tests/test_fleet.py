@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from ceilings import fleet
 from ceilings.fleet import BELOW, CONFIGURATION, INVALID, MISSING, UNJUDGED, analyze, collect, load_gpus
 from ceilings.roofs import save_roofs
+from tests.text_extents import pictures_of, problems
 
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
 TB, TF, GHZ = 1e12, 1e12, 1e9
@@ -196,6 +197,19 @@ def test_cli_markdown_json_picture_and_exit_1(faults, tmp_path, capsys):
     assert fleet.main([str(faults), "--json", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
     assert fleet.main([str(faults), "--json", str(out), "--force"]) == 1
+
+
+@pytest.mark.parametrize("reference", [[], ["--reference", "H100 SXM"]])
+def test_the_title_of_one_panel_fits_the_picture(tmp_path, capsys, monkeypatch, reference):
+    # one ceiling: one panel 4.5 in wide, narrower than "every GPU against datasheet NVIDIA H100 SXM5 80GB; red:
+    # under 0.9" in 12 pt type: the title goes on two lines, every word kept, nothing cut or over another text
+    pictures = pictures_of(monkeypatch)
+    docs = [roofs(f"n{i}", 0, [ceiling("dram.read", v * TB)]) for i, v in enumerate((3.0, 3.1, 2.0))]
+    assert fleet.main([str(write(tmp_path, docs)), "-o", str(tmp_path / "f.png"), *reference]) == 1
+    (_, fig, kwargs), = pictures
+    assert problems(fig, **kwargs) == []
+    against = "datasheet NVIDIA H100 SXM5 80GB" if reference else "its group's median"
+    assert fig.get_suptitle().split() == f"every GPU against {against}; red: under 0.9".split()
 
 
 def test_a_picture_of_nothing_judged_says_so(tmp_path, capsys):

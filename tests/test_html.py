@@ -305,3 +305,29 @@ def test_llm_report_ops_by_class_and_the_batch_sweep(browser, tmp_path, capsys):
     tips = b.evaluate("[...document.querySelectorAll('.tip')].filter(t => !t.hidden).map(t => t.textContent)")
     assert len(tips) == 1 and tips[0].startswith("NVIDIA H100 SXM5 80GB (CC 9.0)batch1step time")
     assert problems(b) == []
+
+
+def test_compare_axis_ticks_stand_apart(browser, tmp_path, capsys):
+    """The simulator's 1 MB/s and 2 MFLOP/s beside an A100 and the H100 SXM datasheet: ten decades on each axis,
+    a tick a decade, labels like "100 GFLOP/s"; the labels drawn stand apart (every few decades), and a grid
+    line stays at every tick."""
+    from ceilings import compare
+
+    roofs = Path(__file__).parent / "data" / "roofs"
+    c = tmp_path / "compare.html"
+    assert compare.main([str(roofs / "simulated.json"), str(roofs / "a100.json"), "--datasheet", "H100 SXM",
+                         "-o", str(tmp_path / "c.png"), "--html", str(c)]) == 0
+    b = load(browser, c)
+    shown = {}
+    for sid, decades in (("compare-B/s", range(6, 13)), ("compare-FLOP/s", range(6, 16))):
+        section = f"document.getElementById({json.dumps(sid)})"
+        boxes = b.evaluate(f"[...{section}.querySelectorAll('.axes text:not(.axis-label)')].map(t => {{"
+                           " const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.right]; })")
+        grid = b.evaluate(f"{section}.querySelectorAll('.axes line.grid').length")
+        assert grid >= len(decades) and len(boxes) >= 3, (sid, boxes)
+        assert all(a[2] < b_[1] for a, b_ in zip(boxes, boxes[1:])), boxes  # left to right, none over the next
+        shown[sid] = (len(boxes), grid)
+    # "1 MB/s" .. "1 TB/s" fit in full; ten "1 MFLOP/s"-wide labels do not, so only some are written
+    (bw_labels, bw_ticks), (compute_labels, compute_ticks) = shown["compare-B/s"], shown["compare-FLOP/s"]
+    assert bw_labels == bw_ticks and compute_labels < compute_ticks
+    assert problems(b) == []

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.llm.__main__ import main
+from tests.text_extents import pictures_of, problems
 
 DATA = Path(__file__).parent / "data" / "llm"
 TINY = str(DATA / "tiny-llama")
@@ -90,6 +91,24 @@ def test_pictures_are_written_and_kept_without_force(tmp_path, capsys):
     assert main([*BASE, "-o", str(ops)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err and ops.read_bytes() == before
     assert main([*BASE, "-o", str(ops), "--force"]) == 0
+
+
+@pytest.mark.parametrize("gpus", [["H100 SXM"], ["H100 SXM", "A100 80GB SXM"]])
+def test_the_pictures_have_no_text_over_another_or_over_the_legend(tmp_path, monkeypatch, capsys, gpus):
+    # Llama-3.1-8B's prefill GEMMs sit on the tensor roof at the right: the roof's label once ran out of the
+    # axes over the legend's keys; every label, legend entry and title stays apart and in the picture
+    pictures = pictures_of(monkeypatch)
+    roofs = [a for gpu in gpus for a in ("--roofs", gpu)]
+    assert main(["--model", "llama-3.1-8b", *roofs, "-o", str(tmp_path / "llm.png"), "--sweep-plot",
+                 str(tmp_path / "sweep.png")]) == 0
+    assert len(pictures) == 2
+    for path, fig, kwargs in pictures:
+        assert problems(fig, **kwargs) == [], path
+        for ax in fig.axes:  # every flat the ops run on is labelled
+            flats = {ln.get_gid().removeprefix("roof:") for ln in ax.lines if (ln.get_gid() or "").startswith("roof:")}
+            labels = {t.get_gid().removeprefix("roof-label:") for t in ax.texts
+                      if (t.get_gid() or "").startswith("roof-label:")}
+            assert labels == flats
 
 
 def test_plot_content():

@@ -83,7 +83,6 @@ def plot_ops(ax, model: Model, result: Result) -> None:
                     arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6},
                     bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
         lines[left] += text.count("\n") + 1.3
-    plot_roofs(ax, drawn, x_range, y_range)
     note = not_on_plot(result, ops)
     if note:
         ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555",
@@ -94,6 +93,9 @@ def plot_ops(ax, model: Model, result: Result) -> None:
     ax.set_title(f"{model.name} on {result.gpu.label}: prefill of {s.prompt} tokens, decode step at context "
                  f"{s.prompt}, batch {s.batch}\nroofs: {roofs.provenance}", fontsize=10, loc="left",
                  color="black" if roofs.measured else WARNING_COLOR)
+    # last: its roof labels are placed where the legend and the title have left the axes (placed before them,
+    # a label fitted to a wider axes ran out of it, over the legend's keys)
+    plot_roofs(ax, drawn, x_range, y_range)
 
 
 def _clusters(ops: pd.DataFrame) -> list[tuple[str, tuple[float, float], list[str]]]:
