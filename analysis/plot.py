@@ -138,15 +138,21 @@ def plot_roofs(ax, roofs, x_range: tuple[float, float], y_range: tuple[float, fl
     DRAM slope, every flat of `roofs.flats` (any Roofs.flat key: "fp32", "tensor.bf16", ...) with its ridge
     point, and their labels, placed clear of markers already drawn with a gid starting "kernels:". For work
     other than a profile's kernels (analysis.llm): draw it first, then call this."""
+    log_axes(ax, x_range, y_range)
+    lines, ridges = roofs_only(roofs, x_range)
+    _draw_lines(ax, lines)
+    _draw_ridges(ax, ridges)
+    _place_labels(ax, lines, ridges, x_range)
+
+
+def log_axes(ax, x_range: tuple[float, float], y_range: tuple[float, float]) -> None:
+    """The roofline's axes without a profile: log scales over x_range x y_range, titled and ticked; labels
+    placed on them are measured where they will be drawn."""
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(*x_range)
     ax.set_ylim(*y_range)
-    lines, ridges = roofs_only(roofs, x_range)
-    _draw_lines(ax, lines)
-    _draw_ridges(ax, ridges)
     _style_axes(ax, "Arithmetic intensity (FLOP/byte, DRAM)")
-    _place_labels(ax, lines, ridges, x_range)
 
 
 def _draw_lines(ax, lines: tuple[Line, ...]) -> None:

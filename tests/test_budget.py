@@ -141,3 +141,20 @@ def test_json_holds_the_budget_and_the_application(tmp_path, capsys):
     assert len(doc["kernels"]) == 85
     assert "the roofline places" in capsys.readouterr().err
     assert roofline_main(["--roofs", ROOFS, str(A100_TRACE), "--json", str(out)]) == 2  # not overwritten
+
+
+@needs_traces
+def test_the_csv_gives_each_rows_part_of_the_budget(tmp_path):
+    """Summed over the rows, placed + communication + unplaced is the table's kernel time (the trace's kernels
+    but those launched before it began), and the NCCL row is all communication."""
+    import pandas as pd
+
+    out = tmp_path / "k.csv"
+    assert roofline_main(["--roofs", ROOFS, str(A100_TRACE), "--csv", str(out)]) == 0
+    rows = pd.read_csv(out)
+    parts = rows[["placed_s", "communication_s", "unplaced_s"]].sum(axis=1)
+    assert parts.to_numpy() == pytest.approx(rows["time_s"].to_numpy(), rel=1e-9, abs=1e-15)
+    nccl = rows[rows["kernel"].str.contains("nccl", case=False)]
+    assert len(nccl) and (nccl["communication_s"] == nccl["time_s"]).all()
+    assert set(rows.loc[rows["unplaced_s"] > 0, "unplaced_cause"]) <= {"compiled graph", "no op", "no op model",
+                                                                        "op helper"}

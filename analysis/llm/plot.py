@@ -13,7 +13,7 @@ import pandas as pd
 from analysis.figure import DRAWABLE_EXPONENTS, WARNING_COLOR, axes, drawable
 from analysis.llm.models import Model
 from analysis.llm.place import Result
-from analysis.plot import FONT_SIZE, plot_roofs
+from analysis.plot import FONT_SIZE, log_axes, plot_roofs
 from common.errors import CeilingsError
 
 CLASS_COLORS = {"gemm": "#d95f02", "attention": "#7570b3", "norm": "#1b9e77", "elementwise": "#2166ac"}
@@ -22,7 +22,8 @@ PHASE_MARKERS = {"prefill": "o", "decode": "^"}
 MARKER_AREA_MIN, MARKER_AREA_SPAN = 18.0, 600.0
 LABEL_SHARE = 0.03  # ops taking at least this share of their phase's time are named on the plot
 CLUSTER_FACTOR = 1.5  # ops this close (a ratio, both axes) share a label
-LABEL_LINE_PT = 10.0  # a label line's height, for stacking labels
+LABEL_LINE_PT = 10.0  # a label line's height: a label that overlaps one placed before it moves down by it
+LABEL_TRIES = 12
 PANEL_SIZE = (11.0, 6.0)
 SWEEP_SIZE = (9.0, 5.5)
 GPU_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
@@ -74,15 +75,6 @@ def plot_ops(ax, model: Model, result: Result) -> None:
         ax.scatter(group["ai"], group["flop_per_s"], s=MARKER_AREA_MIN + group["share"] * MARKER_AREA_SPAN,
                    marker=PHASE_MARKERS[phase], c=CLASS_COLORS[cls], edgecolors="white", linewidths=0.6,
                    alpha=0.85, zorder=5, gid=f"kernels:llm:{phase}:{cls}")
-    # labels go under the roofs, where no op can be, toward the middle; those on one side stack downwards
-    x_mid, lines = math.sqrt(x_range[0] * x_range[1]), {True: 0, False: 0}
-    for phase, xy, names in _clusters(ops[ops["share"] >= LABEL_SHARE]):
-        left, text = xy[0] > x_mid, f"{phase}: " + _wrap_names(names)
-        ax.annotate(text, xy, xytext=(-8 if left else 8, -8 - LABEL_LINE_PT * lines[left]), textcoords="offset points",
-                    fontsize=FONT_SIZE - 0.5, va="top", ha="right" if left else "left", zorder=6, gid="op-label",
-                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6},
-                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
-        lines[left] += text.count("\n") + 1.3
     note = not_on_plot(result, ops)
     if note:
         ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=FONT_SIZE - 0.5, color="#555555",
@@ -93,6 +85,28 @@ def plot_ops(ax, model: Model, result: Result) -> None:
     ax.set_title(f"{model.name} on {result.gpu.label}: prefill of {s.prompt} tokens, decode step at context "
                  f"{s.prompt}, batch {s.batch}\nroofs: {roofs.provenance}", fontsize=10, loc="left",
                  color="black" if roofs.measured else WARNING_COLOR)
+    # labels go under the roofs, where no op can be, toward the middle, each moved down until it is clear of
+    # those placed before it: measured on the final axes, once the legend and the title have taken their room
+    log_axes(ax, x_range, y_range)
+    ax.figure.draw_without_rendering()
+    renderer = ax.figure.canvas.get_renderer()
+    from matplotlib.text import Text  # an annotation's own extent: its text, not its arrow
+    x_mid, placed_boxes = math.sqrt(x_range[0] * x_range[1]), []
+    for phase, xy, names in _clusters(ops[ops["share"] >= LABEL_SHARE]):
+        left, text = xy[0] > x_mid, f"{phase}: " + _wrap_names(names)
+        for step in range(LABEL_TRIES):
+            label = ax.annotate(text, xy, xytext=(-8 if left else 8, -8 - LABEL_LINE_PT * step),
+                                textcoords="offset points", fontsize=FONT_SIZE - 0.5, va="top",
+                                ha="right" if left else "left", zorder=6, gid="op-label",
+                                arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6},
+                                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+                                      "alpha": 0.7})
+            label.get_window_extent(renderer)  # positions the annotation's text
+            box = Text.get_window_extent(label, renderer).padded(2)
+            if not any(box.overlaps(other) for other in placed_boxes) or step == LABEL_TRIES - 1:
+                placed_boxes.append(box)
+                break
+            label.remove()
     # last: its roof labels are placed where the legend and the title have left the axes (placed before them,
     # a label fitted to a wider axes ran out of it, over the legend's keys)
     plot_roofs(ax, drawn, x_range, y_range)

@@ -20,7 +20,7 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
-from analysis.roofline.budget import json_document, time_budget, unplaced_warning
+from analysis.roofline.budget import budget_columns, json_document, time_budget, unplaced_warning
 from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
 from analysis.roofline.report import render_kernels, render_report
 from common.errors import CeilingsError, cli_entry
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.csv:
-        out.text(args.csv, table.to_csv(index=False))
+        out.text(args.csv, table.join(budget_columns(table)).to_csv(index=False))
     if args.json:
         out.text(args.json, json_document(table, roofs_label=roofs.label, roofs_source=roofs.provenance,
                                           profiles=args.profiles, warnings=warnings))

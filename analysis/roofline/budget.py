@@ -45,34 +45,53 @@ def time_budget(table: pd.DataFrame) -> pd.DataFrame:
     """BUDGET_COLUMNS, one row per (class, cause) with time, largest first within CLASSES' order; the shares
     sum to 1 over all of the kernel time (the table's and that of the launches left out before the trace
     began). Empty when the profile has no kernel time."""
-    parts = _parts(table)
-    time = table["time_s"].astype("float64").fillna(0.0)
-    rest = time - parts[COMMUNICATION]
-    bound = table["bound"].astype(object)
-    alone = bound.eq(LATENCY) & parts[KNOWN].eq(0)  # unknown work held to the floor: all of its time
-    budget: dict[tuple[str, str], float] = {}
-
-    def add(cls: str, cause: str, seconds: float) -> None:
-        if seconds > 0:
-            budget[cls, cause] = budget.get((cls, cause), 0.0) + float(seconds)
-
-    add(COMMUNICATION, COLLECTIVES, parts[COMMUNICATION].sum())
-    add("latency-bound", FLOOR_ALONE, rest[alone].sum())
-    known = parts[KNOWN][~alone]
-    for cls in PLACED:
-        add(cls, PLACED_CAUSE[cls], known[bound[~alone].eq(cls.removesuffix("-bound"))].sum())
-    why = table.attrs.get("why_not_judged", {})
-    unjudged = known[bound[~alone].isna()]
-    for index, seconds in unjudged.items():
-        add(UNPLACED, why.get(index, "not judged"), seconds)
-    for cause in parts.columns.drop([KNOWN, COMMUNICATION]):
-        add(UNPLACED, cause, parts.loc[~alone, cause].sum())
-    add(UNPLACED, BEFORE_TRACE, table.attrs.get("timeline", {}).get("early_s") or 0.0)
-    total = sum(budget.values())
-    rows = [{"class": cls, "cause": cause, "time_s": seconds, "share": seconds / total,
+    budget = rows_in_parts(table).sum()
+    early = table.attrs.get("timeline", {}).get("early_s") or 0.0
+    budget[UNPLACED, BEFORE_TRACE] = budget.get((UNPLACED, BEFORE_TRACE), 0.0) + early
+    budget = budget[budget > 0]
+    total = float(budget.sum())
+    rows = [{"class": cls, "cause": cause, "time_s": float(seconds), "share": float(seconds) / total,
              "remedy": UNKNOWN_WORK.get(cause, "")}
             for (cls, cause), seconds in sorted(budget.items(), key=lambda kv: (CLASSES.index(kv[0][0]), -kv[1]))]
     return pd.DataFrame(rows, columns=list(BUDGET_COLUMNS))
+
+
+def rows_in_parts(table: pd.DataFrame) -> pd.DataFrame:
+    """Each row's time by (class, cause), the columns a MultiIndex: its known work's time in the class of its
+    `bound` (or, not judged, unplaced for the roofline's reason), its collectives' time, its unknown work's by
+    cause; a row of unknown work held to the floor alone is latency-bound in all of its time but collectives.
+    A row's parts sum to its time."""
+    parts = _parts(table)
+    time = table["time_s"].astype("float64").fillna(0.0)
+    bound = table["bound"].astype(object)
+    alone = bound.eq(LATENCY) & parts[KNOWN].eq(0)  # unknown work held to the floor: all of its time
+    out = {(COMMUNICATION, COLLECTIVES): parts[COMMUNICATION],
+           ("latency-bound", FLOOR_ALONE): (time - parts[COMMUNICATION]).where(alone, 0.0)}
+    known = parts[KNOWN].where(~alone, 0.0)
+    for cls in PLACED:
+        cause = (cls, PLACED_CAUSE[cls])
+        out[cause] = out.get(cause, 0.0) + known.where(bound.eq(cls.removesuffix("-bound")), 0.0)
+    why = pd.Series(table.attrs.get("why_not_judged", {}), dtype=object).reindex(table.index)
+    unjudged = known.where(bound.isna(), 0.0)
+    for reason in why.fillna("not judged")[unjudged > 0].unique():
+        out[UNPLACED, reason] = unjudged.where(why.fillna("not judged").eq(reason), 0.0)
+    for cause in parts.columns.drop([KNOWN, COMMUNICATION]):
+        out[UNPLACED, cause] = out.get((UNPLACED, cause), 0.0) + parts[cause].where(~alone, 0.0)
+    frame = pd.DataFrame(out, index=table.index)
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns, names=["class", "cause"])
+    return frame
+
+
+def budget_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """The time budget per row, as --csv gives it beside each row: placed_s (compute-, memory- or latency-bound),
+    communication_s, unplaced_s and unplaced_cause (the cause of most of its unplaced time)."""
+    parts = rows_in_parts(table)
+    classes = parts.T.groupby(level="class").sum().T.reindex(columns=list(CLASSES), fill_value=0.0)
+    unplaced = parts.xs(UNPLACED, axis=1, level="class") if UNPLACED in parts.columns.get_level_values(0) else None
+    cause = unplaced.idxmax(axis=1).where(unplaced.max(axis=1) > 0, "") if unplaced is not None and \
+        unplaced.shape[1] else pd.Series("", index=table.index)
+    return pd.DataFrame({"placed_s": classes[list(PLACED)].sum(axis=1), "communication_s": classes[COMMUNICATION],
+                         "unplaced_s": classes[UNPLACED], "unplaced_cause": cause}, index=table.index)
 
 
 def _parts(table: pd.DataFrame) -> pd.DataFrame:
@@ -136,7 +155,7 @@ def json_document(table: pd.DataFrame, *, roofs_label: str, roofs_source: str, p
                   warnings: Sequence[str]) -> str:
     """The roofline as --json writes it (docs/roofline-json.md): base units, a missing value null, never 0."""
     budget = time_budget(table)
-    kernels = table.drop(columns=["borrowed"], errors="ignore")
+    kernels = table.drop(columns=["borrowed"], errors="ignore").join(budget_columns(table))
     doc = {"format": JSON_FORMAT, "version": JSON_VERSION, "roofs": {"gpu": roofs_label, "source": roofs_source},
            "profiles": [str(p) for p in profiles], "level": table.attrs.get("level", "dram"),
            "by": table.attrs.get("by", "kernel"),
