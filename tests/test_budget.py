@@ -158,3 +158,12 @@ def test_the_csv_gives_each_rows_part_of_the_budget(tmp_path):
     assert len(nccl) and (nccl["communication_s"] == nccl["time_s"]).all()
     assert set(rows.loc[rows["unplaced_s"] > 0, "unplaced_cause"]) <= {"compiled graph", "no op", "no op model",
                                                                         "op helper"}
+
+
+@needs_traces
+def test_no_row_is_said_to_be_judged_on_none_of_its_time():
+    """Rows of no known work held to the floor alone (a Triton kernel, a CUB sort) are latency-bound by their
+    time; the warning of rows judged on part of their time names only those with some of it known."""
+    table, _ = budget_of([A100_TRACE])
+    partly = [w for w in table.attrs["warnings"] if "judged on the part of their time" in w]
+    assert len(partly) == 1 and "(0%)" not in partly[0]

@@ -301,6 +301,13 @@ def test_causal_attention_counts_the_executed_pairs_unless_asked_for_torchs_coun
     assert out.splitlines()[0].endswith(",attention_flops") and out.splitlines()[1].endswith(",torch")
     assert list(executed["attention_flops"]) == ["executed"]
     assert "attention_flops" not in kernel_table([trace(tmp_path / "step.json", model_events())]).columns
+    # a non-causal attention counts the same either way: no note, no column
+    sdpa["Concrete Inputs"] = ["", "", "", "", "0.", "False", "", ""]
+    events[0] = x("cpu_op", "aten::scaled_dot_product_attention", 0, 100, **sdpa)
+    plain = kernel_table([trace(tmp_path / "plain.json", events)])
+    assert plain["flops"].iloc[0] == 2 * 256 * 2 * (8 + 8)
+    assert not any("attention FLOPs count" in w for w in plain.attrs["warnings"])
+    assert "attention_flops" not in plain.columns
 
 
 # ------------------------------------------------------------------------------------------ real traces

@@ -211,12 +211,14 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
 
-    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS, op_work
+    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS
     from ..torch_flops import OPS as FLOP_OPS
+    from ..torch_flops import op_work as work_of
 
     # how causal attention is counted: kernel_table's `flops` (read_profile puts it in the memo)
     convention = source.memo.get("flops", "executed")
-    op_work = partial(op_work, convention=convention)
+    op_work = partial(work_of, convention=convention)
+    other = next(c for c in FLOP_CONVENTIONS if c != convention)
 
     doc = _load(source)
     device = _device(doc, source.path)
@@ -311,9 +313,11 @@ def _read(source: Source, _found) -> pd.DataFrame:
         notes += [f"{a} ({sum(_work(op, op_work).assumed == a for op, _ in counted_op.values())} op call(s))"
                   for a in assumed]
 
-    attention = not ranges and any(str(op["name"]) in ATTENTION_OPS for op, _ in counted_op.values())
+    # the convention is said where it changed a count: a causal attention (a non-causal one counts the same)
+    attention = not ranges and any(str(op["name"]) in ATTENTION_OPS and _work(op, op_work) is not None
+                                   and _work(op, op_work) != _work(op, partial(work_of, convention=other))
+                                   for op, _ in counted_op.values())
     if attention:
-        other = next(c for c in FLOP_CONVENTIONS if c != convention)
         notes.append(f"attention FLOPs count {FLOP_CONVENTIONS[convention]} (--flops {convention}); --flops "
                      f"{other} counts {FLOP_CONVENTIONS[other]}")
     if ranges:

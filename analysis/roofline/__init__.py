@@ -496,7 +496,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                 above.append(f"{row['short_name']} at {row['pct_of_roof']:.0f}%")
                 # faster than physics allows: the roof or the counters are wrong, not the kernel beyond 100 %
                 row.update(pct_of_roof=math.nan, time_saved_s=math.nan)
-            if coverage < 1:
+            if 0 < coverage < 1:  # a row of no known work judged at all is held to the floor alone, said apart
                 partly.append(f"{row['short_name']} ({coverage:.0%})")
     if partly:
         warnings.append(f"{len(partly)} row(s) judged on the part of their time whose FLOPs are known "
