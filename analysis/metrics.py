@@ -74,15 +74,17 @@ HFMA2_MMA_METRIC = "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"
 
 OUTPUT_COLUMNS = ["kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
                   "flops", "dram_bytes", "l2_bytes", "l1_bytes", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
-                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes", "tensor_type", "coverage"]
+                  "dram_bytes_per_s", "sm_clock_hz", "ops_tensor_int", "alg_bytes", "tensor_type", "coverage",
+                  "comm_bytes"]
 # tensor_type: the input type of flops_tensor where the profile says it (ops counters, a rule's instruction,
 # a torch op's dtype), for the roof of that type; empty when unknown or mixed. coverage: the share of the
 # row's time in launches whose FLOPs are known (1: all; 0: none; missing: FLOPs and bytes known on different
 # launches), its rates over those launches.
 # summed over launches; ops_tensor_int: integer tensor operations (IMMA), which are not FLOPs; alg_bytes:
-# algorithmic bytes of framework operators (inputs + outputs, from shapes): a lower bound of DRAM traffic
+# algorithmic bytes of framework operators (inputs + outputs, from shapes): a lower bound of DRAM traffic;
+# comm_bytes: a collective's bus bytes over the interconnect (analysis.readers.collectives)
 EXTENSIVE = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops",
-             "dram_bytes", "l2_bytes", "l1_bytes", "ops_tensor_int", "alg_bytes"]
+             "dram_bytes", "l2_bytes", "l1_bytes", "ops_tensor_int", "alg_bytes", "comm_bytes"]
 # metrics that time a launch or describe it: two passes over the same launches may both hold them
 TIME_METRICS = ("gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
                 "smsp__cycles_elapsed.avg", "smsp__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.max",
@@ -322,6 +324,7 @@ def derive(raw: pd.DataFrame) -> pd.DataFrame:
     out["l1_bytes"] = _first(_col(raw, "l1_bytes"), _col(raw, "l1tex__t_bytes.sum"), _sectors(raw, "l1tex"))
     out["ops_tensor_int"] = _first(_col(raw, "ops_tensor_int"), tensor["ops_tensor_int"].to_numpy())
     out["alg_bytes"] = _col(raw, "alg_bytes")
+    out["comm_bytes"] = _col(raw, "comm_bytes")
     # a launch's FLOPs are known or not; a row of this tool's own table read back says its own share
     out["coverage"] = _col(raw, "coverage") if "coverage" in raw.columns else np.where(np.isnan(out["flops"]), 0.0, 1.0)
     out["phantom_flops"] = _first(_col(raw, "phantom_flops"), tensor["phantom_flops"].to_numpy())

@@ -14,7 +14,7 @@ import pytest
 
 from analysis.roofline import inputs, roofline_table, target_roofs
 from analysis.roofline.__main__ import main as roofline_main
-from analysis.roofline.budget import CLASSES, COMMUNICATION, PLACED, UNPLACED, application, time_budget
+from analysis.roofline.budget import CLASSES, COLLECTIVES, COMMUNICATION, PLACED, UNPLACED, application, time_budget
 from tests.test_torch_trace import A100, trace, x
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -114,7 +114,7 @@ def test_causes_of_a_hand_written_trace(tmp_path):
     # the mm's 2 x 256 x 128 x 512 FLOPs take 1.7 us at the A100's 19.5 TFLOP/s fp32: under the 3 us floor
     assert by_cause.to_dict() == pytest.approx({"at the launch floor": 40,
         "op helper": 5, "no op model": 7, "compiled graph": 9, "no op": 11,
-        "collectives (NCCL, c10d): no interconnect roof is drawn": 20})
+        COLLECTIVES: 20})  # the all-reduce records no message size
     app = application(table, budget)
     # kernels in [1000, 1057], [1060, 1069], [1100, 1111] and the all-reduce in [1030, 1050]
     assert app["busy_time_s"] == pytest.approx((57 + 9 + 11) * 1e-6)

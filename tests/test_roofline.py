@@ -17,6 +17,7 @@ import pytest
 
 from analysis import roofline
 from analysis.roofline import Roofs, roofline_table, short_name, totals
+from analysis.roofline import clocks
 from analysis.roofline import inputs as roofline_inputs
 from analysis.roofline import report as roofline_report
 from analysis.roofline.__main__ import main as roofline_main
@@ -157,10 +158,10 @@ def test_seconds_picks_the_unit_after_rounding(value, text):
 
 
 def test_clock_check_and_scaling(roofs, kernels):
-    clock = roofline.profile_sm_clock(kernels)
+    clock = clocks.profile_sm_clock(kernels)
     assert clock == 1.2e9  # every kernel with a clock ran at 1.2 GHz
-    assert "1.200 GHz" in roofline.clock_warning(roofs, clock)  # 20 % off
-    assert roofline.clock_warning(roofs, 1.5e9 * 1.04) is None  # within 5 %
+    assert "1.200 GHz" in clocks.clock_warning(roofs, clock)  # 20 % off
+    assert clocks.clock_warning(roofs, 1.5e9 * 1.04) is None  # within 5 %
     scaled = roofs.scaled_to_clock(clock)
     assert scaled.flat("fp32").value == pytest.approx(1e13 * 1.2 / 1.5)
     assert scaled.bandwidth("dram").value == 1e12
@@ -169,12 +170,12 @@ def test_clock_check_and_scaling(roofs, kernels):
 
 
 def test_clock_warning_says_which_way_and_why(roofs):
-    slower = roofline.clock_warning(roofs, 1.2e9)  # 1.2 / 1.5: 20 % below
+    slower = clocks.clock_warning(roofs, 1.2e9)  # 1.2 / 1.5: 20 % below
     assert "1.200 GHz (median over kernels), 20% below the roofs' 1.500 GHz" in slower
     for cause in ("`--clock-control base` locks the SM clock to base", "`--clock-control none`",
                   "python -m analysis.profile", "throttled"):
         assert cause in slower
-    faster = roofline.clock_warning(roofs, 1.8e9)  # 1.8 / 1.5: 20 % above
+    faster = clocks.clock_warning(roofs, 1.8e9)  # 1.8 / 1.5: 20 % above
     assert "1.800 GHz (median over kernels), 20% above the roofs' 1.500 GHz" in faster
     assert "measured at a lower clock" in faster and "python -m ceilings.measure" in faster
     assert "compute roofs are low" in faster and "--clock-control" not in faster

@@ -40,6 +40,7 @@ from common.errors import CeilingsError
 
 from ..metrics import canonical_metric
 from .bulk import MAX_DEPTH, open_ranges, paused_gc
+from .collectives import collective
 from .contract import BEFORE_TRACE, COMMUNICATION, COUNTERS, Format, Source
 
 US = 1e-6  # trace times are microseconds
@@ -229,6 +230,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
         raise CeilingsError(f"{source.path}: a torch.profiler trace without GPU kernels: profile with "
                             f"activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device")
     rank = (doc.get("distributedInfo") or {}).get("rank")
+    world_size = (doc.get("distributedInfo") or {}).get("world_size")
     process = f"rank {rank}" if rank is not None else None
     memory = [e for cat in MEMORY_CATEGORIES for e in by_cat.get(cat, [])]
 
@@ -273,6 +275,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
             innermost = str(around[ops[-1]]["name"]) if ops else None
             placing[chain] = (bool(ops), annotations, modules[-1] if modules else None, innermost, ruled)
         linked, annotations, module, innermost, ruled = placing[chain]
+        group = collective(k, innermost, [around[j] for j in chain], world_size)
         if not linked and i not in early:
             unlinked += 1
         row = {"run": 0, "id": len(rows), "kernel": str(k.get("name")), "launches": 1,
@@ -280,7 +283,8 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "device": None if args.get("device") is None else str(args["device"]), **device,
                "process": process, "nvtx": annotations, "module": module,
                "op": innermost, "time_s": float(k.get("dur", math.nan)) * US,
-               "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0)}
+               "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0),
+               "_collective": group}
         if ruled is not None:
             counted_op.setdefault(id(ruled), (ruled, []))[1].append(len(rows))
             # the op's own kernel: launched by an op with a rule of its kind (a GEMM's by a matrix op, not by
@@ -291,6 +295,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if not ranges:
         _shape_work(rows, counted_op, op_work, shapes, MATRIX_OPS)
         _unknown_work(rows, shapes)
+    notes = _comm_bytes(rows)
     df = pd.DataFrame(rows)
     if ranges:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
@@ -298,8 +303,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
     timeline = _timeline([r for r in rows if not r["before_trace"]])
     busy_all = _timeline(rows)["busy_s"]
-    df = df.drop(columns=["_start", "_end", "_direct"], errors="ignore")
-    notes = []
+    df = df.drop(columns=["_start", "_end", "_direct", "_collective"], errors="ignore")
     if unlinked:
         notes.append(f"{unlinked} kernel(s) whose launching operator is not in the trace (no cpu_op around their "
                      f"launch): kept, without an op")
@@ -404,6 +408,28 @@ def _shape_work(rows: list[dict], counted_op: dict, op_work, shapes: bool, matri
             rows[i]["alg_bytes"] = work.bytes if work.bytes is not None else float("nan")
             if column is None and work.flops:  # a dtype with no roof here (int8 GEMM): the FLOPs are unknown, not 0
                 rows[i]["flops_tensor"] = float("nan")
+
+
+def _comm_bytes(rows: list[dict]) -> list[str]:
+    """comm_bytes of every launch of a collective (readers.collectives): its bus bytes on its longest kernel, 0
+    on the others. All or nothing: where any collective's size or group is not recorded, none has them (a
+    partial sum would place a row's time against some of its bytes); a note says so."""
+    groups: dict[int, list[dict]] = {}
+    for row in rows:
+        row["comm_bytes"] = math.nan
+        if row["_collective"] is not None and not row["before_trace"]:
+            groups.setdefault(row["_collective"].event, []).append(row)
+    unsized = sorted({members[0]["_collective"].kind for members in groups.values()
+                      if members[0]["_collective"].bus_bytes is None})
+    if unsized:
+        return [f"{len(unsized)} kind(s) of collective without a recorded message size or group size (first: "
+                f"{unsized[0][:60]!r}): no collective is placed on the interconnect; torch >= 2.1 records them "
+                f"(record_param_comms)"] if groups else []
+    for members in groups.values():
+        main = max(members, key=lambda r: r["time_s"])
+        for row in members:
+            row["comm_bytes"] = main["_collective"].bus_bytes if row is main else 0.0
+    return []
 
 
 # ops of a torch.compile graph (the autograd function and the region that runs its Triton kernels) and a CUDA

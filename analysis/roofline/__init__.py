@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
+from analysis.roofline.links import judge_link, link_warning
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord, Sweep
@@ -33,9 +34,6 @@ PRECISIONS = ("fp64", "fp32", "fp16", "tensor")
 TENSOR_TYPES = ("fp64", "tf32", "fp16", "bf16", "fp8", "int8")
 # precision of a kernel that executes no floating-point work at all (copies, memsets, gathers)
 NO_FLOPS = "none"
-# the profile's SM clock may differ from the clock the roofs were measured at by this much before we warn
-# (ncu locks clocks to base unless --clock-control none; base is often 30-40% under boost)
-CLOCK_MISMATCH_TOLERANCE = 0.05
 # a kernel this far above its roof points at wrong roofs or wrong counters, not at a fast kernel
 ABOVE_ROOF_TOLERANCE = 1.05
 SHORT_NAME_MAX = 40
@@ -110,6 +108,7 @@ class Roofs:
     # "tensor" flat is the best of them, for kernels whose tensor type a profile does not say
     tensor_flats: tuple[Roof, ...] = ()
     launch_floor: Roof | None = None  # seconds a kernel (LAUNCH_FLOOR_CEILING); None: not measured
+    link: Roof | None = None  # the interconnect's bytes a second a direction (key "link"), for collectives
 
     @property
     def floor(self) -> tuple[float, str]:
@@ -122,6 +121,7 @@ class Roofs:
     def from_doc(cls, doc: RoofsRecord | Mapping, origin: str = "") -> Roofs:
         """Best valid ceilings of a roofs record (a roofs document is validated into one first); CeilingsError
         when there is no DRAM roof."""
+        from ceilings import datasheet
         from ceilings.roofs import record
 
         rec = doc if isinstance(doc, RoofsRecord) else record(doc)
@@ -150,7 +150,8 @@ class Roofs:
                    simulated=rec.simulated, source=rec.source, complete=rec.complete, origin=origin,
                    memory_bytes=rec.device.memory_bytes, sweeps=sweeps,
                    compute_capability=rec.device.compute_capability, sm_count=rec.device.sm_count,
-                   max_sm_clock_hz=rec.device.max_sm_clock_hz, launch_floor=roof("launch", floor))
+                   max_sm_clock_hz=rec.device.max_sm_clock_hz, launch_floor=roof("launch", floor),
+                   link=datasheet_link(datasheet.match_device(rec.device.name or "", rec.device.memory_bytes)))
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -167,7 +168,8 @@ class Roofs:
                    flats=flats, tensor_flats=tensor_flats, sm_clock_hz=None, memory_bytes=row.memory_bytes,
                    sm_count=row.sm_count, max_sm_clock_hz=row.boost_clock_mhz * 1e6,
                    source=f"datasheet figures for {row.display_name}",
-                   origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability)
+                   origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability,
+                   link=datasheet_link(row))
 
     def bandwidth(self, level: str) -> Roof | None:
         return next((r for r in self.bandwidths if r.key == level), None)
@@ -218,6 +220,17 @@ class Roofs:
     def label(self) -> str:
         """The GPU with its compute capability: 'NVIDIA A100-SXM4-80GB (CC 8.0)'."""
         return f"{self.device} (CC {self.compute_capability or 'unknown'})"
+
+
+def datasheet_link(row) -> Roof | None:
+    """A datasheet row's interconnect a direction (ceilings/data/serving.csv), labelled as a datasheet figure;
+    None without a row or a cited figure."""
+    from ceilings import datasheet
+
+    serving = datasheet.load_serving().get(row.key) if row is not None else None
+    if serving is None or serving.link_gbs is None:
+        return None
+    return Roof("link", serving.link_gbs * 1e9, f"{serving.link} a direction ({DATASHEET}, not measured)")
 
 
 def load(path: str | Path) -> Roofs:
@@ -459,7 +472,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     provenance = {"roofs_gpu": roofs.label, "roofs_source": roofs.provenance, "profile_gpu": profile_device(gpus)}
     rows = []
     floor_s, floor_source = device_floor(roofs, kernels)
-    latency_bound = alone = 0
+    latency_bound = alone = linked = 0
     unjudged: dict = {}  # the index of a row not judged -> why
     for index, k in kernels.iterrows():
         prec = dominant_precision(k)
@@ -477,11 +490,15 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
                **{f"ai_{lv}": ais[lv] for lv in LEVELS}, **provenance}
         rows.append(row)
-        why = _judge(row, k, roofs, levels, forced=precision is not None)
-        if _against_floor(row, floor_s, placed=not why):
-            latency_bound += 1
-            alone += bool(why)
-            why = None  # judged against the floor
+        if not pd.isna(k.get("comm_bytes", math.nan)):  # a collective's bus bytes: against the interconnect
+            why, judged_time = judge_link(row, k, roofs.link), k["time_s"]
+            linked += not why
+        else:
+            why = _judge(row, k, roofs, levels, forced=precision is not None)
+            if _against_floor(row, floor_s, placed=not why):
+                latency_bound += 1
+                alone += bool(why)
+                why = None  # judged against the floor
         if why:
             unjudged[index] = why
             not_judged.append(f"{row['short_name']}: not judged ({why})")
@@ -506,6 +523,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         warnings.append(f"{len(above)} kernel(s) run above their roof ({listed(above, NAMES_SHOWN, sep=', ')} of it); "
                         f"the roofs may be low (clock, incomplete run) or the counters wrong: their % of roof "
                         f"and saving are not given")
+    if linked:
+        warnings.append(link_warning(linked, roofs.link))
     if latency_bound:
         warnings.append(f"{latency_bound} kernel(s) latency-bound: their roofs allow less than the launch floor "
                         f"of {seconds(floor_s)} a kernel ({floor_source}); their saving is against the floor"
@@ -716,34 +735,6 @@ def totals(table: pd.DataFrame) -> dict[str, float]:
             "judged_time_s": float((judged["time_s"] * judged["coverage"]).sum(min_count=1)),
             "time_at_roof_s": float(judged["time_at_roof_s"].sum(min_count=1)),
             "time_saved_s": float(judged["time_saved_s"].sum(min_count=1))}
-
-
-def profile_sm_clock(kernels: pd.DataFrame) -> float | None:
-    """Median SM clock over the profiled kernels (None when the profile has no clock metric)."""
-    clocks = kernels["sm_clock_hz"].dropna()
-    return float(clocks.median()) if len(clocks) else None
-
-
-def clock_warning(roofs: Roofs, profile_clock_hz: float | None) -> str | None:
-    """A warning when the profile ran at a different SM clock than the roofs were measured at: which way, and
-    its likely cause."""
-    if not profile_clock_hz or not roofs.sm_clock_hz:
-        return None
-    ratio = profile_clock_hz / roofs.sm_clock_hz
-    if abs(ratio - 1) <= CLOCK_MISMATCH_TOLERANCE:
-        return None
-    measured = (f"the profile ran at an SM clock of {profile_clock_hz / 1e9:.3f} GHz (median over kernels), "
-                f"{abs(ratio - 1) * 100:.0f}% {'below' if ratio < 1 else 'above'} the roofs' "
-                f"{roofs.sm_clock_hz / 1e9:.3f} GHz")
-    scale = "--scale-clock scales the compute roofs to the profile's clock (bandwidth roofs are not scaled)"
-    if ratio < 1:
-        return (f"{measured}: ncu's default `--clock-control base` locks the SM clock to base (reprofile with "
-                f"`--clock-control none`, which `python -m analysis.profile` does), or the GPU throttled (thermal "
-                f"or power) while profiled; compute-bound kernels look further from their roof than they are; "
-                f"{scale}")
-    return (f"{measured}: the roofs were measured at a lower clock (the GPU throttled or was power-capped during "
-            f"`python -m ceilings.measure`: check the clock notes of its ceilings), so the compute roofs are low; "
-            f"remeasure, or {scale}")
 
 
 def percent(part: float, whole: float) -> str:

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from analysis.roofline import (
     LEVELS,
     PRECISIONS,
-    clock_warning,
     datasheet_roofs,
     device_warning,
-    profile_sm_clock,
     roofline_table,
     target_roofs,
     unknown_device_warning,
 )
+from analysis.roofline.clocks import clock_warning, profile_sm_clock
 from analysis.roofline.budget import budget_columns, json_document, time_budget, unplaced_warning
 from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
 from analysis.roofline.report import render_kernels, render_report

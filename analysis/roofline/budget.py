@@ -25,6 +25,7 @@ from analysis.readers.contract import BEFORE_TRACE, UNKNOWN_WORK
 from ceilings.lazy import lazy
 
 from . import LATENCY, totals
+from .links import COMMUNICATION_BOUND
 
 pd = lazy("pandas")
 
@@ -37,7 +38,8 @@ BUDGET_COLUMNS = ("class", "cause", "time_s", "share", "remedy")
 PLACED_CAUSE = {"compute-bound": "at the compute roofs", "memory-bound": "at the bandwidth roofs",
                 "latency-bound": "at the launch floor"}
 FLOOR_ALONE = "at the launch floor (work unknown: placed by its time alone)"
-COLLECTIVES = "collectives (NCCL, c10d): no interconnect roof is drawn"
+COLLECTIVES = "collectives (NCCL, c10d) not placed: no message size or no link roof"
+ON_LINK = "at the interconnect roof (bus bytes over the link)"
 NOT_IN_INPUT = "work not in the input (a table read back keeps no cause)"
 
 
@@ -65,7 +67,9 @@ def rows_in_parts(table: pd.DataFrame) -> pd.DataFrame:
     time = table["time_s"].astype("float64").fillna(0.0)
     bound = table["bound"].astype(object)
     alone = bound.eq(LATENCY) & parts[KNOWN].eq(0)  # unknown work held to the floor: all of its time
-    out = {(COMMUNICATION, COLLECTIVES): parts[COMMUNICATION],
+    linked = bound.eq(COMMUNICATION_BOUND)
+    out = {(COMMUNICATION, ON_LINK): parts[COMMUNICATION].where(linked, 0.0),
+           (COMMUNICATION, COLLECTIVES): parts[COMMUNICATION].where(~linked, 0.0),
            ("latency-bound", FLOOR_ALONE): (time - parts[COMMUNICATION]).where(alone, 0.0)}
     known = parts[KNOWN].where(~alone, 0.0)
     for cls in PLACED:

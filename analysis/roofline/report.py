@@ -22,6 +22,7 @@ from analysis.roofline import (
     si,
     totals,
 )
+from analysis.roofline.links import COMMUNICATION_BOUND
 from analysis.roofline.budget import application, budget_lines, headline, time_budget
 from ceilings.lazy import lazy
 
@@ -74,6 +75,9 @@ def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> 
         judged = not pd.isna(r.pct_of_roof)
         if r.bound == LATENCY:  # against the launch floor: a time, not a rate (and maybe no counters at all)
             achieved, roof = ("" if pd.isna(r.flop_per_s) else si(r.flop_per_s, "FLOP/s")), "launch floor"
+        elif r.bound == COMMUNICATION_BOUND:  # bus bytes against the interconnect
+            achieved = si(r.bytes / r.time_s, "B/s") if judged else ""
+            roof = si(roofs.link.value, "B/s") if judged else ""
         elif r.precision == NO_FLOPS:
             achieved = si(r.bytes / r.time_s, "B/s") if judged else ""
             roof = si(roofs.bandwidth(r.level).value, "B/s") if judged else ""
