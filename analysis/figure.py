@@ -18,6 +18,7 @@ import pandas as pd
 from analysis.roofline import (
     ALGORITHMIC,
     COUNTED,
+    DATASHEET,
     FOREIGN_PROFILE,
     LEVELS,
     NO_FLOPS,
@@ -249,9 +250,12 @@ def _roofs(roofs: Roofs, primary: str, x_range: tuple[float, float], *, prefix: 
                           f"{bw.key.upper()} {si(bw.value, 'B/s')}"))
     slope = roofs.bandwidth(primary)
     for flat in roofs.flats:
+        # a measured flat names its ceiling; a datasheet's says nothing the title does not (and its label fits
+        # right of its ridge)
+        source = "" if flat.ceiling == DATASHEET else f" ({flat.ceiling})"
         lines.append(Line(f"{prefix}:{flat.key}", flat.key, (flat.value / slope.value, x_hi), (flat.value, flat.value),
                           PRECISION_COLORS[flat.key], 1.1 if datasheet else 2.0, datasheet, False, flat.value,
-                          f"{flat.key} {si(flat.value, 'FLOP/s')} ({flat.ceiling})"))
+                          f"{flat.key} {si(flat.value, 'FLOP/s')}{source}"))
     return tuple(lines)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
-from analysis.roofline import NO_FLOPS, Roofs, seconds, si
+from analysis.roofline import ALGORITHMIC, NO_FLOPS, Roofs, seconds, si
 from analysis.roofline.budget import time_budget
 from analysis.roofline.report import KERNEL_HEADER, kernel_rows, profile_line, timeline_line
 from common.html import (
@@ -131,11 +131,18 @@ def _rows(roofs: Roofs, table: pd.DataFrame) -> dict:
                 k["roof_flop_per_s"]),
                (c[col["% of roof"]], k["pct_of_roof"]),
                (_known(si, k["flops"], "FLOP"), k["flops"]),
-               (_known(si, k["bytes"], "B") + (f" ({k['level']})" if isinstance(k["level"], str) else "")
-                if finite_number(k["bytes"]) else "", k["bytes"]),
+               (_known(si, k["bytes"], "B") + _bytes_kind(k) if finite_number(k["bytes"]) else "", k["bytes"]),
                (c[col["at roof"]], k["time_at_roof_s"]), (c[col["saved"]], k["time_saved_s"])]
         rows.append(row)
     return table_spec(columns, rows)
+
+
+def _bytes_kind(k) -> str:
+    """Whose bytes a row's are: its level's counted ones, algorithmic (its operator's inputs + outputs) or a
+    collective's bus bytes over the link."""
+    if k.get("bytes_kind") in (ALGORITHMIC, "bus"):
+        return f" ({k['bytes_kind']})"
+    return f" ({k['level']})" if isinstance(k["level"], str) else ""
 
 
 def _known(fmt, value, unit) -> str:

@@ -38,6 +38,9 @@ LABEL_DIRECTIONS = ((1, 0), (1, 1), (1, -1), (-1, 0), (-1, 1), (-1, -1), (0, 1),
 LABEL_GAPS = (4, 16, 30)
 # a roof label's left end, in points right of its ridge point: tried in order (nearer ones may cross the slope)
 ROOF_LABEL_DX = (7, 20, 35)
+# a ridge label's offset (points) from its ridge point, tried in order: above left (beside the slope; further
+# left, clear of a roof label that had to reach left of the ridge), higher, left, below right
+RIDGE_LABEL_AT = ((-6, 4), (-14, 4), (-24, 4), (-6, 12), (-6, 20), (-8, 0), (6, -4), (6, -12))
 # where along a slope (x / the axis' lower x limit) its label may go, tried in order
 SLOPE_LABEL_AT = (1.6, 4, 10)
 # labels drawn over a marker or line stay legible
@@ -120,9 +123,10 @@ def draw_roofline(ax, fig: Roofline, *, title: bool = True) -> None:
     if fig.application is not None:  # above kernels, under labels
         ax.scatter([fig.application.x], [fig.application.y], s=APPLICATION_AREA, marker="*", c=APPLICATION_COLOR,
                    edgecolors="black", linewidths=0.9, zorder=5.5, gid="application")
-    if fig.not_drawn:
-        ax.text(0.01, 0.01, _wrap(fig.not_drawn, NOTE_WIDTH), transform=ax.transAxes, fontsize=FONT_SIZE - 0.5,
-                color=NEUTRAL_COLOR, ha="left", va="bottom", gid="note:not-drawn")
+    if fig.not_drawn:  # under the x axis' title, where it covers no point
+        ax.annotate(_wrap(fig.not_drawn, NOTE_WIDTH), (0, 0), xycoords=("axes fraction", ax.xaxis.label),
+                    xytext=(0, -4), textcoords="offset points", fontsize=FONT_SIZE - 0.5, color=NEUTRAL_COLOR,
+                    ha="left", va="top", gid="note:not-drawn")
     _legend(ax, fig)
     _style_axes(ax, fig.xlabel)
     if title:
@@ -188,21 +192,27 @@ def _wrap(text: str, width: int = 110) -> str:
 
 class _Placer:
     """Greedy label placement in display space: each label takes the first candidate position that stays
-    inside the axes and overlaps no earlier label, marker or roof line; when every candidate collides, the
-    one with the least overlap (text and markers first, then lines). Without a canvas that can measure text
-    the first candidate is taken."""
+    inside the axes and overlaps no earlier text (labels, the note, the legend), marker or roof line. When
+    every candidate collides, a label that may be left out (a kernel's or a ridge's: the table and the axes
+    say them) takes the one that crosses the fewest line samples among those inside that cover no text and
+    no marker, or is left out; one that may not (a roof's value) takes the candidate that overlaps least:
+    no text first, then markers, then lines. Without a canvas that can measure text the first candidate is
+    taken."""
 
     def __init__(self, ax):
         canvas = ax.figure.canvas
         self.renderer = canvas.get_renderer() if hasattr(canvas, "get_renderer") else None
-        self.boxes: list = []  # labels and markers
+        self.texts: list = []  # labels, the note, the legend: no label may overlap one
+        self.boxes: list = []  # markers and ridge points: a label overlaps one only if it must
         self.markers: list = []  # (x, y, box) of the kernel markers, display space
         self.points = np.empty((0, 2))  # samples along the roof lines
         if self.renderer is None:
             return
         ax.figure.draw_without_rendering()  # run the layout engine so that extents are final
         self.inside = ax.get_window_extent(self.renderer)
-        self.boxes = [t.get_window_extent(self.renderer).padded(LABEL_PAD_PX) for t in ax.texts]
+        self.texts = [t.get_window_extent(self.renderer).padded(LABEL_PAD_PX) for t in ax.texts]
+        if ax.get_legend() is not None:
+            self.texts.append(ax.get_legend().get_window_extent(self.renderer))
         px_per_pt = ax.figure.dpi / 72
         markers = [c for c in ax.collections if (c.get_gid() or "").startswith(("kernels:", "application"))]
         for c in markers:
@@ -223,9 +233,10 @@ class _Placer:
                 samples.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
         self.points = np.concatenate(samples) if samples else self.points
 
-    def place(self, make, candidates, avoid=()):
-        """`make(*candidate)` draws a label; keep the best candidate's label. `avoid`: boxes (e.g. the
-        label's own marker) not counted as collisions."""
+    def place(self, make, candidates, avoid=(), required=True):
+        """`make(*candidate)` draws a label; keep the best candidate's label, or none (None returned) where
+        every candidate overlaps text or leaves the axes and the label is not `required`. `avoid`: boxes
+        (e.g. the label's own marker) not counted as collisions."""
         best = None
         for candidate in candidates:
             label = make(*candidate)
@@ -233,31 +244,38 @@ class _Placer:
                 return label
             box = _text_box(label, self.renderer)
             cost = self._cost(box, avoid)
-            if cost == (0, 0.0, 0):
-                self.boxes.append(box.padded(LABEL_PAD_PX))
+            if cost == (0, 0.0, 0.0, 0):
+                self.texts.append(box.padded(LABEL_PAD_PX))
                 return label
             if best is None or cost < best[0]:
                 best = (cost, candidate)
             label.remove()
+        if not required and any(best[0][:3]):
+            return None
         label = make(*best[1])
-        self.boxes.append(_text_box(label, self.renderer).padded(LABEL_PAD_PX))
+        self.texts.append(_text_box(label, self.renderer).padded(LABEL_PAD_PX))
         return label
 
-    def _cost(self, box, avoid) -> tuple[int, float, int]:
+    def _cost(self, box, avoid) -> tuple[int, float, float, int]:
         inside = self.inside
         outside = int(not (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
                            and box.y1 <= inside.y1))
-        overlap = 0.0
-        for other in self.boxes:
-            if any(other is a for a in avoid):
-                continue
-            w = min(box.x1, other.x1) - max(box.x0, other.x0)
-            h = min(box.y1, other.y1) - max(box.y0, other.y0)
-            if w > 0 and h > 0:
-                overlap += w * h
         p = self.points
         crossing = int(((p[:, 0] > box.x0) & (p[:, 0] < box.x1) & (p[:, 1] > box.y0) & (p[:, 1] < box.y1)).sum())
-        return outside, overlap, crossing
+        return (outside, _overlap(box, self.texts, avoid), _overlap(box, self.boxes, avoid), crossing)
+
+
+def _overlap(box, others, avoid) -> float:
+    """The area (pixels^2) `box` shares with `others`, those in `avoid` left out."""
+    area = 0.0
+    for other in others:
+        if any(other is a for a in avoid):
+            continue
+        w = min(box.x1, other.x1) - max(box.x0, other.x0)
+        h = min(box.y1, other.y1) - max(box.y0, other.y0)
+        if w > 0 and h > 0:
+            area += w * h
+    return area
 
 
 def _square(x: float, y: float, r: float):
@@ -283,8 +301,8 @@ def _place_labels(ax, lines: tuple[Line, ...], ridges: tuple[Ridge, ...], x_rang
                   application: Label | None = None, kernels: tuple[Label, ...] = ()) -> None:
     """Bandwidth labels (lower left, under their slope), roof labels (at the left end of each flat, just
     above it, else at its right end), ridge labels, the application's, then the kernels' (largest first), each
-    clear of the labels, markers and roof lines placed before it. Datasheet roofs are not labelled (the legend
-    names them)."""
+    clear of the labels, markers and roof lines placed before it; a ridge's or a kernel's label with no clear
+    place is left out. Datasheet roofs are not labelled (the legend names them)."""
     x_lo, x_hi = x_range
     placer = _Placer(ax)
     roofs = [line for line in lines if not line.datasheet]
@@ -306,13 +324,13 @@ def _place_labels(ax, lines: tuple[Line, ...], ridges: tuple[Ridge, ...], x_rang
         # else below it
         placer.place(roof_label, (*((ridge.x, dx, 2) for dx in ROOF_LABEL_DX), (x_hi, -4, 2),
                                   (ridge.x, ROOF_LABEL_DX[0], -3), (x_hi, -4, -3)))
-
+    for ridge in ridges:  # after every roof's value, which they must not push aside
         def ridge_label(dx, dy, ridge=ridge):
             return ax.annotate(ridge.label, (ridge.x, ridge.y), xytext=(dx, dy), textcoords="offset points",
                                fontsize=FONT_SIZE - 0.5, color=ridge.color, zorder=6, gid=f"ridge-label:{ridge.key}",
                                bbox=LABEL_BOX, **_align(dx, dy))
 
-        placer.place(ridge_label, ((-6, 4), (-6, 12), (-8, 0), (6, -4)))
+        placer.place(ridge_label, RIDGE_LABEL_AT, required=False)
     if application is not None:  # its label first: it is the point people look for
         def application_label(dx, dy):
             return ax.annotate(application.text, (application.x, application.y), xytext=(dx, dy),
@@ -332,7 +350,7 @@ def _place_labels(ax, lines: tuple[Line, ...], ridges: tuple[Ridge, ...], x_rang
                                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
                                      "alpha": 0.7}, **_align(dx, dy))
 
-        placer.place(kernel_label, _around(k.radius), avoid=own)
+        placer.place(kernel_label, _around(k.radius), avoid=own, required=False)
 
 
 def _around(radius: float) -> list[tuple[float, float]]:

@@ -157,7 +157,7 @@
     tip.style.top = `${y}px`;
   }
 
-  const W = 900, H = 560, M = { left: 78, right: 16, top: 12, bottom: 46 };
+  const W = 900, H = 560, M = { left: 100, right: 16, top: 12, bottom: 46 };
   const HIT_R = 6; // px: the smallest radius a point answers the pointer within
 
   // a log-log chart: roofs, ridges, points (with a row of the table each), labels; wheel zooms, drag pans,
@@ -197,7 +197,7 @@
       const axes = svg("g", { class: "axes" });
       for (const [v, major] of ticks(view.x[0], view.x[1])) {
         axes.appendChild(svg("line", { x1: X(v), x2: X(v), y1: M.top, y2: H - M.bottom, class: major ? "grid" : "grid minor" }));
-        axes.appendChild(svg("text", { x: X(v), y: H - M.bottom + 16, "text-anchor": "middle" }, `${+v.toPrecision(3)}`));
+        axes.appendChild(svg("text", { x: X(v), y: H - M.bottom + 18, "text-anchor": "middle" }, `${+v.toPrecision(3)}`));
       }
       for (const [v, major] of ticks(view.y[0], view.y[1])) {
         axes.appendChild(svg("line", { x1: M.left, x2: W - M.right, y1: Y(v), y2: Y(v), class: major ? "grid" : "grid minor" }));
@@ -205,27 +205,41 @@
       }
       axes.appendChild(svg("rect", { x: M.left, y: M.top, width: W - M.left - M.right, height: H - M.top - M.bottom, class: "frame" }));
       axes.appendChild(svg("text", { x: (M.left + W - M.right) / 2, y: H - 8, "text-anchor": "middle", class: "axis-label" }, s.xlabel));
-      axes.appendChild(svg("text", { transform: `translate(14 ${(M.top + H - M.bottom) / 2}) rotate(-90)`, "text-anchor": "middle", class: "axis-label" }, s.ylabel));
       plot.appendChild(axes);
+      // the y title left of the widest tick label (they are right-aligned at M.left - 6), not on it
+      const widest = Math.max(0, ...[...axes.querySelectorAll("text[text-anchor=end]")].map((t) => t.getBBox().width));
+      axes.appendChild(svg("text", { transform: `translate(${Math.max(12, M.left - 6 - widest - 6)} ${(M.top + H - M.bottom) / 2}) rotate(-90)`, "text-anchor": "middle", class: "axis-label" }, s.ylabel));
       const g = svg("g", { "clip-path": `url(#${clipId})` });
       plot.appendChild(g);
+      // labels, placed after everything else is drawn: [attributes, text, candidates [x, y, anchor, leader
+      // end x, y], required, leader start [x, y, marker radius], the row whose marker is its own]; markers,
+      // the application's star, ridge points and the roof lines are obstacles
+      const labels = [], ridgeLabels = [], obstacles = [];
       for (const l of s.roofs) {
         const a = { x1: X(l.x[0]), y1: Y(l.y[0]), x2: X(l.x[1]), y2: Y(l.y[1]), stroke: l.color, "stroke-width": l.width, "data-gid": l.gid };
         if (l.dash) Object.assign(a, { "stroke-dasharray": "5 3", "stroke-opacity": 0.6 });
         g.appendChild(svg("line", a));
+        const n = Math.ceil(Math.hypot(a.x2 - a.x1, a.y2 - a.y1) / 4); // the line as points 4 px apart
+        for (let k = 0; k <= n && n < 1e4; k++) obstacles.push({ x: a.x1 + (a.x2 - a.x1) * k / n, y: a.y1 + (a.y2 - a.y1) * k / n, width: 0, height: 0 });
         if (l.datasheet || !l.label) continue; // the legend names datasheet roofs, as in the PNG
-        if (l.slope) { // under the slope, where it enters the view
-          const x = Math.max(l.x[0], view.x[0]) * 1.6, y = l.y[0] * (x / l.x[0]);
-          g.appendChild(svg("text", { x: X(x) + 6, y: Y(y) + 14, fill: l.color, class: "roof-label" }, l.label));
-        } else {
-          // label_row: labels of lines that share a height (vertical ones) stacked apart
-          g.appendChild(svg("text", { x: Math.max(X(l.x[0]), M.left) + 10, y: Y(l.y[0]) - 4 - 14 * (l.label_row || 0), fill: l.color, class: "roof-label" }, l.label));
+        const attrs = { fill: l.color, class: "roof-label" };
+        if (l.slope) { // under the slope, where it enters the view, else further along it
+          const at = (f) => { const x = Math.max(l.x[0], view.x[0]) * f; return [X(x) + 6, Y(l.y[0] * (x / l.x[0])) + 14, "start"]; };
+          labels.push([attrs, l.label, [1.6, 4, 10].map(at), true]);
+        } else { // above the line from its left end on, at its right end; else below
+          const x = Math.max(X(l.x[0]), M.left), xr = Math.min(X(l.x[1]), W - M.right), y = Y(l.y[0]);
+          const along = [10, 30, 60, 100, 150].map((dx) => [x + dx, "start"]).concat([[xr - 4, "end"]]);
+          labels.push([attrs, l.label, along.map(([lx, a]) => [lx, y - 6, a]).concat(along.map(([lx, a]) => [lx, y + 15, a])), true]);
         }
       }
       for (const r of s.ridges) {
         const x = X(r.x), y = Y(r.y);
         g.appendChild(svg("polygon", { points: `${x},${y - 5} ${x + 5},${y} ${x},${y + 5} ${x - 5},${y}`, fill: r.color, stroke: "#fff", "data-gid": `ridge:${r.key}` }));
-        g.appendChild(svg("text", { x: x - 7, y: y + 14, "text-anchor": "end", fill: r.color, class: "ridge-label" }, r.label));
+        obstacles.push({ x: x - 5, y: y - 5, width: 10, height: 10 });
+        // above left, beside the slope (further left, clear of a roof label reaching left), higher, below right
+        ridgeLabels.push([{ fill: r.color, class: "ridge-label" }, r.label,
+          [[x - 7, y - 5, "end"], [x - 18, y - 5, "end"], [x - 30, y - 5, "end"], [x - 7, y - 18, "end"],
+           [x + 7, y + 14, "start"], [x + 7, y + 26, "start"]], false]);
       }
       for (const sw of s.sweeps || []) {
         g.appendChild(svg("polyline", { points: sw.points.map(([x, y]) => `${X(x)},${Y(y)}`).join(" "), class: "sweep", "data-gid": `sweep:${sw.name}` }));
@@ -248,7 +262,11 @@
       for (const m of s.marks) {
         if (hooks.hiddenGroup(m)) continue;
         const mg = svg("g", { "data-gid": m.gid });
-        for (const p of m.points) mg.appendChild(shape(p, m));
+        for (const p of m.points) {
+          mg.appendChild(shape(p, m));
+          const r = Math.sqrt(p[3]) / 2;
+          obstacles.push({ x: X(p[1]) - r, y: Y(p[2]) - r, width: 2 * r, height: 2 * r, row: p[0] });
+        }
         g.appendChild(mg);
         for (const p of m.points) {
           if (p[0] === sel) g.appendChild(svg("circle", { cx: X(p[1]), cy: Y(p[2]), r: Math.sqrt(p[3]) / 2 + 5, class: "ring" }));
@@ -262,13 +280,62 @@
           star.push(`${x + rr * Math.cos(t)},${y - rr * Math.sin(t)}`);
         }
         g.appendChild(svg("polygon", { points: star.join(" "), class: "application", "data-gid": "application" }));
-        g.appendChild(svg("text", { x: x + r + 4, y: y - r, class: "application-label" }, a.text));
+        obstacles.push({ x: x - r, y: y - r, width: 2 * r, height: 2 * r });
+        ridgeLabels.push([{ class: "application-label" }, a.text, around(x, y, r), true]);
       }
-      for (const l of s.labels || []) {
+      labels.push(...ridgeLabels); // after every roof's value, which they must not push aside
+      for (const l of s.labels || []) { // largest share of time first
         if (hooks.hiddenLabel(l)) continue;
-        const x = X(l.x), y = Y(l.y), d = l.radius + 4;
-        g.appendChild(svg("line", { x1: x + l.radius * 0.7, y1: y - l.radius * 0.7, x2: x + d, y2: y - d, class: "leader" }));
-        g.appendChild(svg("text", { x: x + d + 2, y: y - d - 2, class: "kernel-label" }, l.text));
+        const x = X(l.x), y = Y(l.y);
+        labels.push([{ class: "kernel-label" }, l.text, around(x, y, l.radius), false, [x, y, l.radius], l.row]);
+      }
+      place(g, labels, obstacles);
+    }
+
+    // offsets around a marker of radius r at (x, y): eight directions at three gaps, nearest first
+    function around(x, y, r) {
+      const out = [];
+      for (const gap of [4, 14, 28]) {
+        for (const [ux, uy] of [[1, -1], [1, 0], [1, 1], [-1, -1], [-1, 0], [-1, 1], [0, -1], [0, 1]]) {
+          const n = Math.hypot(ux, uy), px = x + ux * (r + gap) / n, py = y + uy * (r + gap) / n;
+          out.push([px + 2 * ux, uy < 0 ? py - 2 : uy > 0 ? py + 11 : py + 4, ux > 0 ? "start" : ux < 0 ? "end" : "middle", px, py]);
+        }
+      }
+      return out;
+    }
+
+    // each label at its first candidate inside the plot that overlaps no label placed before it and no
+    // obstacle (its own marker aside), else at the first that overlaps no label; else a required one (a
+    // roof's value, the application) at its first candidate, and the others (ridges, kernels) left out
+    function place(g, items, obstacles) {
+      const placed = [];
+      const meets = (b, list, own) => list.some((o) => o.row !== own && b.x < o.x + o.width && o.x < b.x + b.width && b.y < o.y + o.height && o.y < b.y + b.height);
+      const inside = (b) => b.x >= M.left && b.y >= M.top && b.x + b.width <= W - M.right && b.y + b.height <= H - M.bottom;
+      for (const [attrs, text, candidates, required, from, own] of items) {
+        const t = svg("text", attrs, text);
+        g.appendChild(t);
+        const put = ([x, y, anchor]) => {
+          t.setAttribute("x", x);
+          t.setAttribute("y", y);
+          t.setAttribute("text-anchor", anchor);
+          const b = t.getBBox();
+          return { x: b.x - 1, y: b.y - 1, width: b.width + 2, height: b.height + 2 };
+        };
+        let chosen = null, fallback = null;
+        for (const c of candidates) {
+          const b = put(c);
+          if (!inside(b) || meets(b, placed, null)) continue;
+          if (!meets(b, obstacles, own === undefined ? null : own)) { chosen = [c, b]; break; }
+          if (!fallback) fallback = [c, b];
+        }
+        chosen = chosen || fallback || (required ? [candidates[0], put(candidates[0])] : null);
+        if (!chosen) { t.remove(); continue; }
+        put(chosen[0]);
+        placed.push(chosen[1]);
+        if (from && chosen[0][3] !== undefined) { // a leader from the marker's edge to the label
+          const [x, y, r] = from, [, , , ex, ey] = chosen[0], d = Math.hypot(ex - x, ey - y) || 1;
+          g.insertBefore(svg("line", { x1: x + (ex - x) * r / d, y1: y + (ey - y) * r / d, x2: ex, y2: ey, class: "leader" }), t);
+        }
       }
     }
 

@@ -16,8 +16,7 @@ import pandas as pd
 import pytest
 
 from analysis import roofline
-from analysis.roofline import Roofs, roofline_table, short_name, totals
-from analysis.roofline import clocks
+from analysis.roofline import Roofs, clocks, roofline_table, totals
 from analysis.roofline import inputs as roofline_inputs
 from analysis.roofline import report as roofline_report
 from analysis.roofline.__main__ import main as roofline_main
@@ -69,7 +68,7 @@ def test_ridges(roofs):
 
 def test_table_arithmetic_at_dram(roofs, kernels):
     t = roofline_table(roofs, kernels)
-    g = row(t, "gemm_kernel")  # 5e9 fp32 FLOPs, 1e8 B, 1 ms: AI 50 >= ridge 10
+    g = row(t, "gemm_kernel fp32")  # 5e9 fp32 FLOPs, 1e8 B, 1 ms: AI 50 >= ridge 10
     assert (g["precision"], g["bound"]) == ("fp32", "compute")
     assert g["ai"] == pytest.approx(5e9 / 1e8)
     assert g["roof_flop_per_s"] == pytest.approx(1e13)  # min(1e12 * 50, 1e13)
@@ -88,14 +87,14 @@ def test_table_arithmetic_at_dram(roofs, kernels):
     h = row(t, "hgemm_tensor")  # tensor: 2e11 FLOPs, 1e9 B, AI 200 >= 100
     assert (h["precision"], h["bound"]) == ("tensor", "compute")
     assert h["time_at_roof_s"] == pytest.approx(2e11 / 1e14)
-    d = row(t, "dgemm")  # fp64: AI 10 >= 5
+    d = row(t, "dgemm fp64")  # fp64: AI 10 >= 5
     assert (d["precision"], d["bound"]) == ("fp64", "compute")
     assert d["time_at_roof_s"] == pytest.approx(1e9 / 5e12)
     m = row(t, "mystery_kernel")  # no FLOP counters: kept, not judged, warned about
     assert math.isnan(m["time_at_roof_s"]) and m["time_s"] == 1e-4
     assert any("mystery_kernel" in w for w in t.attrs["warnings"])
     # ranked by time saved: hgemm 2 ms, stencil 0.6 ms, gemm 0.5 ms, dgemm 0.3, copy 0.1, elementwise 0.04
-    assert list(t["short_name"]) == ["hgemm_tensor", "stencil", "gemm_kernel", "dgemm", "copy_kernel",
+    assert list(t["short_name"]) == ["hgemm_tensor", "stencil", "gemm_kernel fp32", "dgemm fp64", "copy_kernel",
                                      "elementwise", "mystery_kernel"]
     assert row(t, "hgemm_tensor")["share"] == pytest.approx(4e-3 / 7.3e-3)
 
@@ -115,13 +114,13 @@ def test_hierarchical_takes_the_slowest_level(roofs, kernels):
     assert s["time_at_roof_s"] == pytest.approx(5e-4)
     assert s["ai"] == pytest.approx(4e9 / 2e9)
     assert row(roofline_table(roofs, kernels), "stencil")["bound"] == "compute"  # at DRAM alone: 0.4 > 0.2 ms
-    g = row(t, "gemm_kernel")  # l2 1e9/4e12 = 0.25 ms, l1 0.25 ms, compute 0.5 ms
+    g = row(t, "gemm_kernel fp32")  # l2 1e9/4e12 = 0.25 ms, l1 0.25 ms, compute 0.5 ms
     assert (g["bound"], g["time_at_roof_s"]) == ("compute", pytest.approx(5e-4))
 
 
 def test_precision_override(roofs, kernels):
     t = roofline_table(roofs, kernels, precision="fp64")
-    g = row(t, "gemm_kernel")  # against fp64 5e12: 5e9 / 5e12 = 1 ms = its time
+    g = row(t, "gemm_kernel fp32")  # against fp64 5e12: 5e9 / 5e12 = 1 ms = its time
     assert (g["precision"], g["pct_of_roof"]) == ("fp64", pytest.approx(100.0))
     assert row(t, "copy_kernel")["precision"] == "none"
 
@@ -165,7 +164,7 @@ def test_clock_check_and_scaling(roofs, kernels):
     scaled = roofs.scaled_to_clock(clock)
     assert scaled.flat("fp32").value == pytest.approx(1e13 * 1.2 / 1.5)
     assert scaled.bandwidth("dram").value == 1e12
-    g = row(roofline_table(scaled, kernels), "gemm_kernel")
+    g = row(roofline_table(scaled, kernels), "gemm_kernel fp32")
     assert g["time_at_roof_s"] == pytest.approx(5e9 / 8e12)
 
 
@@ -181,19 +180,6 @@ def test_clock_warning_says_which_way_and_why(roofs):
     assert "compute roofs are low" in faster and "--clock-control" not in faster
     for warning in (slower, faster):
         assert "--scale-clock scales the compute roofs" in warning and "bandwidth roofs are not scaled" in warning
-
-
-@pytest.mark.parametrize("full, short", [
-    (("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
-     "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)"),
-     "vectorized_elementwise_kernel"),
-    ("void cunn_SoftMaxForward<4, float, float, float, Epilogue>(float*, float const*, int)", "cunn_SoftMaxForward"),
-    ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
-    ("void f<decltype(x->y)>(int)", "f"),
-    ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64_kernel", "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_t…"),
-])
-def test_short_name(full, short):
-    assert short_name(full) == short
 
 
 def test_provenance_never_claims_a_measurement(roofs):
@@ -257,7 +243,7 @@ def test_plot_has_roofs_ridges_and_kernels(roofs, kernels):
     tensor = by_gid(ax.collections, "kernels:tensor")[0]
     assert tensor.get_sizes()[0] == pytest.approx(16 + 4e-3 / 7.3e-3 * 1400)  # area by share of time
     labels = [t.get_text() for t in by_gid(ax.texts, "kernel-label")]
-    assert sorted(labels) == ["gemm_kernel (14%)", "hgemm_tensor (55%)", "stencil (14%)"]  # 4, 1, 1 ms
+    assert sorted(labels) == ["gemm_kernel fp32 (14%)", "hgemm_tensor (55%)", "stencil (14%)"]  # 4, 1, 1 ms
     note = by_gid(ax.texts, "note:not-drawn")[0].get_text()
     assert "1 kernel(s) without FLOPs" in note and "1 kernel(s) whose FLOPs, bytes or time are unknown" in note
     assert "Test GPU X100" in ax.get_title(loc="left")
@@ -486,12 +472,12 @@ def test_cli_stdout_table_is_readable_and_csv_stays_in_base_units(tmp_path, fixt
     # gemm: 5e9 FLOP in 1 ms = 5 TFLOP/s; AI 50 > fp32 ridge 10: roof 1e13; at roof 5e9 / 1e13 = 0.5 ms;
     # share 1 ms of 7.3 ms
     gemm = next(line for line in lines if "gemm_kernel" in line).split()
-    assert gemm[1:] == ["gemm_kernel", "fp32", "compute", "50", "5", "TFLOP/s", "10", "TFLOP/s", "50.0%", "1", "ms",
-                        "500", "µs", "500", "µs", "13.7%"]
+    assert gemm[1:] == ["gemm_kernel", "fp32", "fp32", "compute", "50", "5", "TFLOP/s", "10", "TFLOP/s", "50.0%", "1",
+                        "ms", "500", "µs", "500", "µs", "13.7%"]
     assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--csv", str(tmp_path / "k.csv")]) == 0
     csv = pd.read_csv(tmp_path / "k.csv").set_index("short_name")
-    assert csv.loc["gemm_kernel", "time_at_roof_s"] == pytest.approx(5e-4)
-    assert csv.loc["gemm_kernel", "flop_per_s"] == pytest.approx(5e12)
+    assert csv.loc["gemm_kernel fp32", "time_at_roof_s"] == pytest.approx(5e-4)
+    assert csv.loc["gemm_kernel fp32", "flop_per_s"] == pytest.approx(5e12)
 
 
 def test_kernel_without_flops_is_shown_as_bandwidth(roofs, kernels, fixture_reader, capsys):
@@ -899,7 +885,7 @@ def test_kernels_above_their_roof_are_one_warning(roofs, kernels):
     the copy (4e8 B, 0.4 ms) 0.05 ms, 800 %. One line names them all."""
     fast = kernels.head(3).assign(time_s=kernels["time_s"].head(3) / 10)
     said = [w for w in roofline_table(roofs, fast).attrs["warnings"] if "above their roof" in w]
-    assert said == ["3 kernel(s) run above their roof (gemm_kernel at 500%, elementwise at 800%, copy_kernel at "
+    assert said == ["3 kernel(s) run above their roof (gemm_kernel fp32 at 500%, elementwise at 800%, copy_kernel at "
                     "800% of it); the roofs may be low (clock, incomplete run) or the counters wrong: their % of roof "
                     "and saving are not given"]
     # no row is shown above 100 % of a roof: the roof or the counters are wrong there

@@ -47,7 +47,7 @@ def test_whatif_arithmetic(tmp_path, kernels):
     home = roofline.load(ROOFS)
     x200 = roofline.target_roofs(str(twice_as_fast(tmp_path)))
     t = whatif.whatif_table(kernels, [x200], home=home)
-    g = pick(t, "Test GPU X200", "gemm_kernel")  # 5e9 FLOPs on 2e13 = 0.25 ms; 50 % of roof at home
+    g = pick(t, "Test GPU X200", "gemm_kernel fp32")  # 5e9 FLOPs on 2e13 = 0.25 ms; 50 % of roof at home
     assert g["time_at_roof_s"] == pytest.approx(5e9 / 2e13)
     assert g["pct_of_roof"] == pytest.approx(50.0)
     assert g["time_at_efficiency_s"] == pytest.approx(2.5e-4 / 0.5)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from analysis.names import readable_names, short_name
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
 from analysis.roofline.links import judge_link, link_warning
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
@@ -36,9 +37,6 @@ TENSOR_TYPES = ("fp64", "tf32", "fp16", "bf16", "fp8", "int8")
 NO_FLOPS = "none"
 # a kernel this far above its roof points at wrong roofs or wrong counters, not at a fast kernel
 ABOVE_ROOF_TOLERANCE = 1.05
-SHORT_NAME_MAX = 40
-# wrappers whose name says nothing: their first template argument names the kernel (CUTLASS, CUB)
-GENERIC_KERNELS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel"})
 NAMES_SHOWN = 5  # kernels named in a warning that covers many
 # the Markdown report lists this many kernels; the CSV has them all
 REPORT_MAX_ROWS = 50
@@ -354,48 +352,6 @@ def unknown_device_warning(roofs: Roofs, gpus: Sequence[Mapping]) -> str | None:
             f"{roofs.label}: {GPU_NAME_HINT}")
 
 
-def short_name(name: str) -> str:
-    """A readable kernel name: template arguments, parameter lists, return type and namespaces dropped.
-
-    `void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, ...>(int, ...)` ->
-    `vectorized_elementwise_kernel`; library kernels without a signature stay as they are (cut to
-    SHORT_NAME_MAX characters).
-    """
-    kept, depth = [], 0
-    for i, ch in enumerate(name):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)" and depth and not (ch == ">" and name[i - 1] == "-"):  # "->" closes nothing
-            depth -= 1
-        elif depth == 0:
-            kept.append(ch)
-    words = "".join(kept).split()
-    parts = [p for p in words[-1].split("::") if p] if words else []
-    short = parts[-1] if parts else name.strip()
-    if short in GENERIC_KERNELS:  # `cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>`: its argument says
-        argument = _first_template_argument(name)
-        short = short_name(argument) if argument else short
-    return short if len(short) <= SHORT_NAME_MAX else short[: SHORT_NAME_MAX - 1] + "…"
-
-
-def _first_template_argument(name: str) -> str | None:
-    """`ns::Kernel<A<x>, B>(...)` -> `A<x>`."""
-    start = name.find("<")
-    if start < 0:
-        return None
-    depth = 0
-    for i in range(start, len(name)):
-        if name[i] == "<":
-            depth += 1
-        elif name[i] == ">" and name[i - 1] != "-":
-            depth -= 1
-            if depth == 0:
-                return name[start + 1:i].strip() or None
-        elif name[i] == "," and depth == 1:
-            return name[start + 1:i].strip() or None
-    return None
-
-
 def _check_columns(kernels: pd.DataFrame) -> None:
     missing = [c for c in KERNEL_COLUMNS if c not in kernels.columns]
     if missing:
@@ -474,14 +430,15 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     floor_s, floor_source = device_floor(roofs, kernels)
     latency_bound = alone = linked = 0
     unjudged: dict = {}  # the index of a row not judged -> why
-    for index, k in kernels.iterrows():
+    names = readable_names([str(n) for n in kernels["kernel"]])  # told apart where two would read the same
+    for (index, k), name in zip(kernels.iterrows(), names):
         prec = dominant_precision(k)
         if precision is not None and prec not in (NO_FLOPS, None):
             prec = precision
         ais = {lv: _intensity(k["flops"], k[f"{lv}_bytes"]) for lv in LEVELS}
         coverage = _coverage(k)
         judged_time = k["time_s"] * coverage  # the time of the launches whose work is known
-        row = {"kernel": k["kernel"], "short_name": short_name(str(k["kernel"])), "launches": k["launches"],
+        row = {"kernel": k["kernel"], "short_name": name, "launches": k["launches"],
                "time_s": k["time_s"], "coverage": coverage,
                "share": k["time_s"] / total_time if total_time > 0 else math.nan,
                "precision": prec, "level": math.nan, "bytes_kind": COUNTED, "roof": math.nan, "ai": math.nan,
