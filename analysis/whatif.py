@@ -155,10 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     targets = [target_roofs(spec, like=home) for spec in args.on]
     table = whatif_table(kernels, targets, home=home, level=args.level, precision=args.precision)
     if home is not None:  # the foreign-GPU warning first: it makes every efficiency wrong
-        warnings += [w for w in (device_warning(home, gpus, f"--roofs {args.roofs or home.origin} must be the roofs of the GPU the "
-                                                "profile ran on, else every current efficiency and time at it is "
-                                                "wrong; measure that GPU or give its datasheet name"),
-                                 unknown_device_warning(home, gpus)) if w]
+        remedy = (f"--roofs {args.roofs or home.origin} must be the roofs of the GPU the profile ran on, else every "
+                  f"current efficiency and time at it is wrong; measure that GPU or give its datasheet name")
+        warnings += [w for w in (device_warning(home, gpus, remedy), unknown_device_warning(home, gpus)) if w]
     warnings += [f"{gpu.device}: {gpu.provenance}" for gpu in ([home] if home else []) + targets if not gpu.measured]
     warnings += table.attrs["warnings"] + kernels.attrs.get("warnings", [])
     print_warnings(warnings, args.verbose)
