@@ -4,6 +4,7 @@ reports and -v/--verbose hold every warning whole."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -14,6 +15,9 @@ MAX_LINES = 5  # warning lines a run prints without -v, the line counting the re
 LINE_CHARS = 160  # every such line is shorter than this
 PREFIX = "warning: "
 CUT = "…"
+# the folders of an absolute or home path ('/tmp/run/' of '/tmp/run/a.csv'): not of a URL ('https://host/a'),
+# a relative path, a unit ('FLOP/s') or a list ('fp16/bf16')
+_FOLDERS = re.compile(r"(?<![\w.:/~-])~?/[^\s:]*/(?=[^\s/])")
 
 
 def add_verbose(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +27,9 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
 
 
 def short_line(warning: str) -> str:
-    """`warning` as one terminal line under LINE_CHARS: cut at a word boundary, ending with CUT when cut."""
-    line = PREFIX + one_line(warning)
+    """`warning` as one terminal line under LINE_CHARS, its paths said by their file names: cut at a word boundary,
+    ending with CUT when cut."""
+    line = PREFIX + _FOLDERS.sub("", one_line(warning))
     if len(line) < LINE_CHARS:
         return line
     head = line[:LINE_CHARS - len(CUT)]

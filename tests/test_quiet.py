@@ -17,9 +17,7 @@ from common.warn import print_warnings
 from tests.test_roofline import A100, A100_ROOFS, H100, KERNELS, fixture_reader  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-A100_TRACE = ROOT.parent / "shared" / "torch-traces" / "a100_80gb_shapes_rank0.json.gz"
-if not A100_TRACE.exists():  # a worktree under /work/wt: the samples sit beside the main checkout
-    A100_TRACE = Path("/work/shared/torch-traces/a100_80gb_shapes_rank0.json.gz")
+A100_TRACE = ROOT.parent / "shared" / "torch-traces" / "a100_80gb_shapes_rank0.json.gz"  # as tests/test_floors.py
 DATASHEETS = ROOT / "ceilings" / "data" / "datasheets.csv"
 
 
@@ -44,6 +42,14 @@ def test_many_long_warnings_are_five_short_lines_and_verbose_prints_them_whole()
     out = io.StringIO()
     print_warnings(said, verbose=True, file=out)
     assert out.getvalue().splitlines() == [f"warning: {w}" for w in said]
+
+
+def test_a_terminal_line_names_a_file_not_its_folders():
+    from common.warn import short_line
+
+    assert short_line("/work/runs/a b/../x/trace.json.gz: 9 kernel(s) of https://host/a/b at 3 FLOP/s (fp16/bf16)") \
+        == "warning: a b/../x/trace.json.gz: 9 kernel(s) of https://host/a/b at 3 FLOP/s (fp16/bf16)"  # a space ends it
+    assert short_line("~/p/q.csv: and runs/r.csv") == "warning: q.csv: and runs/r.csv"
 
 
 @pytest.mark.skipif(not A100_TRACE.exists(), reason="the shared A100 trace is absent")
