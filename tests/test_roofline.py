@@ -512,7 +512,7 @@ def test_sweep_without_sweeps_is_warned_about(tmp_path, fixture_reader, capsys):
     args = ["--roofs", str(path), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]
     assert roofline_main([*args, "--report", str(tmp_path / "r.md")]) == 0
     warned = [ln for ln in capsys.readouterr().err.splitlines() if "--sweep" in ln]
-    assert len(warned) == 1 and warned[0].startswith(f"warning: --sweep: {path.name} has no intensity sweeps")  # its folders: with -v
+    assert len(warned) == 1 and warned[0].startswith(f"warning: --sweep: {path.name} has no intensity sweeps")
     assert f"--sweep: {path} has no intensity sweeps" in (tmp_path / "r.md").read_text()
     assert roofline_main(["--roofs", str(ROOFS), str(KERNELS), "--no-datasheet", "--scale-clock", "--sweep"]) == 0
     assert "--sweep" not in capsys.readouterr().err  # the fixture has intensity.fp32
