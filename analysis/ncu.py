@@ -26,6 +26,7 @@ from ceilings.inputs import add_max_inflated
 from ceilings.lazy import lazy
 from common.atomic import Outputs
 from common.errors import CeilingsError, cli_entry, listed
+from common.warn import add_verbose, print_warnings
 
 from .metrics import (
     EXTENSIVE,
@@ -50,6 +51,7 @@ from .readers.contract import (
     no_launches,
 )
 from .readers.launches import read_profile
+from .readers.registry import reads
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -715,15 +717,14 @@ def format_table(table: pd.DataFrame, top: int = TOP_KERNELS) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Tabulate FLOPs, bytes and time per kernel from Nsight Compute (text, CSV, raw CSV, "
-                    ".ncu-rep) and Nsight Systems outputs; formats are detected from content.",
+        description="The profile table: FLOPs, bytes and time per kernel (or op, module, range) of Nsight Compute, "
+                    "Nsight Systems, torch.profiler and nvprof outputs, told apart by content.",
         epilog="Runs that collected different metrics over the same launches (one ncu run per metric, a "
                "sections run then a --metrics run) are merged by kernel name and launch order; runs that "
                "measured the same metrics (two processes or ranks) are distinct launches, summed per kernel "
                "(--per-process shows them apart). Kernels only nsys saw are rows with times only. Missing "
                "metrics stay empty (CSV) / null (JSON), never 0. See docs/ncu-ingestion.md.")
-    parser.add_argument("files", nargs="+", help="ncu/nsys outputs, torch.profiler traces (or a folder of them), or "
-                                                 "this tool's own --csv output")
+    parser.add_argument("files", nargs="+", help=f"profiles, or folders of them; {reads()}")
     parser.add_argument("--nsys", action="append", default=[], metavar="FILE",
                         help="nsys cuda_gpu_kern_sum/gpukernsum output (CSV or text) for kernel times")
     parser.add_argument("--csv", metavar="OUT", help="write the table as CSV ('-': standard output)")
@@ -742,8 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.want("--json", args.json)
     table = kernel_table(args.files, nsys=args.nsys, per_launch=args.per_launch, per_process=args.per_process,
                          **profile_filters(args))
-    for w in table.attrs.get("warnings", []):
-        print(f"warning: {w}", file=sys.stderr)
+    print_warnings(table.attrs.get("warnings", []), args.verbose)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
     if args.json:
@@ -775,6 +775,7 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
                         help="how FLOPs from a torch.profiler trace's shapes count causal attention: "
                              + "; ".join(f"{k}: {v}" for k, v in FLOP_CONVENTIONS.items()) + " (default executed)")
     add_max_inflated(parser)
+    add_verbose(parser)
 
 
 def profile_filters(args: argparse.Namespace) -> dict:

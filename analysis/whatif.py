@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from analysis.roofline import (
     LEVELS,
+    NAMES_SHOWN,
     PRECISIONS,
     Roofs,
     device_warning,
@@ -24,11 +25,12 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
-from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
+from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs, profile_roofs
 from analysis.roofline.report import profile_line
 from ceilings.lazy import lazy
 from common.atomic import STDOUT
-from common.errors import CeilingsError, cli_entry
+from common.errors import CeilingsError, cli_entry, listed
+from common.warn import print_warnings
 
 pd = lazy("pandas")
 
@@ -57,7 +59,11 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
     for gpu in gpus:
         t = roofline_table(gpu, kernels, level=level, precision=precision)
         # "above their roof" compares with the time measured at home: meaningful on the home GPU only
-        warnings += [f"{gpu.device}: {w}" for w in t.attrs["warnings" if gpu is home else "not_judged"]]
+        if gpu is home:
+            warnings += [f"{gpu.device}: {w}" for w in t.attrs["warnings"]]
+        elif t.attrs["not_judged"]:  # one line a GPU: a profile of many kernels would print one each
+            warnings.append(f"{gpu.device}: {len(t.attrs['not_judged'])} kernel(s) not judged: "
+                            f"{listed(t.attrs['not_judged'], NAMES_SHOWN)}")
         out = t[["kernel", "short_name", "precision", "bound", "time_s", "time_at_roof_s", "roofs_source",
                  "profile_gpu"]].copy()
         # a row judged on part of its time (coverage below 1) is projected for that part: its measured time too
@@ -121,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="target GPU(s): a roofs file or a datasheet name fragment (e.g. 'A100 SXM')")
     p.add_argument("--roofs", metavar="HOME.json|NAME",
                    help="roofs of the GPU the profile was taken on (a roofs file or a datasheet name): gives each "
-                        "kernel's current efficiency")
+                        "kernel's current efficiency; default: the profile's GPU's, as analysis.roofline finds them")
     p.add_argument("--level", choices=LEVELS, default="dram", help="memory level (default dram)")
     p.add_argument("--precision", choices=PRECISIONS,
                    help="judge every kernel against this flat (default: each kernel's dominant precision)")
@@ -137,21 +143,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = check_outputs({"--csv": args.csv, "--html": args.html}, force=args.force,
                         inputs=[*profile_inputs(args), args.roofs, *args.on])
     home = target_roofs(args.roofs, option="--roofs") if args.roofs else None
-    targets = [target_roofs(spec, like=home) for spec in args.on]
     kernels = kernels_of(args)
-    table = whatif_table(kernels, targets, home=home, level=args.level, precision=args.precision)
     gpus = kernels.attrs.get("gpus", [])
+    warnings = []
     if home is None:
-        warnings = ["without --roofs (the profiled GPU's roofs) only the time at the roof is projected"]
-    else:  # the foreign-GPU warning first: it makes every efficiency wrong
-        warnings = [w for w in (device_warning(home, gpus, f"--roofs {args.roofs} must be the roofs of the GPU the "
-                                               "profile ran on, else every current efficiency and time at it is "
-                                               "wrong; measure that GPU or give its datasheet name"),
-                                unknown_device_warning(home, gpus)) if w]
-    warnings += kernels.attrs.get("warnings", []) + table.attrs["warnings"]
+        try:
+            home, said = profile_roofs(gpus)
+            print(f"{PROG}: {said}", file=sys.stderr)
+        except CeilingsError as exc:  # the projection at the roofs needs no home
+            warnings.append(f"only the time at the roof is projected: {exc}")
+    targets = [target_roofs(spec, like=home) for spec in args.on]
+    table = whatif_table(kernels, targets, home=home, level=args.level, precision=args.precision)
+    if home is not None:  # the foreign-GPU warning first: it makes every efficiency wrong
+        remedy = (f"--roofs {args.roofs or home.origin} must be the roofs of the GPU the profile ran on, else every "
+                  f"current efficiency and time at it is wrong; measure that GPU or give its datasheet name")
+        warnings += [w for w in (device_warning(home, gpus, remedy), unknown_device_warning(home, gpus)) if w]
     warnings += [f"{gpu.device}: {gpu.provenance}" for gpu in ([home] if home else []) + targets if not gpu.measured]
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    warnings += table.attrs["warnings"] + kernels.attrs.get("warnings", [])
+    print_warnings(warnings, args.verbose)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
     totals = whatif_totals(table)

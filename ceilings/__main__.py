@@ -13,9 +13,12 @@ COMMANDS = {
     "compare": ("ceilings.compare", "compare roofs files and datasheets side by side"),
     "fleet": ("ceilings.fleet", "a cluster's roofs files: each GPU against its siblings, outliers named (exit 1)"),
     "inspect": ("kernels.inspect", "prove each kernel's declared work from its SASS (no GPU needed)"),
-    "ncu": ("analysis.ncu", "read Nsight Compute / Nsight Systems outputs into a kernel table"),
+    "table": ("analysis.ncu", "the profile table: FLOPs, bytes and time per kernel of ncu, nsys and torch.profiler "
+              "outputs"),
+    "ncu": ("analysis.ncu", "the same as table (its former name)"),
     "roofline": ("analysis.roofline.__main__", "draw application kernels against the measured roofs"),
     "profile": ("analysis.profile", "run ncu with the metrics the roofline needs"),
+    "datasheets": ("ceilings.datasheet", "list the datasheet rows (the names --roofs and --on take) and their peaks"),
     "whatif": ("analysis.whatif", "project profiled kernels onto other GPUs' roofs"),
     "llm": ("analysis.llm.__main__",
             "LLM prefill/decode per op on measured roofs: latency, tokens/s, memory, GPU choice"),

@@ -15,6 +15,7 @@ from pathlib import Path
 from common import atomic
 from common.errors import CeilingsError, cli_entry
 from common.html import SERIES_COLORS, finite_number, page, strip_section, table_section, table_spec
+from common.warn import add_verbose, print_warnings
 from kernels.base import relative
 
 from .datasheet import Row, find_datasheet
@@ -206,6 +207,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--csv", metavar="OUT", help="also write the table (base units) as CSV")
     p.add_argument("--html", metavar="OUT.html", help="also write one self-contained interactive report")
     p.add_argument("--force", action="store_true", help="overwrite existing -o / --csv / --html files")
+    add_verbose(p)
     return p.parse_args(argv)
 
 
@@ -224,9 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs[run_label(roofs, name)] = roofs
     rows = [find_datasheet(name) for name in args.datasheet]
     table = compare_table(runs, rows)
-    if any(roofs.simulated for roofs in runs.values()):
-        print("# SIMULATED columns ran on Numba's CUDA simulator: their numbers are meaningless",
-              file=sys.stderr)
+    print_warnings([f"{name}: SIMULATED on Numba's CUDA simulator: its numbers are meaningless"
+                    for name, roofs in runs.items() if roofs.simulated], args.verbose)
     print(format_table(table))
     if args.csv:
         out.text(args.csv, table.to_csv())

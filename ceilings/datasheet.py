@@ -5,15 +5,18 @@ Figures are DENSE: NVIDIA's "with sparsity" (2:4) numbers are halved in the CSV.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import difflib
 import functools
 import math
 import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import CeilingsError
+from common.errors import CeilingsError, cli_entry
 
 DATASHEETS_CSV = Path(__file__).parent / "data" / "datasheets.csv"
 # what a serving node's GPU shows and links with, by datasheet key (analysis.llm --tp; sources in the file)
@@ -239,7 +242,7 @@ def find_datasheet(fragment: str, rows: tuple[Row, ...] | None = None) -> Row:
     rows = load_datasheets() if rows is None else rows
     wanted = _norm(fragment)
     if not wanted:
-        raise CeilingsError("empty datasheet name; give a GPU such as 'H100 SXM' (see ceilings/data/datasheets.csv)")
+        raise CeilingsError("empty datasheet name; give a GPU such as 'H100 SXM' (`ceilings datasheets` lists them)")
     exact = [r for r in rows if wanted in {_norm(n) for n in r.names()}]
     if len(exact) == 1:
         return exact[0]
@@ -253,4 +256,44 @@ def find_datasheet(fragment: str, rows: tuple[Row, ...] | None = None) -> Row:
     # the few most similar names whatever their score: a long list of every row would hide the typo's fix
     close = difflib.get_close_matches(wanted, list(every), n=len(every), cutoff=0)
     hint = ", ".join(list(dict.fromkeys(every[c] for c in close))[:CLOSE_NAMES])
-    raise CeilingsError(f"no datasheet row matches {fragment!r}; closest: {hint}")
+    raise CeilingsError(f"no datasheet row matches {fragment!r}; closest: {hint} (`ceilings datasheets` lists them "
+                        f"all)")
+
+
+# the figures `ceilings datasheets` lists: (title, Row field, format)
+LISTED = (("CC", "compute_capability", "{}"), ("SMs", "sm_count", "{}"), ("GiB", "memory_gib", "{:g}"),
+          ("DRAM GB/s", "memory_bandwidth_gbs", "{:g}"), ("FP32 TFLOP/s", "fp32_tflops", "{:g}"),
+          ("BF16 tensor", "tensor_bf16_tflops", "{:g}"), ("FP16 tensor", "tensor_fp16_tflops", "{:g}"),
+          ("FP8 tensor", "tensor_fp8_tflops", "{:g}"))
+
+
+def listing(rows: Sequence[Row]) -> str:
+    """A fixed-width table of `rows`: the key (what --roofs, --on and --datasheet take), the display name and
+    the main dense peaks ('-' where the row has none)."""
+    cells = [["key", "name", *(title for title, _, _ in LISTED)]]
+    cells += [[r.key, r.display_name, *("-" if getattr(r, field) is None else fmt.format(getattr(r, field))
+                                        for _, field, fmt in LISTED)] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                     .rstrip() for row in cells)
+
+
+@cli_entry("ceilings datasheets")
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ceilings datasheets", description="The datasheet rows: the names --roofs, --on, "
+                                "--datasheet and --reference take (a key, a name or a fragment of one) and their "
+                                "dense peaks.", epilog=f"From {DATASHEETS_CSV.name}; sources in docs/datasheets.md.")
+    p.add_argument("fragment", nargs="?", help="only the rows whose key, name or alias contains this")
+    args = p.parse_args(argv)
+    rows = load_datasheets()
+    if args.fragment:
+        wanted = _norm(args.fragment)
+        rows = tuple(r for r in rows if any(wanted in _norm(n) for n in r.names()))
+        if not rows:
+            find_datasheet(args.fragment)  # its error names the closest rows
+    print(listing(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,6 +25,7 @@ from pathlib import Path
 from common import atomic
 from common.errors import CeilingsError, cli_entry
 from common.html import TAB10, cell_text, notes_section, page, strip_section, table_section, table_spec
+from common.warn import add_verbose, print_warnings
 from kernels.base import relative
 
 from .lazy import lazy
@@ -745,6 +746,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--html", metavar="OUT.html", help="one self-contained interactive report: every GPU per "
                    "ceiling, the outliers named")
     p.add_argument("--force", action="store_true", help="overwrite existing --json, -o and --html files")
+    add_verbose(p)
     return p.parse_args(argv)
 
 
@@ -758,9 +760,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     copies: list[tuple[Path, Path]] = []
     gpus = load_gpus(collect(args.inputs), report=Path(args.json).resolve() if args.json else None, copies=copies)
     out.add_inputs([*(Path(g.path) for g in gpus), *(copy for copy, _ in copies)])  # before anything is written
-    for copy, original in copies:
-        print(f"warning: {copy}: the same bytes as {original}, a copy of that GPU's file: counted once",
-              file=sys.stderr)
+    print_warnings([f"{copy}: the same bytes as {original}, a copy of that GPU's file: counted once"
+                    for copy, original in copies], args.verbose)
     reference = reference_of(args.reference, gpus[0].simulated) if args.reference else None
     fleet = analyze(gpus, min_ratio=args.min_ratio, reference=reference)
     report = markdown(fleet)

@@ -589,7 +589,10 @@ def _git_sha() -> str | None:
 
 
 class _Lines:
-    """Progress as plain lines on stderr when tqdm is not installed."""
+    """Progress as a plain line on stderr at each tenth of the runs: a log (Slurm's, a pipe) gets no carriage
+    returns and a few lines, not one per run."""
+
+    STEPS = 10
 
     def __init__(self, total: int, label: str):
         self.total, self.done, self.label, self.desc = total, 0, label, ""
@@ -598,14 +601,18 @@ class _Lines:
         self.desc = desc
 
     def update(self, n: int) -> None:
-        self.done += n
-        log(f"[{self.label} {self.done}/{self.total}] {self.desc}")
+        before, self.done = self.done, self.done + n
+        if before * self.STEPS // max(self.total, 1) != self.done * self.STEPS // max(self.total, 1):
+            log(f"[{self.label} {self.done}/{self.total}] {self.desc}")
 
     def close(self) -> None:
         pass
 
 
 def _progress(total: int, label: str):
+    """A tqdm bar on a terminal; plain lines elsewhere (a bar redrawn with carriage returns is junk in a file)."""
+    if not sys.stderr.isatty():
+        return _Lines(total, label)
     try:
         from tqdm import tqdm
     except ImportError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -27,13 +28,18 @@ if NO_GPU_REASON:
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 
+# the simulator is Numba's: an install without the CUDA extras (README, "Set up") has none
+NO_NUMBA = importlib.util.find_spec("numba") is None
+
+
 def pytest_collection_modifyitems(config, items):
-    if NO_GPU_REASON is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU: {NO_GPU_REASON}")
+    skip_gpu = pytest.mark.skip(reason=f"needs an NVIDIA GPU: {NO_GPU_REASON}")
+    skip_sim = pytest.mark.skip(reason="needs Numba's CUDA simulator: pip install -e '.[cuda13]' (or [cuda12])")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and NO_GPU_REASON is not None:
+            item.add_marker(skip_gpu)
+        elif "sim" in item.keywords and NO_NUMBA:
+            item.add_marker(skip_sim)
 
 
 @pytest.fixture

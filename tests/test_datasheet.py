@@ -177,7 +177,7 @@ def test_find_datasheet_unknown_lists_close_names():
 def test_find_datasheet_unknown_lists_only_a_few_names(fragment):
     with pytest.raises(CeilingsError, match=f"no datasheet row matches '{fragment}'; closest: ") as info:
         find_datasheet(fragment)
-    listed = str(info.value).split("closest: ")[1].split(", ")
+    listed = str(info.value).split("closest: ")[1].removesuffix(" (`ceilings datasheets` lists them all)").split(", ")
     assert 1 <= len(listed) == CLOSE_NAMES < len(load_datasheets())
     assert set(listed) <= {r.key for r in load_datasheets()}
 

@@ -269,7 +269,7 @@ def test_a_copy_without_uuid_is_one_gpu_said_in_a_warning(started, tmp_path, cap
     doc["meta"]["started"] = started
     for name in ("a.json", "copy.json"):
         (tmp_path / name).write_text(json.dumps(doc))
-    rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "report.out"], capsys)
+    rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "report.out", "-v"], capsys)
     assert rc in (0, 1) and f"warning: {tmp_path / 'copy.json'}: the same bytes as {tmp_path / 'a.json'}" in err, err
     assert len(json.loads((tmp_path / "report.out").read_text())["files"]) == 1
     rc, _, err = _call(fleet.main, [tmp_path, "--json", tmp_path / "copy.json", "--force"], capsys)
@@ -475,7 +475,7 @@ def test_a_latin1_byte_in_a_kernel_name_is_read_with_a_warning(name, kernel, tmp
     f = tmp_path / name
     f.write_bytes(data.replace(kernel.encode(), b"caf\xe9_" + kernel.encode()))
     out = tmp_path / "t.json"
-    rc, _, err = _call(ncu.main, [f, "--json", out], capsys)
+    rc, _, err = _call(ncu.main, [f, "--json", out, "-v"], capsys)
     assert rc == 0 and "not UTF-8" in err and str(f) in err, err
     names = [row["kernel"] for row in json.loads(out.read_text())]
     assert any(n.startswith("caf\ufffd_" + kernel) for n in names), names

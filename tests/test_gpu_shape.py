@@ -105,7 +105,7 @@ def test_an_nsys_export_gives_target_info_gpu(tmp_path):
 # ---- the three commands say it first -----------------------------------------------------------------------
 
 def test_roofline_warns_first_about_an_h20_profile_against_h100_roofs(capsys):
-    assert roofline_main(["--roofs", "H100 SXM", str(H20_TEXT)]) == 0
+    assert roofline_main(["--roofs", "H100 SXM", str(H20_TEXT), "-v"]) == 0
     first = first_warning(capsys)
     assert first.startswith("warning: PROFILE FROM ANOTHER GPU: the profile ran on unknown GPU (CC 9.0, device 0), "
                             "the roofs are of NVIDIA H100 SXM5 80GB (CC 9.0) (the profile's GPU: 78 SMs, the "
@@ -113,7 +113,7 @@ def test_roofline_warns_first_about_an_h20_profile_against_h100_roofs(capsys):
 
 
 def test_whatif_warns_first_about_an_h20_profile_against_h100_roofs(capsys):
-    assert whatif.main([str(H20_TEXT), "--roofs", "H100 SXM", "--on", "H200 SXM"]) == 0
+    assert whatif.main([str(H20_TEXT), "--roofs", "H100 SXM", "--on", "H200 SXM", "-v"]) == 0
     first = first_warning(capsys)
     assert first.startswith("warning: PROFILE FROM ANOTHER GPU") and SMS in first
 
@@ -128,7 +128,7 @@ def test_llm_calibrate_warns_about_an_h20_profile_against_h100_roofs(tmp_path, c
     profile = tmp_path / "h20-decode.ncu.csv"
     profile.write_text("\n".join(kept + sms) + "\n")
     assert llm_main(["--model", str(DATA / "llm" / "tiny-llama"), "--roofs", "H100 SXM", "--prompt", "100", "--gen",
-                     "4", "--calibrate", str(profile)]) == 0
+                     "4", "--calibrate", str(profile), "-v"]) == 0
     (warning,) = [w for w in capsys.readouterr().err.splitlines() if "PROFILE FROM ANOTHER GPU" in w]
     assert SMS in warning and "give --calibrate-on the roofs of the profiled GPU" in warning
 

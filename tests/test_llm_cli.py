@@ -62,7 +62,7 @@ def test_the_text_table_names_the_gpus_and_the_roofs_source(capsys):
 def test_calibration_applies_the_fitted_floors_and_efficiencies(capsys):
     """Floors (test_llm_calibrate): 3 GEMM kernels, 1 attention and 1 norm of 200 ns (the smallest kernel), the
     elementwise kernel's 200 ns less its 18,688 B at the roof; on the H100 the floors stay, the rest shrinks."""
-    doc, err = run_json(capsys, "--roofs", "H100 SXM", "--calibrate", PROFILE)
+    doc, err = run_json(capsys, "--roofs", "H100 SXM", "--calibrate", PROFILE, "-v")
     a100, h100 = doc["gpus"]
     measured = 4e-6 + 0.8e-6 + 0.3e-6 + 0.2e-6  # gemm, attention, norm, elementwise of the profile
     floors = 3 * 200e-9 + 200e-9 + 200e-9 + (200e-9 - 18_688 / 2039e9)

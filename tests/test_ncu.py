@@ -212,7 +212,7 @@ def test_kernel_total_is_what_its_launches_have_and_no_intensity_across_launches
     # each launch: 1,400 cycles at 1.40 cycle/ns = 1 us; 2 x 100 dfma + 50 dadd + 0 dmul = 250 FLOPs
     assert k["time_s"] == pytest.approx(2e-6) and k["flops_fp64"] == pytest.approx(500)
     assert k["flop_per_s"] == pytest.approx(500 / 2e-6)
-    assert main([str(a), str(b), "--csv", str(tmp_path / "out.csv")]) == 0
+    assert main([str(a), str(b), "--csv", str(tmp_path / "out.csv"), "-v"]) == 0
     warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
     # rates are judged per launch: launch 0's DRAM bytes are a rate too, left unchecked for want of the GPU
     assert warned == ["warning: fp64 FLOP/s, DRAM B/s not checked against a physical peak: the profile does not say "
@@ -765,7 +765,7 @@ def test_a_value_no_counter_can_have_is_missing_for_its_launch_not_the_file(tmp_
     assert launches["dram_bytes"][0] == 1.5e6 and math.isnan(launches["dram_bytes"][1])
     raw = read_profile(f)
     assert raw[BANK_CONFLICTS].isna().all()
-    assert main([str(f)]) == 0
+    assert main([str(f), "-v"]) == 0
     warned = [ln for ln in capsys.readouterr().err.splitlines() if "no counter can have" in ln]
     # one line per metric, with the count, the first kernel and ID, its value in base units and its line
     assert len(warned) == 2

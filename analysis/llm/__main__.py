@@ -44,12 +44,14 @@ from analysis.llm.work import (
     check_setup,
     step_ops,
 )
+from analysis.readers.registry import reads
 from analysis.roofline import DEFAULT_LAUNCH_FLOOR_S, device_warning, si, unknown_device_warning
 from analysis.roofline.inputs import check_outputs, read_kernels
 from ceilings.inputs import add_max_inflated
 from ceilings.lazy import lazy
 from common.atomic import STDOUT, Outputs
 from common.errors import CeilingsError, cli_entry
+from common.warn import add_verbose, print_warnings
 
 pd = lazy("pandas")
 
@@ -110,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--calibrate", nargs="+", action="append", metavar="PROFILE",
                    help="ncu / nsys / torch-trace profile of a real prefill or decode step of this model and setup; "
                         "repeat with --calibrate-batch for profiles at other batches (floor and efficiency fitted "
-                        "to all)")
+                        f"to all); {reads()}")
     add_max_inflated(p)  # of a gzip'd --calibrate profile
     p.add_argument("--calibrate-batch", type=int, action="append", metavar="B",
                    help="the batch each --calibrate profile ran at, in their order (default --batch)")
@@ -125,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report: the ops per GPU, "
                    "the batch sweep (with --sweep), a summary")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_verbose(p)
     return p
 
 
@@ -292,8 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stepped = pd.concat([steps_table(model, setup, g, steps, c["decode"]) for g, c in zip(gpus, costs)],
                         ignore_index=True) if steps else None
     warnings += _warnings(model, results, args.memory_fraction)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    print_warnings(warnings, args.verbose)
     _write(out, args, model, setup, results, calibration, sweep, stepped, warnings)
     return 0
 

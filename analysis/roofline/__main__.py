@@ -18,11 +18,19 @@ from analysis.roofline import (
     target_roofs,
     unknown_device_warning,
 )
-from analysis.roofline.clocks import clock_warning, profile_sm_clock
 from analysis.roofline.budget import budget_columns, json_document, time_budget, unplaced_warning
-from analysis.roofline.inputs import add_profile_arguments, check_outputs, kernels_of, profile_inputs
+from analysis.roofline.clocks import clock_warning, profile_sm_clock
+from analysis.roofline.inputs import (
+    ROOFS_FILES,
+    add_profile_arguments,
+    check_outputs,
+    kernels_of,
+    profile_inputs,
+    profile_roofs,
+)
 from analysis.roofline.report import render_kernels, render_report
 from common.errors import CeilingsError, cli_entry
+from common.warn import print_warnings
 
 PROG = "python -m analysis.roofline"
 DEFAULT_TOP = 10
@@ -33,11 +41,12 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="Roofline of profiled kernels against the roofs measured by "
         "`python -m ceilings.measure` (or a datasheet's): a picture, a report ranking kernels by the time they "
         "would save at their roof, and a per-kernel table.",
-        epilog="Profiles: ncu text, CSV (details or raw page) or the kernel-table CSV of analysis.ncu; "
-        "make one with `python -m analysis.profile`. Without -o/--report/--csv the table goes to stdout.")
+        epilog="Make a profile with `python -m analysis.profile`. Without -o/--report/--csv the table goes to stdout; "
+        "-v prints every warning whole.")
     add_profile_arguments(p)
-    p.add_argument("--roofs", required=True, metavar="ROOFS.json|NAME",
-                   help="roofs file from ceilings.measure, or a datasheet name (e.g. 'A100 SXM4 80GB')")
+    p.add_argument("--roofs", metavar="ROOFS.json|NAME",
+                   help="roofs file from ceilings.measure, or a datasheet name (e.g. 'A100 SXM4 80GB'); default: "
+                        f"the profile's GPU's, the newest measured {ROOFS_FILES} of it here, else its datasheet row")
     p.add_argument("-o", "--output", metavar="FILE", help="picture: .png, .svg or .pdf")
     p.add_argument("--report", metavar="FILE.md", help="Markdown report ('-': standard output)")
     p.add_argument("--csv", metavar="FILE.csv", help="per-kernel table ('-': standard output)")
@@ -70,38 +79,43 @@ def main(argv: Sequence[str] | None = None) -> int:
                         force=args.force, inputs=[*profile_inputs(args), args.roofs])
     if args.top < 0:
         raise CeilingsError(f"--top {args.top}: must be 0 or more")
-    roofs = target_roofs(args.roofs, option="--roofs")
+    roofs = target_roofs(args.roofs, option="--roofs") if args.roofs else None  # a wrong name fails before reading
     kernels = kernels_of(args)
     gpus = kernels.attrs.get("gpus", [])
+    if roofs is None:
+        roofs, said = profile_roofs(gpus)
+        print(f"{PROG}: {said}", file=sys.stderr)
     command = " ".join(shlex.quote(str(a)) for a in ("python", "-m", "analysis.whatif", *args.profiles, "--on",
-                                                      args.roofs))
+                                                      args.roofs or roofs.origin.removeprefix("datasheet ")))
     foreign = device_warning(roofs, gpus, "every % of roof and time at roof compares these kernels with another "
                              f"GPU's roofs; to project them onto this GPU run `{command} --roofs <roofs of the "
                              f"profiled GPU>`")
-    warnings = [w for w in (unknown_device_warning(roofs, gpus),) if w]
-    warnings += kernels.attrs.get("warnings", [])
+    # the foreign-GPU warning first: it makes every number after it wrong; then what the roofs are
+    warnings = [w for w in (foreign, unknown_device_warning(roofs, gpus)) if w]
     clock = profile_sm_clock(kernels)
     mismatch = clock_warning(roofs, clock)
     if args.scale_clock:
         if clock is None:
             raise CeilingsError("--scale-clock: the profile has no SM clock (sm__cycles_elapsed.avg.per_second)")
         roofs = roofs.scaled_to_clock(clock)
-    elif mismatch:
-        warnings.append(mismatch)
     if roofs.simulated:
         warnings.append("the roofs file is SIMULATED (Numba CUDA simulator): its numbers mean nothing")
     elif not roofs.measured:
         warnings.append(f"the roofs are {roofs.provenance}: every % of roof is against these figures, not "
                         f"against what a measured GPU reaches")
-    if args.sweep and not roofs.sweeps:
-        warnings.append(f"--sweep: {args.roofs} has no intensity sweeps (intensity.*, measured by the intensity "
-                        f"benchmarks of python -m ceilings.measure); nothing to overlay")
+    if mismatch and not args.scale_clock:
+        warnings.append(mismatch)
     table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
-    # the foreign-GPU warning first: it makes every number after it wrong; then what the picture leaves out
-    warnings = [w for w in (foreign, unplaced_warning(time_budget(table))) if w] + warnings + table.attrs["warnings"]
+    # then what the picture leaves out, before the rest
+    unplaced = unplaced_warning(time_budget(table))
+    said = len(warnings) - bool(mismatch and not args.scale_clock)  # the clock's warning comes after it
+    warnings[said:said] = [unplaced] if unplaced else []
+    warnings += table.attrs["warnings"] + kernels.attrs.get("warnings", [])
+    if args.sweep and not roofs.sweeps:
+        warnings.append(f"--sweep: {roofs.origin or roofs.device} has no intensity sweeps (intensity.*, measured "
+                        f"by the intensity benchmarks of python -m ceilings.measure); nothing to overlay")
     datasheet = None if args.datasheet is None else datasheet_roofs(roofs, args.datasheet or None)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    print_warnings(warnings, args.verbose)
     if args.csv:
         out.text(args.csv, table.join(budget_columns(table)).to_csv(index=False))
     if args.json:

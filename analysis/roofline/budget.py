@@ -184,12 +184,14 @@ def _plain(value):
 
 
 def unplaced_warning(budget: pd.DataFrame) -> str | None:
-    """One line when the roofline places less than all of the kernel time: how much, and the largest causes."""
+    """One line when the roofline places less than all of the kernel time: the share on it, on the interconnect,
+    and the largest causes of the rest."""
     shown = share_shown(budget)
     if not len(budget) or shown >= 1 - 1e-9:
         return None
-    rest = budget[~budget["class"].isin(PLACED)].head(3)
+    link = float(budget.loc[budget["cause"] == ON_LINK, "share"].sum())
+    rest = budget[~budget["class"].isin(PLACED) & (budget["cause"] != ON_LINK)].head(3)
     causes = ", ".join(f"{r['cause'] if r['class'] == UNPLACED else COMMUNICATION} {r['share']:.0%}"
                        for _, r in rest.iterrows())
-    return (f"the roofline places {shown:.0%} of the kernel time; the rest is not on it ({causes}): see the time "
-            f"budget in the report, --json or the table")
+    return (f"{shown:.0%} of the kernel time is on the roofline" + (f", {link:.0%} on the interconnect" if link else "")
+            + f"; not placed: {causes} (the time budget in the report, --json or the table has all of it)")

@@ -6,13 +6,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ceilings.lazy import lazy
 from common.atomic import Outputs
 from common.errors import CeilingsError
 
+if TYPE_CHECKING:
+    from analysis.roofline import Roofs
+
 np = lazy("numpy")
 pd = lazy("pandas")
+
+# the measured roofs files searched for in the working folder when --roofs is left out
+ROOFS_FILES = "roofs-*.json"
 
 
 def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *, kernel_regex: str | None = None,
@@ -38,8 +45,9 @@ def read_kernels(paths: Sequence[str | Path], nsys: str | Path | None = None, *,
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     """The profiles and how to read them: the same options for every command that reads kernels."""
     from analysis.ncu import add_profile_filters
+    from analysis.readers.registry import reads
 
-    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="Nsight Compute output(s)")
+    p.add_argument("profiles", nargs="+", metavar="PROFILE", help=f"profile(s), or folders of them; {reads()}")
     p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
     add_profile_filters(p)
 
@@ -67,3 +75,38 @@ def check_outputs(texts: Mapping[str, str | None], *, pictures: Mapping[str, str
 def profile_inputs(args: argparse.Namespace) -> list[str | None]:
     """The files add_profile_arguments' options name: what no output may replace."""
     return [*args.profiles, args.nsys]
+
+
+def profile_roofs(gpus: Sequence[Mapping], option: str = "--roofs", folder: str | Path = ".") -> tuple[Roofs, str]:
+    """Without `option`, the roofs of the GPU the profile names (`gpus`: kernel_table's attrs["gpus"]): the
+    newest measured ROOFS_FILES of that GPU in `folder`, else its datasheet row; and the line that says which.
+    A CeilingsError naming the remedy when the profile names no GPU, or one no roofs file or datasheet row has."""
+    from analysis.roofline import Roofs, foreign_gpus, load
+    from ceilings.datasheet import match_device
+
+    names = sorted({g["gpu"] for g in gpus if g.get("gpu")})
+    if len(names) != 1:
+        said = f"names {len(names)} GPUs ({'; '.join(names)})" if names else "does not say which GPU it ran on"
+        raise CeilingsError(f"the profile {said}: give {option} ROOFS.json (python -m ceilings.measure --out "
+                            f"roofs-NAME.json on that GPU) or {option} DATASHEET-NAME (`ceilings datasheets` lists "
+                            f"them)")
+    mine = []
+    for path in Path(folder).glob(ROOFS_FILES):
+        try:
+            roofs = load(path)
+        except CeilingsError:  # a file of another kind, or broken: not the one meant
+            continue
+        if roofs.measured and not foreign_gpus(roofs, gpus):
+            mine.append((path.stat().st_mtime, str(path), roofs))
+    if mine:
+        _, path, roofs = max(mine)
+        return roofs, f"no {option}: the roofs measured in {path} ({roofs.device}, the profile's GPU; the newest " \
+                      f"{ROOFS_FILES} of it here)"
+    memory = next((g.get("memory_bytes") for g in gpus if g.get("memory_bytes")), None)
+    row = match_device(names[0], memory)
+    if row is None:
+        raise CeilingsError(f"the profile's GPU {names[0]!r} has no datasheet row and no {ROOFS_FILES} of it here: "
+                            f"give {option} ROOFS.json (python -m ceilings.measure on that GPU)")
+    return Roofs.from_datasheet(row), (f"no {option}: the datasheet figures of {row.display_name}, the profile's "
+                                       f"GPU (no measured {ROOFS_FILES} of it here; `{option} ROOFS.json` to "
+                                       f"choose one)")
