@@ -28,7 +28,8 @@ from analysis.roofline import (
     seconds,
     si,
 )
-from analysis.roofline.budget import PLACED, UNPLACED, share_shown, time_budget
+from analysis.roofline.budget import COMMUNICATION, ON_LINK, PLACED, UNPLACED, share_shown, time_budget
+from analysis.roofline.links import COMMUNICATION_BOUND
 from analysis.roofline.report import profile_line
 
 PRECISION_COLORS = {"fp64": "#7b3294", "fp32": "#2166ac", "fp16": "#1b9e77", "tensor": "#d95f02",
@@ -57,6 +58,7 @@ NO_FLOPS_NAME = "no FLOPs"
 # the time budget's bar: placed classes in strong colours, communication apart, what is not placed in greys
 BUDGET_COLORS = {"compute-bound": "#d95f02", "memory-bound": "#2166ac", "latency-bound": "#1b9e77",
                  "communication": "#7b3294"}
+COMMUNICATION_UNPLACED_COLOR = "#c2a5cf"
 UNPLACED_GREYS = ("#8c8c8c", "#a8a8a8", "#c4c4c4", "#dcdcdc")  # its largest causes, then the rest
 ALGORITHMIC_NOTE = "hollow: algorithmic bytes (AI an upper bound)"
 
@@ -211,7 +213,16 @@ def budget_segments(budget: pd.DataFrame) -> tuple[Segment, ...]:
     unplaced time and the rest of it as one."""
     by_class = budget.groupby("class", sort=False)["share"].sum()
     out = [Segment(cls, share, BUDGET_COLORS[cls], cls in PLACED) for cls, share in by_class.items()
-           if cls != UNPLACED]
+           if cls in PLACED]
+    # communication on the interconnect's roof, then what of it is not placed, paler
+    linked = budget["cause"] == ON_LINK
+    communication = budget["class"] == COMMUNICATION
+    for label, share, color in (("communication on the link", budget.loc[linked, "share"].sum(),
+                                 BUDGET_COLORS[COMMUNICATION]),
+                                ("communication not placed", budget.loc[communication & ~linked, "share"].sum(),
+                                 COMMUNICATION_UNPLACED_COLOR)):
+        if share > 0:
+            out.append(Segment(label, share, color, False))
     unplaced = budget[budget["class"] == UNPLACED]
     named = len(UNPLACED_GREYS) - 1 if len(unplaced) > len(UNPLACED_GREYS) else len(unplaced)
     out += [Segment(r["cause"], r["share"], grey, False) for (_, r), grey in zip(unplaced.head(named).iterrows(),
@@ -380,8 +391,12 @@ def _not_drawn(table: pd.DataFrame, drawn: pd.DataFrame, levels: Sequence[str]) 
     if len(no_flops):
         parts.append(f"{len(no_flops)} {rows}(s) without FLOPs (AI 0, memory-bound; "
                      f"{percent(no_flops['time_s'].sum(min_count=1), total)} of time)")
+    collectives = missing[missing["bound"] == COMMUNICATION_BOUND]
+    if len(collectives):  # judged against the interconnect, whose bytes are no FLOP's
+        parts.append(f"{len(collectives)} collective {rows}(s) on the interconnect "
+                     f"({percent(collectives['time_s'].sum(min_count=1), total)} of time)")
     beyond = _drawable(missing, levels, _positive)
-    unknown = missing.drop(no_flops.index).drop(beyond.index)
+    unknown = missing.drop(no_flops.index).drop(beyond.index).drop(collectives.index)
     if len(unknown):
         parts.append(f"{len(unknown)} {rows}(s) whose FLOPs, bytes or time are unknown "
                      f"({percent(unknown['time_s'].sum(min_count=1), total)} of time)")

@@ -167,3 +167,19 @@ def test_no_row_is_said_to_be_judged_on_none_of_its_time():
     table, _ = budget_of([A100_TRACE])
     partly = [w for w in table.attrs["warnings"] if "judged on the part of their time" in w]
     assert len(partly) == 1 and "(0%)" not in partly[0]
+
+
+@needs_traces
+def test_the_png_has_all_of_the_time_in_a_bar_under_the_roofline():
+    """The bar's segments span 0 to 1 (all of the kernel time); the title says the share the roofline shows, the
+    budget's placed share."""
+    from analysis.plot import roofline_figure
+
+    table, budget = budget_of([A100_TRACE])
+    fig = roofline_figure(target_roofs(ROOFS), table)
+    roofline, bar = fig.axes[0], fig.axes[-1]
+    widths = [p.get_width() for p in bar.patches if (p.get_gid() or "").startswith("budget:")]
+    assert sum(widths) == pytest.approx(1.0, abs=1e-9)
+    placed = budget.loc[budget["class"].isin(PLACED), "share"].sum()
+    assert f"({placed:.0%} of the kernel time" in roofline.get_title(loc="left")
+    assert "communication on the link" in bar.get_xlabel()
