@@ -19,7 +19,8 @@ from pathlib import Path
 
 from analysis.names import readable_names, short_name
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
-from analysis.roofline.links import judge_link, link_warning
+from analysis.readers.contract import COMMUNICATION
+from analysis.roofline.links import NO_MESSAGE_SIZE, judge_link, link_warning
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord, Sweep
@@ -450,6 +451,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         if not pd.isna(k.get("comm_bytes", math.nan)):  # a collective's bus bytes: against the interconnect
             why, judged_time = judge_link(row, k, roofs.link), k["time_s"]
             linked += not why
+        elif COMMUNICATION.search(str(k["kernel"])):  # its work is the interconnect's, not FLOPs
+            why = NO_MESSAGE_SIZE
         else:
             why = _judge(row, k, roofs, levels, forced=precision is not None)
             if _against_floor(row, floor_s, placed=not why):

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 
 COMMUNICATION_BOUND = "communication"  # the `bound` of a collective placed on the link; its `roof` and `level`
 LINK = "link"
+NO_MESSAGE_SIZE = ("a collective whose message size the profile does not record (a torch trace records it with "
+                   "record_shapes=True; torch >= 2.1 on record_param_comms)")
 NO_LINK = ("no interconnect roof for this GPU: ceilings/data/serving.csv gives the link of the datasheet rows "
            "with a cited figure")
 
