@@ -561,7 +561,8 @@ def _commands(profile: Path, roofs: Path, tmp: Path, rng: random.Random) -> list
     """(main, argv, exit codes besides 0 and 2 that it may give) for a profile and a roofs file."""
     by = rng.choice(["kernel", "op", "module", "annotation"])
     return [(ncu.main, [profile, "--json", tmp / "t.json", "--force", "--by", by], ()),
-            (roofline_main, [profile, "--roofs", roofs, "-o", tmp / "r.png", "--html", tmp / "r.html", "--force",
+            (roofline_main, [profile, "--roofs", roofs, "-o", tmp / "r.png", "--html", tmp / "r.html", "--json",
+                             tmp / "r.json", "--csv", tmp / "r.csv", "--report", tmp / "r.md", "--force",
                              "--by", by, "--level", rng.choice(["dram", "all"])], ()),
             (whatif.main, [profile, "--on", roofs], ()),
             (llm.main, ["--model", "Llama-3.2-1B", "--roofs", roofs, "--activations", "fp16", "--weights", "fp16",
