@@ -67,7 +67,7 @@ def whatif_table(kernels: pd.DataFrame, targets: Sequence[Roofs], *, home: Roofs
         out = t[["kernel", "short_name", "precision", "bound", "time_s", "time_at_roof_s", "roofs_source",
                  "profile_gpu"]].copy()
         # a row judged on part of its time (coverage below 1) is projected for that part: its measured time too
-        out["time_s"] = t["time_s"] * t["coverage"]
+        out["time_s"] = t["judged_time_s"].fillna(t["time_s"] * t["coverage"])
         out.insert(0, "gpu", gpu.device if gpu is not home else f"{gpu.device} (profiled)")
         out["pct_of_roof"] = pct  # aligned on the kernel table's index
         out["time_at_efficiency_s"] = out["time_at_roof_s"] / (out["pct_of_roof"] / 100.0)

@@ -69,10 +69,12 @@ KERNEL_COLUMNS = ("kernel", "launches", "time_s", "flops_fp64", "flops_fp32", "f
 # shapes, torch traces: a lower bound of its DRAM traffic, so its AI is an upper bound and its % of roof a
 # lower bound)
 COUNTED, ALGORITHMIC = "counted", "algorithmic"
+# judged_time_s: the time the judgement is of (time x coverage; all of it for a row held to the floor alone or
+# placed on the interconnect); missing for a row not judged
 TABLE_COLUMNS = ("kernel", "short_name", "launches", "time_s", "coverage", "share", "precision", "level",
                  "bytes_kind", "ai", "flop_per_s", "roof_flop_per_s", "bound", "pct_of_roof", "time_at_roof_s",
-                 "time_saved_s", "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu", "roofs_source",
-                 "profile_gpu", "roof")
+                 "time_saved_s", "judged_time_s", "flops", "bytes", "ai_dram", "ai_l2", "ai_l1", "roofs_gpu",
+                 "roofs_source", "profile_gpu", "roof")
 
 
 @dataclass(frozen=True)
@@ -445,7 +447,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                "precision": prec, "level": math.nan, "bytes_kind": COUNTED, "roof": math.nan, "ai": math.nan,
                "flop_per_s": k["flops"] / judged_time if judged_time > 0 else math.nan,
                "roof_flop_per_s": math.nan, "bound": math.nan, "pct_of_roof": math.nan,
-               "time_at_roof_s": math.nan, "time_saved_s": math.nan, "flops": k["flops"], "bytes": math.nan,
+               "time_at_roof_s": math.nan, "time_saved_s": math.nan, "judged_time_s": judged_time,
+               "flops": k["flops"], "bytes": math.nan,
                **{f"ai_{lv}": ais[lv] for lv in LEVELS}, **provenance}
         rows.append(row)
         if not pd.isna(k.get("comm_bytes", math.nan)):  # a collective's bus bytes: against the interconnect
@@ -460,6 +463,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
                 alone += bool(why)
                 why = None  # judged against the floor
         if why:
+            row["judged_time_s"] = math.nan
             unjudged[index] = why
             not_judged.append(f"{row['short_name']}: not judged ({why})")
             reasons.setdefault(why, []).append(row["short_name"])
@@ -680,7 +684,8 @@ def _against_floor(row: dict, floor_s: float, *, placed: bool) -> bool:
         floor_time = launches * floor_s
         if time > LATENCY_BOUND_FACTOR * floor_time:
             return False
-    row.update(bound=LATENCY, roof=LATENCY, time_at_roof_s=floor_time, pct_of_roof=100.0 * floor_time / time,
+    row.update(bound=LATENCY, roof=LATENCY, time_at_roof_s=floor_time, judged_time_s=time,
+               pct_of_roof=100.0 * floor_time / time,
                time_saved_s=max(0.0, time - floor_time))
     return True
 
@@ -692,7 +697,7 @@ def totals(table: pd.DataFrame) -> dict[str, float]:
     return {"kernels": len(table), "judged": len(judged),
             "time_s": float(table["time_s"].sum(min_count=1)),
             # the time the judgement is of: a row of coverage below 1 is judged on that share of its time
-            "judged_time_s": float((judged["time_s"] * judged["coverage"]).sum(min_count=1)),
+            "judged_time_s": float(judged["judged_time_s"].sum(min_count=1)),
             "time_at_roof_s": float(judged["time_at_roof_s"].sum(min_count=1)),
             "time_saved_s": float(judged["time_saved_s"].sum(min_count=1))}
 

@@ -26,7 +26,7 @@ def judge_link(row: dict, k: Mapping, link) -> str | None:
         return "no kernel time"
     at = nbytes / link.value
     row.update(level=LINK, roof=LINK, bound=COMMUNICATION_BOUND, bytes=nbytes, bytes_kind="bus", time_at_roof_s=at,
-               pct_of_roof=100.0 * at / time, time_saved_s=max(0.0, time - at))
+               judged_time_s=time, pct_of_roof=100.0 * at / time, time_saved_s=max(0.0, time - at))
     return None
 
 
