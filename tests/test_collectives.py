@@ -88,3 +88,17 @@ def test_a_gpu_without_a_link_figure_leaves_collectives_unplaced(tmp_path):
     table = roofline_table(target_roofs("V100 SXM2 16GB"), kernel_table([comm_trace(tmp_path / "ar.json")]))
     assert table.iloc[0]["bound"] != "communication"
     assert any("no interconnect roof for this GPU" in w for w in table.attrs["warnings"])
+
+
+def test_whatif_home_checks_at_one_with_collectives(tmp_path):
+    """On the profiled GPU the projection is the measurement: a collective's time counts as measured as well as
+    at the roof, so the home total's speedup is 1."""
+    from analysis import whatif
+
+    kernels = kernel_table([comm_trace(tmp_path / "ar.json")])
+    home = target_roofs("A100 SXM4 80GB")
+    totals = whatif.whatif_totals(whatif.whatif_table(kernels, [target_roofs("H100 SXM")], home=home))
+    assert list(totals["time_s"]) == pytest.approx([200e-6, 200e-6])
+    assert totals["speedup"].iloc[0] == pytest.approx(1.0)
+    # H100 SXM's NVLink 4 moves 450 GB/s a direction against the A100's 300: 1.5x at the same efficiency
+    assert totals["speedup"].iloc[1] == pytest.approx(1.5)
