@@ -466,16 +466,24 @@ def time_parts(launches: pd.DataFrame) -> pd.DataFrame:
     """Each launch's time in parts (seconds): COMMUNICATION for a collective's launch, whole; else KNOWN for the
     share whose FLOPs are known (time x coverage) and, for the rest, a column named by why its work is unknown
     (unknown_work: readers.contract.UNKNOWN_WORK). The parts of a launch sum to its time."""
-    time = launches["time_s"].astype("float64").fillna(0.0)
-    comm = launches["kernel"].astype(str).str.contains(COMMUNICATION) \
-        | launches["op"].astype(object).fillna("").astype(str).str.contains(COMMUNICATION)
-    coverage = launches["coverage"].astype("float64").fillna(0.0).clip(0.0, 1.0)
-    known = (time * coverage).where(~comm, 0.0)
-    unknown = (time - known).where(~comm, 0.0)
-    causes = launches["unknown_work"].astype(object).fillna("no counters")
-    unknown_by_cause = {cause: unknown.where(causes == cause, 0.0) for cause in causes[unknown > 0].unique()}
-    return pd.DataFrame({KNOWN: known, "communication": time.where(comm, 0.0), **unknown_by_cause},
+    time = launches["time_s"].to_numpy(dtype="float64", na_value=np.nan)
+    time = np.where(np.isnan(time), 0.0, time)
+    comm = _matches(launches["kernel"], COMMUNICATION) | _matches(launches["op"], COMMUNICATION)
+    coverage = np.clip(np.nan_to_num(launches["coverage"].to_numpy(dtype="float64", na_value=np.nan)), 0.0, 1.0)
+    known = np.where(comm, 0.0, time * coverage)
+    unknown = np.where(comm, 0.0, time - known)
+    codes, causes = pd.factorize(launches["unknown_work"].astype(object).fillna("no counters"))
+    unknown_by_cause = {cause: np.where(codes == i, unknown, 0.0) for i, cause in enumerate(causes)
+                        if (unknown[codes == i] > 0).any()}
+    return pd.DataFrame({KNOWN: known, "communication": np.where(comm, time, 0.0), **unknown_by_cause},
                         index=launches.index)
+
+
+def _matches(values: pd.Series, pattern) -> np.ndarray:
+    """pattern.search over a column of names, once per distinct name (launches repeat a few thousand names)."""
+    codes, names = pd.factorize(values.astype(object), use_na_sentinel=True)
+    found = np.array([bool(pattern.search(str(name))) for name in names] + [False])  # -1 (missing): no match
+    return found[codes]
 
 
 @dataclass(frozen=True, eq=False)

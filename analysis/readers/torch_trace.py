@@ -259,6 +259,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     counted_op: dict[int, tuple[dict, list[int]]] = {}  # id(op event) -> (op, rows of its kernels)
     placing: dict[tuple, tuple] = {}  # a chain -> what it says of a kernel (kernels share a few thousand chains)
     ruled_ops: dict[int, bool] = {}  # index in `around` -> the op has a FLOP rule
+    communicates: dict[tuple, bool] = {}  # (kernel name, op) -> a collective's (readers.contract.COMMUNICATION)
     for i, k in enumerate(kernels):
         args = k.get("args") or {}
         chain = chains.get(i, ())
@@ -275,7 +276,11 @@ def _read(source: Source, _found) -> pd.DataFrame:
             innermost = str(around[ops[-1]]["name"]) if ops else None
             placing[chain] = (bool(ops), annotations, modules[-1] if modules else None, innermost, ruled)
         linked, annotations, module, innermost, ruled = placing[chain]
-        group = collective(k, innermost, [around[j] for j in chain], world_size)
+        name = str(k.get("name"))
+        if (name, innermost) not in communicates:  # a regex over names of up to thousands of characters, once
+            communicates[name, innermost] = bool(COMMUNICATION.search(name) or COMMUNICATION.search(innermost or ""))
+        group = collective(k, innermost, [around[j] for j in chain], world_size) \
+            if communicates[name, innermost] else None
         if not linked and i not in early:
             unlinked += 1
         row = {"run": 0, "id": len(rows), "kernel": str(k.get("name")), "launches": 1,
@@ -347,9 +352,12 @@ def _timeline(rows: list[dict]) -> dict[str, float | None]:
     if not rows:
         return dict.fromkeys(("busy_s", "window_s", "overlap_s"))
     per_device = defaultdict(lambda: ([], []))
+    said: dict[tuple, bool] = {}  # (kernel, op) -> a collective's: launches repeat a few thousand pairs
     for r in rows:
-        comm = bool(COMMUNICATION.search(r["kernel"]) or COMMUNICATION.search(r["op"] or ""))
-        per_device[r["device"]][comm].append((r["_start"], r["_end"]))
+        key = (r["kernel"], r["op"])
+        if key not in said:
+            said[key] = bool(COMMUNICATION.search(r["kernel"]) or COMMUNICATION.search(r["op"] or ""))
+        per_device[r["device"]][said[key]].append((r["_start"], r["_end"]))
     busy = window = overlap = 0.0
     for compute, comms in per_device.values():
         spans = _union(compute + comms)
