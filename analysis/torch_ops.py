@@ -606,6 +606,8 @@ ELEMENTWISE: dict[str, Elementwise] = {
     # softmax: max, subtract, exp, sum, divide; log_softmax: max, subtract, exp, sum, subtract the log
     "softmax": Elementwise(5, floating=True, dtype_at={3: 2}),
     "log_softmax": Elementwise(5, floating=True, dtype_at={3: 2}),
+    # softmax that gives 0 where a row is all masked (-inf): the math attention path's (torch >= 2.5)
+    "_safe_softmax": Elementwise(5, floating=True, dtype_at={3: 2}),
     "_softmax": Elementwise(5, floating=True, half_to_float=2),
     "_log_softmax": Elementwise(5, floating=True, half_to_float=2),
     # y * (dy - sum(dy * y)): mul, sum, sub, mul; dy - exp(y) * sum(dy): sum, exp, mul, sub

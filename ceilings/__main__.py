@@ -22,6 +22,7 @@ COMMANDS = {
     "whatif": ("analysis.whatif", "project profiled kernels onto other GPUs' roofs"),
     "llm": ("analysis.llm.__main__",
             "LLM prefill/decode per op on measured roofs: latency, tokens/s, memory, GPU choice"),
+    "predict": ("analysis.predict", "a PyTorch model's ops, FLOPs, bytes and time on each GPU, before it runs"),
 }
 
 

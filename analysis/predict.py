@@ -1,0 +1,287 @@
+"""`python -m analysis.predict FILE.py:FUNCTION --roofs GPU...`: the roofline of a PyTorch model before it runs on
+a GPU. FUNCTION returns `(model, inputs)`: an nn.Module and a tuple of example inputs (meta tensors are fine:
+their shapes and dtypes are what counts). The model runs once on the meta device (no memory, no weights, no GPU)
+inside a dispatch mode that records every aten op with its arguments as a torch.profiler trace records them
+("Input Dims", "Input type", "Concrete Inputs", "Input Strides") and the nn.Module it ran in; each op then goes
+through the same op table as a trace's ops (analysis.torch_flops.op_work: one code path, so a model predicted
+and the same model profiled give the same FLOPs and bytes op by op). Views and other ops that launch no kernel
+are counted apart. Each op's time on a GPU is its work at the roofs (matrix ops on the tensor roof of their
+dtype, the others on the CUDA cores, their bytes against DRAM), never below the launch floor of one kernel: a
+lower bound of the step time, named as such. docs/predict.md.
+
+What this first version leaves out (said in its output): the backward pass and optimizer step (--train), a
+Hugging Face config as SPEC, and fused kernels a meta run decomposes (scaled-dot-product attention is counted
+as its decomposition's bmm and softmax, as torch's FlopCounterMode counts it on the meta device).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.roofline import Roofs, seconds, si, target_roofs, time_at_roofs
+from analysis.torch_flops import MATRIX_OPS, op_work
+from ceilings.lazy import lazy
+from common.atomic import Outputs
+from common.errors import CeilingsError, MissingDependency, cli_entry
+
+pd = lazy("pandas")
+
+PROG = "python -m analysis.predict"
+# the "Input type" a trace writes for a tensor of each dtype (caffe2 TypeMeta names: analysis.torch_ops.DTYPES)
+TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+              "float8_e4m3fn": "c10::Float8_e4m3fn", "float8_e5m2": "c10::Float8_e5m2", "int8": "signed char",
+              "uint8": "unsigned char", "bool": "bool", "int16": "short int", "int32": "int", "int64": "long int",
+              "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+# c10::ScalarType codes, as "Concrete Inputs" records a dtype argument (analysis.torch_ops.SCALAR_TYPES)
+SCALAR_CODES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
+                "float64": 7, "bool": 11, "bfloat16": 15, "float8_e5m2": 23, "float8_e4m3fn": 24}
+# ops that launch no kernel although their schema does not say they are views
+NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+                       "aten::_unsafe_view", "aten::detach", "aten::lift_fresh", "aten::alias", "aten::_to_copy.meta"})
+# the precision whose roof an op's FLOPs run at: matrix ops on the tensor cores for half precisions (fp32 on the
+# CUDA cores: TF32 is a library's choice a meta run cannot see), the others on the CUDA cores in fp32 (opmath)
+MATRIX_ROOF = {"fp64": "fp64", "fp32": "fp32", "fp16": "tensor.fp16", "bf16": "tensor.bf16", "fp8": "tensor.fp8"}
+VECTOR_ROOF = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp32", "bf16": "fp32", "fp8": "fp32"}
+# what a model file or its function may raise, said in one line instead of a traceback
+USER_CODE_ERRORS = (SyntaxError, ImportError, OSError, RuntimeError, TypeError, ValueError, AttributeError,
+                    NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
+LEFT_OUT = ("a lower bound of one forward pass: the backward pass and optimizer step are not predicted, and "
+            "scaled-dot-product attention counts as its meta-device decomposition (bmm, softmax), not a fused kernel")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One aten op as the model ran it: its name as a trace writes it, its arguments as a trace records them,
+    and the nn.Module path it ran in ("" for the model itself)."""
+
+    op: str
+    dims: list
+    types: list
+    concrete: list
+    strides: list
+    module: str
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise MissingDependency(f"{PROG} needs PyTorch (its CPU build is enough): python -m pip install torch "
+                                f"--index-url https://download.pytorch.org/whl/cpu") from e
+    return torch
+
+
+def _recorded(value, torch) -> tuple[list, str, str, list]:
+    """(dims, type, concrete value, strides) of one argument, as Kineto's record_shapes writes them."""
+    if isinstance(value, torch.Tensor):
+        name = str(value.dtype).removeprefix("torch.")
+        return list(value.shape), TYPE_NAMES.get(name, name), "", list(value.stride())
+    if value is None:
+        return [], "", "", []
+    if isinstance(value, torch.dtype):
+        return [], "Scalar", str(SCALAR_CODES.get(str(value).removeprefix("torch."), "")), []
+    if isinstance(value, (bool, int, float)):
+        return [], "Scalar", str(value), []
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, torch.Tensor) for v in value):
+            return [], "TensorList", "", []
+        if all(isinstance(v, (bool, int, float)) for v in value):
+            return [], "ScalarList", json.dumps(list(value)), []
+        return [], "GenericList", "", []
+    return [], "", "", []  # a device, layout or memory format: no tensor, no value a model reads
+
+
+def record(model, inputs: Sequence) -> list[Call]:
+    """Run `model(*inputs)` on the meta device, recording every aten op (views and other ops without a kernel
+    included; `launches_kernel` tells them apart)."""
+    torch = _torch()
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    path: list[str] = []
+    calls: list[Call] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            schema = func._schema
+            values = [args[i] if i < len(args) else kwargs.get(a.name, a.default_value if a.has_default_value()
+                                                                else None)
+                      for i, a in enumerate(schema.arguments)]
+            recorded = [_recorded(v, torch) for v in values]
+            name = schema.name if not func.is_view else f"{schema.name} (view)"
+            calls.append(Call(name, [r[0] for r in recorded], [r[1] for r in recorded], [r[2] for r in recorded],
+                              [r[3] for r in recorded], ".".join(path)))
+            return func(*args, **kwargs)
+
+    names = {m: n for n, m in model.named_modules()}
+
+    def enter(module, _inputs) -> None:
+        path.append(names[module].rsplit(".", 1)[-1])
+
+    def leave(module, _inputs, _output) -> None:  # None: the module's output stays its own
+        path.pop()
+
+    hooks = [h for m in names if names[m] for h in (m.register_forward_pre_hook(enter),
+                                                      m.register_forward_hook(leave))]
+    meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+    try:
+        with torch.no_grad(), torch.device("meta"):
+            model = model.to("meta")
+            with Recorder():
+                model(*meta)
+    except (RuntimeError, TypeError, ValueError, AttributeError, NotImplementedError, IndexError) as e:
+        raise CeilingsError(f"the model failed on the meta device: {type(e).__name__}: {str(e).splitlines()[0]}; "
+                            f"does it run on the CPU with these inputs? (an op without a meta kernel, or "
+                            f"data-dependent control flow, cannot be predicted)") from e
+    finally:
+        for h in hooks:
+            h.remove()
+    return calls
+
+
+def launches_kernel(call: Call) -> bool:
+    return not call.op.endswith("(view)") and call.op not in NO_KERNEL
+
+
+def op_table(calls: Sequence[Call], convention: str = "executed") -> pd.DataFrame:
+    """One row per op call that launches a kernel: op, module, flops, bytes, precision (the roof its FLOPs run
+    at), modelled; FLOPs and bytes missing (never 0) where no op model knows the op."""
+    rows = []
+    for c in calls:
+        if not launches_kernel(c):
+            continue
+        work = op_work(c.op, c.dims, c.types, c.concrete, convention=convention, strides=c.strides)
+        roofs_of = MATRIX_ROOF if c.op in MATRIX_OPS else VECTOR_ROOF
+        rows.append({"op": c.op, "module": c.module, "flops": work.flops if work else math.nan,
+                     "bytes": work.bytes if work and work.bytes is not None else math.nan,
+                     "roof": roofs_of.get(work.precision) if work and work.precision else None,
+                     "modelled": work is not None})
+    return pd.DataFrame(rows, columns=["op", "module", "flops", "bytes", "roof", "modelled"])
+
+
+def time_on(roofs: Roofs, ops: pd.DataFrame) -> pd.Series:
+    """Each op's time on `roofs`: its work at the roofs (FLOPs at its precision's roof, bytes against DRAM),
+    never below one kernel's launch floor; missing where its work is unknown or the roofs lack its roof."""
+    floor_s, _ = roofs.floor
+    out = []
+    for flops, nbytes, roof, modelled in ops[["flops", "bytes", "roof", "modelled"]].itertuples(index=False):
+        if not modelled or math.isnan(nbytes) or (flops > 0 and roof is None):
+            out.append(math.nan)
+            continue
+        at = time_at_roofs(roofs, {roof: flops} if flops > 0 else {}, {"dram": nbytes},
+                           main=roof if flops > 0 else None)
+        out.append(math.nan if isinstance(at, str) else max(at.time_s, floor_s))
+    return pd.Series(out, index=ops.index, dtype="float64")
+
+
+def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int | None = None) -> pd.DataFrame:
+    """Rows per op name (or nn.Module path, cut to `depth` levels): calls, flops, bytes, and the predicted seconds
+    on each GPU (a column per GPU, named by its label); sorted by the first GPU's time."""
+    if by not in ("op", "module"):
+        raise CeilingsError(f"--by {by}: give op or module")
+    ops = ops.copy()
+    for g in gpus:
+        ops[f"time_s {g.label}"] = time_on(g, ops)
+    key = ops["op"] if by == "op" else ops["module"].map(
+        lambda m: ".".join(m.split(".")[:depth]) if depth else m).replace("", "(model)")
+    grouped = ops.groupby(key, sort=False)
+    out = grouped[["flops", "bytes", *[f"time_s {g.label}" for g in gpus]]].sum(min_count=1)
+    out.insert(0, "calls", grouped.size())
+    out.insert(1, "modelled_calls", grouped["modelled"].sum())
+    out.index.name = by
+    first = f"time_s {gpus[0].label}" if gpus else None
+    return (out.sort_values(first, ascending=False, na_position="last") if first else out).reset_index()
+
+
+def load_spec(spec: str):
+    """FILE.py:FUNCTION -> FUNCTION() -> (model, inputs)."""
+    file, sep, function = spec.rpartition(":")
+    if not sep or not file.endswith(".py") or not function.isidentifier():
+        raise CeilingsError(f"{spec}: give FILE.py:FUNCTION, a function returning (model, inputs)")
+    path = Path(file)
+    if not path.is_file():
+        raise CeilingsError(f"{spec}: no such file {path}")
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:  # the user's code: whatever it raises is said in one line, naming it
+        module_spec.loader.exec_module(module)
+        make = getattr(module, function, None)
+        if not callable(make):
+            raise CeilingsError(f"{spec}: {path} defines no function {function}")
+        made = make()
+    except USER_CODE_ERRORS as e:
+        raise CeilingsError(f"{spec}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (in the "
+                            f"model's own code; run {path} with python to see where)") from e
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], (tuple, list))):
+        raise CeilingsError(f"{spec}: {function}() must return (model, inputs), inputs a tuple of tensors")
+    return made
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="The roofline of a PyTorch model before it runs: every "
+                                "aten op of one forward pass, recorded on the meta device, with its FLOPs and "
+                                "bytes from the op models a trace's ops use, and its time at each GPU's roofs "
+                                "(a lower bound).", epilog="docs/predict.md")
+    p.add_argument("spec", metavar="FILE.py:FUNCTION", help="a function returning (model, inputs)")
+    p.add_argument("--roofs", action="append", required=True, metavar="ROOFS.json|NAME",
+                   help="a roofs file or a datasheet name; repeat for GPUs side by side")
+    p.add_argument("--by", choices=("op", "module"), default="op", help="rows per op (default) or nn.Module")
+    p.add_argument("--depth", type=int, metavar="N", help="with --by module: module paths cut to N levels")
+    p.add_argument("--flops", choices=("executed", "torch"), default="executed",
+                   help="causal attention: the unmasked pairs (default) or every pair, as FlopCounterMode")
+    p.add_argument("--csv", metavar="FILE.csv", help="the table ('-': standard output)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
+    return p
+
+
+@cli_entry(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.depth is not None and args.depth < 1:
+        raise CeilingsError(f"--depth {args.depth}: give 1 or more")
+    out = Outputs(inputs=[args.spec.rpartition(":")[0]], force=args.force)
+    if args.csv:
+        out.want("--csv", args.csv)
+    gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
+    calls = record(*load_spec(args.spec))
+    ops = op_table(calls, args.flops)
+    table = predict(ops, gpus, args.by, args.depth)
+    views = len(calls) - len(ops)
+    unknown = ops.loc[~ops["modelled"], "op"].value_counts()
+    print(f"{len(ops)} kernels ({views} views and allocations launch none); {LEFT_OUT}", file=sys.stderr)
+    if len(unknown):
+        print(f"warning: {int(unknown.sum())} op call(s) without a model, their FLOPs, bytes and time unknown: "
+              + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)
+    if args.csv:
+        out.text(args.csv, table.to_csv(index=False))
+        out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
+        return 0
+    print(render(table, gpus, ops))
+    return 0
+
+
+def render(table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame) -> str:
+    """The table for a terminal: per row its calls, FLOPs, bytes and time on each GPU; the totals first."""
+    lines = [f"{g.label}: {g.provenance}; {seconds(table[f'time_s {g.label}'].sum())} at the roofs "
+             f"(a lower bound)" for g in gpus]
+    lines += [f"total: {si(ops['flops'].sum(), 'FLOP')}, {si(ops['bytes'].sum(), 'B')} (modelled ops)", ""]
+    name = table.columns[0]
+    width = min(60, max(len(name), *(len(str(v)) for v in table[name])))
+    lines.append(f"{name:<{width}}  {'calls':>6}  {'FLOPs':>12}  {'bytes':>10}"
+                 + "".join(f"  {g.device[:24]:>24}" for g in gpus))
+    for r in table.to_dict("records"):
+        lines.append(f"{str(r[name])[:width]:<{width}}  {r['calls']:>6}  {si(r['flops'], 'FLOP'):>12}  "
+                     f"{si(r['bytes'], 'B'):>10}"
+                     + "".join(f"  {seconds(r[f'time_s {g.label}']):>24}" for g in gpus))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""analysis.predict: a model's ops recorded on the meta device, through the op models a trace's ops use. Oracles:
+torch's own FlopCounterMode for the matrix, convolution and attention FLOPs, and numel x itemsize computed here
+for the bytes of element-wise ops."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch (its CPU build) is not installed")
+
+from analysis import predict  # noqa: E402
+from analysis.roofline import target_roofs  # noqa: E402
+from analysis.torch_flops import MATRIX_OPS  # noqa: E402
+
+MODELS = Path(__file__).parent / "data" / "predict" / "models.py"
+
+
+def spec(function: str) -> str:
+    return f"{MODELS}:{function}"
+
+
+def torch_flops(function: str) -> dict[str, int]:
+    """FlopCounterMode's count per op of one forward pass of the model, on the meta device."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, inputs = predict.load_spec(spec(function))
+    with torch.no_grad(), torch.device("meta"), FlopCounterMode(display=False) as counter:
+        model.to("meta")(*[t.to("meta") for t in inputs])
+    return {str(op).replace("aten.", "aten::"): n for op, n in counter.get_flop_counts()["Global"].items()}
+
+
+@pytest.mark.parametrize("function", ["cnn", "encoder", "decoder"])
+def test_matrix_flops_equal_torchs_flop_counter(function):
+    ops = predict.op_table(predict.record(*predict.load_spec(spec(function))), convention="torch")
+    matrix = ops[ops["op"].isin(MATRIX_OPS)].groupby("op")["flops"].sum()
+    assert matrix.to_dict() == pytest.approx(torch_flops(function))
+
+
+def test_elementwise_bytes_are_numel_times_itemsize():
+    """The CNN's relu reads and writes 4 x 16 x 8 x 8 fp32 elements: 2 x 4096 x 4 bytes, 1 FLOP each."""
+    ops = predict.op_table(predict.record(*predict.load_spec(spec("cnn"))))
+    relu = ops[ops["op"] == "aten::relu"].iloc[0]
+    assert relu["bytes"] == 2 * 4 * 16 * 8 * 8 * 4 and relu["flops"] == 4 * 16 * 8 * 8
+    assert relu["module"] == "" and set(ops["module"]) == {"conv", "bn", "fc", ""}
+
+
+def test_views_launch_no_kernel_and_modules_sum_to_the_total():
+    calls = predict.record(*predict.load_spec(spec("decoder")))
+    assert any(c.op.endswith("(view)") for c in calls)
+    ops = predict.op_table(calls)
+    gpu = target_roofs("H100 SXM")
+    by_op, by_module = predict.predict(ops, [gpu], "op"), predict.predict(ops, [gpu], "module")
+    column = f"time_s {gpu.label}"
+    assert by_module["flops"].sum() == pytest.approx(by_op["flops"].sum())
+    assert by_module[column].sum() == pytest.approx(by_op[column].sum())
+    assert by_op["calls"].sum() == len(ops) == sum(predict.launches_kernel(c) for c in calls)
+
+
+def test_time_is_the_roofs_time_never_below_the_launch_floor():
+    """The encoder's linear1 (addmm of [32, 64] x [64, 128], fp32): 2 x 32 x 64 x 128 FLOPs at 66.9 TFLOP/s is
+    16 ns, its bytes 4 x (32 x 64 + 64 x 128 + 128 + 32 x 128) at 3.35 TB/s 17 ns: both under the 3 us floor."""
+    ops = predict.op_table(predict.record(*predict.load_spec(spec("encoder"))))
+    gpu = target_roofs("H100 SXM")
+    times = predict.time_on(gpu, ops)
+    linear1 = ops.index[ops["module"] == "linear1"][0]
+    assert times[linear1] == pytest.approx(gpu.floor[0])
+    assert (times.dropna() >= gpu.floor[0] - 1e-15).all()
+
+
+def test_a_big_gemm_is_at_its_tensor_roof():
+    """An 8192 x 8192 x 8192 bf16 matmul: 2 x 8192^3 FLOPs at H100 SXM's 989.4 TFLOP/s bf16 (1.11 ms), above
+    its 3 x 8192^2 x 2 bytes at 3.35 TB/s (0.12 ms)."""
+    calls = [predict.Call("aten::mm", [[8192, 8192], [8192, 8192]], ["c10::BFloat16"] * 2, ["", ""],
+                          [[8192, 1], [8192, 1]], "")]
+    ops = predict.op_table(calls)
+    assert ops.at[0, "roof"] == "tensor.bf16"
+    gpu = target_roofs("H100 SXM")
+    assert predict.time_on(gpu, ops)[0] == pytest.approx(2 * 8192 ** 3 / gpu.flat("tensor.bf16").value)
+
+
+def test_cli_table_csv_and_errors(tmp_path, capsys):
+    out = tmp_path / "p.csv"
+    assert predict.main([spec("cnn"), "--roofs", "H100 SXM", "--roofs", "A100 SXM4 80GB", "--csv", str(out)]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert list(table.columns[:5]) == ["op", "calls", "modelled_calls", "flops", "bytes"]
+    assert set(table["op"]) == {"aten::convolution", "aten::native_batch_norm", "aten::relu", "aten::addmm"}
+    assert predict.main([spec("cnn"), "--roofs", "H100 SXM", "--csv", str(out)]) == 2  # not overwritten
+    assert "exists" in capsys.readouterr().err
+    for bad in (f"{MODELS}:nothing", "models.txt:cnn", f"{MODELS}"):
+        assert predict.main([bad, "--roofs", "H100 SXM"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 3 and "Traceback" not in err
+
+
+def test_unmodelled_ops_are_missing_never_zero():
+    calls = [predict.Call("aten::frobnicate", [[4, 4]], ["float"], [""], [[4, 1]], "")]
+    ops = predict.op_table(calls)
+    assert not ops.at[0, "modelled"] and math.isnan(ops.at[0, "flops"]) and math.isnan(ops.at[0, "bytes"])
+    assert math.isnan(predict.time_on(target_roofs("H100 SXM"), ops)[0])
+
+
+@pytest.mark.parametrize("source", ["def make(:\n", "def make():\n    raise ValueError('no such layer')\n",
+                                    "import not_a_module\n", "def make():\n    return 3\n",
+                                    "import torch\ndef make():\n    return torch.nn.Linear(4, 4), (torch.ones(3, 5),)\n"])
+def test_a_broken_model_file_is_one_line(source, tmp_path, capsys):
+    path = tmp_path / "model.py"
+    path.write_text(source)
+    assert predict.main([f"{path}:make", "--roofs", "H100 SXM"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "error" in err
