@@ -21,6 +21,7 @@ import importlib.util
 import json
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,16 +45,23 @@ SCALAR_CODES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "floa
                 "float64": 7, "bool": 11, "bfloat16": 15, "float8_e5m2": 23, "float8_e4m3fn": 24}
 # ops that launch no kernel although their schema does not say they are views
 NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
-                       "aten::_unsafe_view", "aten::detach", "aten::lift_fresh", "aten::alias", "aten::_to_copy.meta"})
+                       "aten::_unsafe_view", "aten::detach", "aten::lift_fresh", "aten::alias",
+                       "aten::_local_scalar_dense"})
 # the precision whose roof an op's FLOPs run at: matrix ops on the tensor cores for half precisions (fp32 on the
 # CUDA cores: TF32 is a library's choice a meta run cannot see), the others on the CUDA cores in fp32 (opmath)
 MATRIX_ROOF = {"fp64": "fp64", "fp32": "fp32", "fp16": "tensor.fp16", "bf16": "tensor.bf16", "fp8": "tensor.fp8"}
 VECTOR_ROOF = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp32", "bf16": "fp32", "fp8": "fp32"}
+# --optimizer: what torch runs on a GPU by default (foreach: one kernel per op over many tensors)
+OPTIMIZERS = {"sgd": lambda params: _torch().optim.SGD(params, lr=0.01, momentum=0.9, foreach=True),
+              "adam": lambda params: _torch().optim.Adam(params, foreach=True),
+              "adamw": lambda params: _torch().optim.AdamW(params, foreach=True)}
 # what a model file or its function may raise, said in one line instead of a traceback
 USER_CODE_ERRORS = (SyntaxError, ImportError, OSError, RuntimeError, TypeError, ValueError, AttributeError,
                     NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
-LEFT_OUT = ("a lower bound of one forward pass: the backward pass and optimizer step are not predicted, and "
-            "scaled-dot-product attention counts as its meta-device decomposition (bmm, softmax), not a fused kernel")
+ATTENTION_NOTE = "scaled-dot-product attention counts as its meta-device decomposition (bmm, softmax), not a fused kernel"
+LEFT_OUT = f"a lower bound of one forward pass (--train for a training step); {ATTENTION_NOTE}"
+TRAIN_LEFT_OUT = (f"a lower bound of one training step (the loss: the sum of the output; the optimizer's foreach "
+                  f"ops); {ATTENTION_NOTE}")
 
 
 @dataclass(frozen=True)
@@ -91,16 +99,18 @@ def _recorded(value, torch) -> tuple[list, str, str, list]:
         return [], "Scalar", str(value), []
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, torch.Tensor) for v in value):
-            return [], "TensorList", "", []
+            return [list(v.shape) for v in value], "TensorList", "", [list(v.stride()) for v in value]
         if all(isinstance(v, (bool, int, float)) for v in value):
             return [], "ScalarList", json.dumps(list(value)), []
         return [], "GenericList", "", []
     return [], "", "", []  # a device, layout or memory format: no tensor, no value a model reads
 
 
-def record(model, inputs: Sequence) -> list[Call]:
+def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | None = None) -> list[Call]:
     """Run `model(*inputs)` on the meta device, recording every aten op (views and other ops without a kernel
-    included; `launches_kernel` tells them apart)."""
+    included; `launches_kernel` tells them apart). `train`: also the backward pass of the sum of the (first)
+    output as the loss, its ops in the modules whose backward they run in, then an `optimizer` step (OPTIMIZERS,
+    as torch's foreach implementation runs it; its ops in module "(optimizer)")."""
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -128,15 +138,45 @@ def record(model, inputs: Sequence) -> list[Call]:
     def leave(module, _inputs, _output) -> None:  # None: the module's output stays its own
         path.pop()
 
+    def enter_backward(module, _grads) -> None:
+        enter(module, ())
+
+    def leave_backward(module, _grad_in, _grad_out) -> None:
+        path.pop()
+
     hooks = [h for m in names if names[m] for h in (m.register_forward_pre_hook(enter),
                                                       m.register_forward_hook(leave))]
+    if train:  # the backward ops run inside the modules whose backward they are
+        hooks += [h for m in names if names[m] for h in (m.register_full_backward_pre_hook(enter_backward),
+                                                          m.register_full_backward_hook(leave_backward))]
     meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+
+    def train_step(step) -> None:
+        out = model(*meta)
+        loss = out if isinstance(out, torch.Tensor) else next(
+            t for t in (out.values() if isinstance(out, dict) else out) if isinstance(t, torch.Tensor))
+        loss.float().sum().backward()
+        if step is not None:
+            path.append("(optimizer)")
+            step.step()
+            path.pop()
+            step.zero_grad(set_to_none=True)
+
     try:
-        with torch.no_grad(), torch.device("meta"):
-            model = model.to("meta")
+        with torch.set_grad_enabled(train), torch.device("meta"), warnings.catch_warnings():
+            # a model whose inputs need no gradient still runs its first module's backward: what is recorded
+            warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+            model = model.to("meta").train(train)
+            step = OPTIMIZERS[optimizer](model.parameters()) if train and optimizer else None
+            if step is not None:  # a step before: the optimizer's state exists, as in every step but the first
+                train_step(step)
             with Recorder():
-                model(*meta)
-    except (RuntimeError, TypeError, ValueError, AttributeError, NotImplementedError, IndexError) as e:
+                if train:
+                    train_step(step)
+                else:
+                    model(*meta)
+    except (RuntimeError, TypeError, ValueError, AttributeError, NotImplementedError, IndexError,
+            StopIteration) as e:
         raise CeilingsError(f"the model failed on the meta device: {type(e).__name__}: {str(e).splitlines()[0]}; "
                             f"does it run on the CPU with these inputs? (an op without a meta kernel, or "
                             f"data-dependent control flow, cannot be predicted)") from e
@@ -147,7 +187,12 @@ def record(model, inputs: Sequence) -> list[Call]:
 
 
 def launches_kernel(call: Call) -> bool:
-    return not call.op.endswith("(view)") and call.op not in NO_KERNEL
+    """Whether a GPU runs the call as a kernel: not a view, an allocation, a profiler marker, nor an optimizer's
+    step counters (0-d tensors a GPU run keeps on the CPU)."""
+    if call.op.endswith("(view)") or call.op in NO_KERNEL or call.op.startswith("profiler::"):
+        return False
+    lists = [d for d, t in zip(call.dims, call.types) if t == "TensorList"]
+    return not (call.op.startswith("aten::_foreach_") and lists and all(s == [] for d in lists for s in d))
 
 
 def op_table(calls: Sequence[Call], convention: str = "executed") -> pd.DataFrame:
@@ -162,8 +207,8 @@ def op_table(calls: Sequence[Call], convention: str = "executed") -> pd.DataFram
         rows.append({"op": c.op, "module": c.module, "flops": work.flops if work else math.nan,
                      "bytes": work.bytes if work and work.bytes is not None else math.nan,
                      "roof": roofs_of.get(work.precision) if work and work.precision else None,
-                     "modelled": work is not None})
-    return pd.DataFrame(rows, columns=["op", "module", "flops", "bytes", "roof", "modelled"])
+                     "modelled": work is not None, "assumed": work.assumed if work else None})
+    return pd.DataFrame(rows, columns=["op", "module", "flops", "bytes", "roof", "modelled", "assumed"])
 
 
 def time_on(roofs: Roofs, ops: pd.DataFrame) -> pd.Series:
@@ -232,6 +277,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="FILE.py:FUNCTION", help="a function returning (model, inputs)")
     p.add_argument("--roofs", action="append", required=True, metavar="ROOFS.json|NAME",
                    help="a roofs file or a datasheet name; repeat for GPUs side by side")
+    p.add_argument("--train", action="store_true",
+                   help="a training step: forward, backward of the output's sum, and the --optimizer step")
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw",
+                   help="with --train: the optimizer step (torch's foreach implementation; default adamw)")
     p.add_argument("--by", choices=("op", "module"), default="op", help="rows per op (default) or nn.Module")
     p.add_argument("--depth", type=int, metavar="N", help="with --by module: module paths cut to N levels")
     p.add_argument("--flops", choices=("executed", "torch"), default="executed",
@@ -250,12 +299,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv:
         out.want("--csv", args.csv)
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
-    calls = record(*load_spec(args.spec))
+    calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
     table = predict(ops, gpus, args.by, args.depth)
     views = len(calls) - len(ops)
     unknown = ops.loc[~ops["modelled"], "op"].value_counts()
-    print(f"{len(ops)} kernels ({views} views and allocations launch none); {LEFT_OUT}", file=sys.stderr)
+    print(f"{len(ops)} kernels ({views} views and allocations launch none); "
+          f"{TRAIN_LEFT_OUT if args.train else LEFT_OUT}", file=sys.stderr)
+    for note, n in ops["assumed"].dropna().value_counts().items():
+        print(f"warning: {note} ({n} op call(s))", file=sys.stderr)
     if len(unknown):
         print(f"warning: {int(unknown.sum())} op call(s) without a model, their FLOPs, bytes and time unknown: "
               + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)

@@ -158,6 +158,31 @@ class Conv:
 
 
 @dataclass(frozen=True)
+class ConvBackward:
+    """aten::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask): the input's gradient and the weight's each cost the forward's FLOPs
+    (2 x N x weight elements x output positions, the input's for a transposed one), as torch's FlopCounterMode
+    counts them, for the gradients `output_mask` asks; the bias gradient, a sum, adds bytes only. Reads
+    grad_output, and the input for the weight's gradient and the weight for the input's; writes the gradients."""
+
+    def work(self, x: Args) -> OpWork | None:
+        grad, inp, weight = x.tensor(0), x.tensor(1), x.tensor(2)
+        mask, transposed = x.value(10), x.value(7)
+        if grad is None or inp is None or weight is None or not isinstance(transposed, bool) or not (
+                isinstance(mask, list) and len(mask) == 3 and all(isinstance(m, bool) for m in mask)):
+            return None
+        (g, dtype), (i, _), (w, _) = grad, inp, weight
+        if not len(g) == len(i) == len(w) >= 3 or g[0] != i[0] or dtype not in DTYPES:
+            return None
+        forward = 2 * g[0] * math.prod(w) * math.prod(i[2:] if transposed else g[2:])
+        size = DTYPES[dtype][1]
+        reads = [g] + ([i] if mask[1] else []) + ([w] if mask[0] else [])
+        writes = ([i] if mask[0] else []) + ([w] if mask[1] else []) + ([[g[1]]] if mask[2] else [])
+        return OpWork(float(forward * (mask[0] + mask[1])), DTYPES[dtype][0],
+                      float(sum(math.prod(t) for t in reads + writes) * size))
+
+
+@dataclass(frozen=True)
 class Attention:
     """Scaled dot-product attention of q, k, v (positions 0, 1, 2: [..., L, E], [..., S, E], [..., S, Ev]);
     `is_causal` and `mask` (attn_mask / attn_bias) positions."""
@@ -191,7 +216,7 @@ _CONVOLUTION = Conv(stride=3, padding=4, dilation=5, transposed_arg=6, output_pa
 
 # op name -> where its arguments are and how it is counted; positions from the aten schemas (the tests check
 # them against torch._C._jit_get_schemas_for_operator)
-MATRIX_OPS: dict[str, Gemm | Conv | Attention] = {
+MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | Attention] = {
     "aten::mm": Gemm(a=0, b=1, args=2, ranks=(2, 2)),
     "aten::addmm": Gemm(c=0, a=1, b=2, args=5, ranks=(2, 2)),
     "aten::bmm": Gemm(a=0, b=1, args=2, ranks=(3, 3)),
@@ -210,6 +235,7 @@ MATRIX_OPS: dict[str, Gemm | Conv | Attention] = {
     "aten::cudnn_convolution": Conv(padding=2, stride=3, dilation=4, groups=5, bias=None),
     "aten::cudnn_convolution_transpose": Conv(padding=2, output_padding=3, stride=4, dilation=5, groups=6,
                                               bias=None, transposed=True),
+    "aten::convolution_backward": ConvBackward(),
     "aten::scaled_dot_product_attention": Attention(mask=3, is_causal=5),
     "aten::_scaled_dot_product_attention_math": Attention(mask=3, is_causal=5),
     "aten::_scaled_dot_product_flash_attention": Attention(mask=None, is_causal=4),

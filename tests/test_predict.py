@@ -113,3 +113,22 @@ def test_a_broken_model_file_is_one_line(source, tmp_path, capsys):
     assert predict.main([f"{path}:make", "--roofs", "H100 SXM"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "error" in err
+
+
+@pytest.mark.parametrize("function", ["cnn", "encoder"])
+def test_a_training_step_has_torchs_forward_and_backward_flops(function):
+    """--train: the forward, the backward of the output's sum (and an AdamW step, whose ops are no matrix ops):
+    the matrix and convolution FLOPs equal FlopCounterMode's over the same forward and backward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, inputs = predict.load_spec(spec(function))
+    with torch.device("meta"), FlopCounterMode(display=False) as counter:
+        model.to("meta").train()(*[t.to("meta") for t in inputs]).float().sum().backward()
+    expected = {str(op).replace("aten.", "aten::"): n for op, n in counter.get_flop_counts()["Global"].items()}
+    calls = predict.record(*predict.load_spec(spec(function)), train=True, optimizer="adamw")
+    ops = predict.op_table(calls, convention="torch")
+    matrix = ops[ops["op"].isin(MATRIX_OPS) | ops["op"].str.endswith("_backward") & ops["op"].str.contains("conv")]
+    assert matrix.groupby("op")["flops"].sum().to_dict() == pytest.approx(expected)
+    # the optimizer's foreach ops, in the "(optimizer)" module, update every parameter element
+    optimizer = ops[ops["module"] == "(optimizer)"]
+    assert len(optimizer) and optimizer["op"].str.startswith("aten::_foreach_").all()

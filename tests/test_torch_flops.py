@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.torch_flops import MATRIX_OPS, OPS, Attention, Conv, Gemm, OpWork, op_work
+from analysis.torch_flops import MATRIX_OPS, OPS, Attention, Conv, ConvBackward, Gemm, OpWork, op_work
 
 F32, F16, BF16 = "float", "c10::Half", "c10::BFloat16"
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
@@ -491,8 +491,30 @@ def test_table_positions_match_the_schemas():
             assert rule.transposed_arg is None or arg[rule.transposed_arg] == "transposed", name
             assert rule.bias is not None or "bias" not in arg, name
             assert (rule.output_padding is not None) == ("output_padding" in arg), name
+        elif isinstance(rule, ConvBackward):  # the positions it reads: 0-2, transposed 7, output_mask 10
+            assert arg[:3] == ["grad_output", "input", "weight"], name
+            assert arg[7] == "transposed" and arg[10] == "output_mask", name
         else:
             assert isinstance(rule, Attention)
             assert arg[:3] == ["query", "key", "value"] and arg[rule.is_causal] == "is_causal", name
             assert (arg[rule.mask] if rule.mask is not None else None) == next(
                 (a for a in arg if a in ("attn_mask", "attn_bias")), None), name
+
+
+def test_convolution_backward_costs_the_forward_per_gradient_asked():
+    """A 3x3 conv of 16 from 3 channels over 4 x 8 x 8 (stride 1, padding 1): forward 2 x 4 x (16 x 3 x 9) x 64 =
+    221,184 FLOPs; the weight's gradient alone costs that, with the input's twice. Bytes (fp32): grad_output
+    4 x 16 x 64, input 4 x 3 x 64 and the weight 432 read as needed, the gradients asked written."""
+    dims = [[4, 16, 8, 8], [4, 3, 8, 8], [16, 3, 3, 3], [], [], [], [], [], [], [], []]
+    types = ["float"] * 3 + ["ScalarList"] * 4 + ["Scalar", "ScalarList", "Scalar", "ScalarList"]
+
+    def work(mask):
+        concrete = ["", "", "", "[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", mask]
+        return op_work("aten::convolution_backward", dims, types, concrete)
+
+    weight_only = work("[False, True, True]")
+    assert weight_only.flops == 221184 and weight_only.precision == "fp32"
+    assert weight_only.bytes == 4 * (4096 + 768 + 432 + 16)  # grad_output, input read; weight, bias grads
+    both = work("[True, True, False]")
+    assert both.flops == 2 * 221184 and both.bytes == 4 * (4096 + 768 + 432 + 768 + 432)
+    assert work("") is None  # output_mask not recorded: not known
