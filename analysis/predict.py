@@ -9,9 +9,9 @@ are counted apart. Each op's time on a GPU is its work at the roofs (matrix ops 
 dtype, the others on the CUDA cores, their bytes against DRAM), never below the launch floor of one kernel: a
 lower bound of the step time, named as such. docs/predict.md.
 
-What this first version leaves out (said in its output): the backward pass and optimizer step (--train), a
-Hugging Face config as SPEC, and fused kernels a meta run decomposes (scaled-dot-product attention is counted
-as its decomposition's bmm and softmax, as torch's FlopCounterMode counts it on the meta device).
+Scaled-dot-product attention, which the meta device decomposes (bmm, softmax), is recorded as the one fused op
+a GPU runs (flash or memory-efficient attention) in the forward pass; its backward is the decomposition's ops.
+What this version leaves out: a Hugging Face config as SPEC, the picture and a check against a real trace.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ OPTIMIZERS = {"sgd": lambda params: _torch().optim.SGD(params, lr=0.01, momentum
 # what a model file or its function may raise, said in one line instead of a traceback
 USER_CODE_ERRORS = (SyntaxError, ImportError, OSError, RuntimeError, TypeError, ValueError, AttributeError,
                     NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
-ATTENTION_NOTE = "scaled-dot-product attention counts as its meta-device decomposition (bmm, softmax), not a fused kernel"
+ATTENTION_NOTE = ("scaled-dot-product attention is one fused kernel forward (its backward: the meta device's "
+                  "decomposition)")
 LEFT_OUT = f"a lower bound of one forward pass (--train for a training step); {ATTENTION_NOTE}"
 TRAIN_LEFT_OUT = (f"a lower bound of one training step (the loss: the sum of the output; the optimizer's foreach "
                   f"ops); {ATTENTION_NOTE}")
@@ -112,23 +113,50 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
     output as the loss, its ops in the modules whose backward they run in, then an `optimizer` step (OPTIMIZERS,
     as torch's foreach implementation runs it; its ops in module "(optimizer)")."""
     torch = _torch()
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    # function -> the aten op a GPU trace records for it, one kernel (flash or memory-efficient attention; the
+    # fused RMSNorm of torch >= 2.4 on CUDA)
+    FUSED = {torch.nn.functional.scaled_dot_product_attention: "aten::scaled_dot_product_attention",
+             torch.nn.functional.rms_norm: "aten::rms_norm"}
 
     path: list[str] = []
     calls: list[Call] = []
 
+    fused: list[str] = []  # the fused op being run: what the dispatcher runs inside it is its decomposition
+
+    def add(name: str, schema, args, kwargs) -> None:
+        values = [args[i] if i < len(args) else kwargs.get(a.name, a.default_value if a.has_default_value()
+                                                            else None)
+                  for i, a in enumerate(schema.arguments)]
+        recorded = [_recorded(v, torch) for v in values]
+        calls.append(Call(name, [r[0] for r in recorded], [r[1] for r in recorded], [r[2] for r in recorded],
+                          [r[3] for r in recorded], ".".join(path)))
+
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            schema = func._schema
-            values = [args[i] if i < len(args) else kwargs.get(a.name, a.default_value if a.has_default_value()
-                                                                else None)
-                      for i, a in enumerate(schema.arguments)]
-            recorded = [_recorded(v, torch) for v in values]
-            name = schema.name if not func.is_view else f"{schema.name} (view)"
-            calls.append(Call(name, [r[0] for r in recorded], [r[1] for r in recorded], [r[2] for r in recorded],
-                              [r[3] for r in recorded], ".".join(path)))
+            if not fused:
+                add(func._schema.name if not func.is_view else f"{func._schema.name} (view)", func._schema, args,
+                    kwargs)
             return func(*args, **kwargs)
+
+    class Fused(TorchFunctionMode):
+        """The functions a GPU runs as one kernel that the meta device decomposes (FUSED): recorded as the op a
+        GPU trace shows, their decomposition not."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            op = FUSED.get(func) if not fused else None
+            if op is None:
+                return func(*args, **kwargs)
+            add(op, torch._C._jit_get_schemas_for_operator(op)[0], args, kwargs)
+            fused.append(op)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                fused.pop()
 
     names = {m: n for n, m in model.named_modules()}
 
@@ -170,7 +198,7 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             step = OPTIMIZERS[optimizer](model.parameters()) if train and optimizer else None
             if step is not None:  # a step before: the optimizer's state exists, as in every step but the first
                 train_step(step)
-            with Recorder():
+            with Fused(), Recorder():
                 if train:
                     train_step(step)
                 else:
