@@ -190,7 +190,8 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
     labels = tuple(Label(k[f"ai_{label_level}"], k["flop_per_s"], f"{k['short_name']} ({_share(k['share'])})",
                          math.sqrt(_area(pd.Series([k["share"]]))[0]) / 2)
                    for _, k in drawn.nlargest(top, "time_s").iterrows()) if top > 0 else ()
-    profiled = profile_line(table.attrs.get("gpus", []), roofs)
+    # what the points are: a profile of some GPU, or a prediction (analysis.predict) that ran on none
+    profiled = table.attrs.get("predicted") or profile_line(table.attrs.get("gpus", []), roofs)
     foreign = profiled.startswith(FOREIGN_PROFILE)
     budget = time_budget(table)
     segments = budget_segments(budget)

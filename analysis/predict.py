@@ -273,6 +273,38 @@ def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int
     return (out.sort_values(first, ascending=False, na_position="last") if first else out).reset_index()
 
 
+def as_kernels(ops: pd.DataFrame, gpu: Roofs, by: str = "op", depth: int | None = None,
+               what: str = "a model") -> pd.DataFrame:
+    """The predicted rows as a kernel table (analysis.ncu's columns) timed at their predicted time on `gpu`:
+    the roofline, its picture and its time budget then read a prediction as they read a profile. Bytes are
+    algorithmic (an op's inputs and outputs)."""
+    np = lazy("numpy")
+    ops = ops.assign(time_s=time_on(gpu, ops))
+    for column, roofs in (("flops_fp64", ("fp64",)), ("flops_fp32", ("fp32",)), ("flops_fp16", ()),
+                          ("flops_tensor", tuple(MATRIX_ROOF.values()))):
+        ops[column] = ops["flops"].where(ops["roof"].isin(roofs), 0.0).where(ops["modelled"])
+    ops["tensor_type"] = ops["roof"].map(lambda r: r.removeprefix("tensor.") if isinstance(r, str)
+                                         and r.startswith("tensor.") else None)
+    key = ops["op"] if by == "op" else ops["module"].map(
+        lambda m: ".".join(m.split(".")[:depth]) if depth else m).replace("", "(model)")
+    grouped = ops.groupby(key, sort=False)
+    out = grouped[["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "bytes"]].sum(
+        min_count=1)
+    out["launches"] = grouped.size()
+    # a row whose every call is modelled is known; one with unmodelled calls is not placed (never a part)
+    known = grouped["modelled"].all()
+    out[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "bytes"]] = out[
+        ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "bytes"]].where(known)
+    types = grouped["tensor_type"].agg(lambda t: t.iloc[0] if t.nunique() == 1 and t.notna().all() else None)
+    out = out.assign(tensor_type=types, coverage=known.astype(float), alg_bytes=out["bytes"], dram_bytes=np.nan,
+                     l2_bytes=np.nan, l1_bytes=np.nan, sm_clock_hz=np.nan).drop(columns="bytes")
+    out.index.name = "kernel"
+    out = out.reset_index()
+    out.attrs.update(gpus=[], by=by,
+                     predicted=f"PREDICTED, not profiled: {what} at the roofs (a lower bound)")
+    return out
+
+
 def load_spec(spec: str):
     """FILE.py:FUNCTION -> FUNCTION() -> (model, inputs)."""
     file, sep, function = spec.rpartition(":")
@@ -314,7 +346,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flops", choices=("executed", "torch"), default="executed",
                    help="causal attention: the unmasked pairs (default) or every pair, as FlopCounterMode")
     p.add_argument("--csv", metavar="FILE.csv", help="the table ('-': standard output)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
+    p.add_argument("-o", "--output", metavar="FILE", help="the roofline on the first --roofs GPU: .png, .svg, .pdf")
+    p.add_argument("--force", action="store_true", help="overwrite existing --csv and -o files")
     return p
 
 
@@ -326,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Outputs(inputs=[args.spec.rpartition(":")[0]], force=args.force)
     if args.csv:
         out.want("--csv", args.csv)
+    if args.output:
+        out.want("-o", args.output, picture=True)
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
@@ -341,9 +376,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
-        out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-        return 0
-    print(render(table, gpus, ops))
+    if args.output:
+        from analysis.plot import roofline_figure
+        from analysis.roofline import roofline_table
+
+        step = "a training step" if args.train else "one forward pass"
+        judged = roofline_table(gpus[0], as_kernels(ops, gpus[0], args.by, args.depth,
+                                                    f"{args.spec}, {step}"))
+        out.figure(args.output, roofline_figure(gpus[0], judged), dpi=150, bbox_inches="tight")
+    out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
+    if not args.csv:
+        print(render(table, gpus, ops))
     return 0
 
 

@@ -147,3 +147,22 @@ def test_a_training_step_has_torchs_forward_and_backward_flops(function):
     # the optimizer's foreach ops, in the "(optimizer)" module, update every parameter element
     optimizer = ops[ops["module"] == "(optimizer)"]
     assert len(optimizer) and optimizer["op"].str.startswith("aten::_foreach_").all()
+
+
+def test_the_picture_is_a_roofline_of_the_prediction(tmp_path):
+    """-o: the roofline read as a profile is (as_kernels): every modelled op at or above nothing but its roof (a
+    prediction is at its roof or the floor), its time budget all of the predicted time, its title says PREDICTED."""
+    from analysis.plot import roofline_figure
+    from analysis.roofline import roofline_table
+    from analysis.roofline.budget import time_budget
+
+    gpu = target_roofs("H100 SXM")
+    ops = predict.op_table(predict.record(*predict.load_spec(spec("encoder"))))
+    table = roofline_table(gpu, predict.as_kernels(ops, gpu, what="the encoder"))
+    judged = table[table["pct_of_roof"].notna()]
+    assert len(judged) and (judged["pct_of_roof"] <= 100 + 1e-6).all()
+    assert time_budget(table)["time_s"].sum() == pytest.approx(predict.time_on(gpu, ops).sum())
+    fig = roofline_figure(gpu, table)
+    assert "PREDICTED, not profiled: the encoder" in fig.axes[0].get_title(loc="left")
+    out = tmp_path / "p.png"
+    assert predict.main([spec("encoder"), "--roofs", "H100 SXM", "-o", str(out)]) == 0 and out.stat().st_size > 10_000

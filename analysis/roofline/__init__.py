@@ -516,6 +516,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     table.attrs["gpus"] = gpus
     table.attrs["application"] = application_point(kernels)
     table.attrs["by"] = kernels.attrs.get("by", "kernel")
+    table.attrs["predicted"] = kernels.attrs.get("predicted")  # analysis.predict: what was predicted, not measured
     # what analysis.roofline.budget reads: the rows' time in parts, and the profile's timeline
     table.attrs["time_parts"] = kernels.attrs.get("time_parts")
     table.attrs["timeline"] = {fact: kernels.attrs.get(fact) for fact in ("early_s", "busy_s", "window_s",
