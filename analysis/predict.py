@@ -346,6 +346,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flops", choices=("executed", "torch"), default="executed",
                    help="causal attention: the unmasked pairs (default) or every pair, as FlopCounterMode")
     p.add_argument("--csv", metavar="FILE.csv", help="the table ('-': standard output)")
+    p.add_argument("--json", metavar="FILE.json", help="the table, the totals per GPU and what is left out, "
+                   "versioned (docs/predict.md; '-': standard output)")
     p.add_argument("-o", "--output", metavar="FILE", help="the roofline on the first --roofs GPU: .png, .svg, .pdf")
     p.add_argument("--force", action="store_true", help="overwrite existing --csv and -o files")
     return p
@@ -361,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.want("--csv", args.csv)
     if args.output:
         out.want("-o", args.output, picture=True)
+    if args.json:
+        out.want("--json", args.json)
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
@@ -376,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
+    if args.json:
+        out.text(args.json, json_document(args, table, gpus, ops, views, unknown))
     if args.output:
         from analysis.plot import roofline_figure
         from analysis.roofline import roofline_table
@@ -385,9 +391,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                     f"{args.spec}, {step}"))
         out.figure(args.output, roofline_figure(gpus[0], judged), dpi=150, bbox_inches="tight")
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
-    if not args.csv:
+    if not (args.csv or args.json):
         print(render(table, gpus, ops))
     return 0
+
+
+JSON_FORMAT, JSON_VERSION = "ceilings.predict", 1  # a new field keeps the version; a changed one raises it
+
+
+def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame, views: int,
+                  unknown: pd.Series) -> str:
+    """--json: base units; a value not known is null, never 0."""
+    def plain(value):
+        if hasattr(value, "item"):
+            value = value.item()
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+
+    rows = [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+    doc = {"format": JSON_FORMAT, "version": JSON_VERSION, "spec": args.spec,
+           "step": "training step" if args.train else "forward pass", "by": args.by,
+           "left_out": TRAIN_LEFT_OUT if args.train else LEFT_OUT,
+           "kernels": len(ops), "views_and_allocations": views,
+           "unmodelled": {op: int(n) for op, n in unknown.items()},
+           # sums over the modelled ops only: where some are not, the totals are of those (named so)
+           "modelled_flops": plain(ops["flops"].sum()), "modelled_bytes": plain(ops["bytes"].sum()),
+           "gpus": [{"gpu": g.label, "roofs": g.provenance,
+                     "time_s_lower_bound": plain(table[f"time_s {g.label}"].sum(min_count=1))} for g in gpus],
+           "rows": rows}
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
 def render(table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame) -> str:

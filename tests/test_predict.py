@@ -166,3 +166,20 @@ def test_the_picture_is_a_roofline_of_the_prediction(tmp_path):
     assert "PREDICTED, not profiled: the encoder" in fig.axes[0].get_title(loc="left")
     out = tmp_path / "p.png"
     assert predict.main([spec("encoder"), "--roofs", "H100 SXM", "-o", str(out)]) == 0 and out.stat().st_size > 10_000
+
+
+def test_json_is_versioned_and_says_what_is_not_modelled(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "p.json"
+    assert predict.main([spec("decoder"), "--roofs", "H100 SXM", "--roofs", "A100 SXM4 80GB", "--json",
+                         str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert (doc["format"], doc["version"], doc["step"]) == ("ceilings.predict", 1, "forward pass")
+    assert [g["gpu"].split(" (")[0] for g in doc["gpus"]] == ["NVIDIA H100 SXM5 80GB", "NVIDIA A100 SXM4 80GB"]
+    # a block this small is all launch floors (3 us a kernel on both): never slower on the H100
+    assert doc["gpus"][0]["time_s_lower_bound"] <= doc["gpus"][1]["time_s_lower_bound"]
+    unknown = [r for r in doc["rows"] if r["modelled_calls"] < r["calls"]]
+    assert {r["op"] for r in unknown} == set(doc["unmodelled"])
+    assert all(r["flops"] is None for r in unknown if r["modelled_calls"] == 0)
+    assert doc["modelled_flops"] == pytest.approx(sum(r["flops"] or 0 for r in doc["rows"]))
