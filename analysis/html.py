@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
+from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline, budget_segments
 from analysis.roofline import ALGORITHMIC, NO_FLOPS, Roofs, seconds, si
 from analysis.roofline.budget import time_budget
 from analysis.roofline.report import KERNEL_HEADER, kernel_rows, profile_line, timeline_line
@@ -76,7 +76,8 @@ def roofline_page(fig: Roofline, roofs: Roofs, *, warnings: Sequence[str] = ()) 
 def budget_section(table: pd.DataFrame) -> dict:
     """All of the kernel time by class and cause (analysis.roofline.budget), with what would place the rest."""
     budget = time_budget(table)
-    return table_section("budget", "Time budget: all of the kernel time", frame_table(budget, [
+    bar = [{"label": s.label, "share": s.share, "color": s.color} for s in budget_segments(budget)]
+    return table_section("budget", "Time budget: all of the kernel time", bar=bar, table=frame_table(budget, [
         ("class", "class", None), ("cause", "cause", None), ("time_s", "time", seconds),
         ("share", "share", lambda v: f"{v:.1%}"), ("remedy", "what would place it", None)]),
         notes=[line for line in (timeline_line(table),) if line])

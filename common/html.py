@@ -84,9 +84,11 @@ def frame_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str, Callable 
 
 
 def table_section(sid: str, heading: str, table: dict, *, subtitle: Sequence[str] = (), notes: Sequence[str] = (),
-                  warning: bool = False) -> dict:
+                  warning: bool = False, bar: Sequence[Mapping] = ()) -> dict:
+    """A table; `bar`: shares of a whole drawn above it as one stacked bar, segments {"label", "share" (0 to 1),
+    "color" (CSS)} in order, each named with its share in a key."""
     return {"kind": "table", "id": sid, "heading": heading, "subtitle": list(subtitle), "notes": list(notes),
-            "warning": warning, "table": table}
+            "warning": warning, "table": table, "bar": list(bar)}
 
 
 def strip_section(sid: str, heading: str, rows: Sequence[Mapping], series: Sequence[tuple[str, str]], *,

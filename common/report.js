@@ -534,6 +534,27 @@
     if (s.table) table(sec, s.table, null);
   }
 
+  // shares of a whole as one stacked bar (segments {label, share, color}), each named in a key under it
+  function shares(parent, segments) {
+    const bar = el("div", { class: "shares" });
+    const key = el("div", { class: "shares-key" });
+    for (const g of segments) {
+      const text = `${g.label} ${(100 * g.share).toFixed(g.share < 0.1 ? 1 : 0)}%`;
+      const seg = el("div", { class: "shares-seg", title: text });
+      seg.style.width = `${100 * g.share}%`;
+      seg.style.background = g.color;
+      bar.appendChild(seg);
+      const item = el("span", { class: "shares-item" });
+      const swatch = el("span", { class: "shares-swatch" });
+      swatch.style.background = g.color;
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(text));
+      key.appendChild(item);
+    }
+    parent.appendChild(bar);
+    parent.appendChild(key);
+  }
+
   const renderers = {
     chart: chartSection,
     strip,
@@ -542,6 +563,7 @@
       parent.appendChild(sec);
       if (s.heading) sec.appendChild(el("h2", { class: s.warning ? "warning" : "" }, s.heading));
       lines(sec, s.subtitle, s.warning ? "warning" : "sub");
+      if (s.bar && s.bar.length) shares(sec, s.bar);
       table(sec, s.table, null);
       lines(sec, s.notes, "note");
     },

@@ -331,3 +331,13 @@ def test_compare_axis_ticks_stand_apart(browser, tmp_path, capsys):
     (bw_labels, bw_ticks), (compute_labels, compute_ticks) = shown["compare-B/s"], shown["compare-FLOP/s"]
     assert bw_labels == bw_ticks and compute_labels < compute_ticks
     assert problems(b) == []
+
+
+def test_the_time_budget_is_a_bar_of_all_of_the_time(opened):
+    """The budget's segments span the whole bar (their widths, shares of all of the kernel time, sum to 100 %),
+    each named with its share in the key under it."""
+    b = opened
+    widths = b.evaluate("[...document.querySelectorAll('#budget .shares-seg')].map(e => parseFloat(e.style.width))")
+    assert widths and sum(widths) == pytest.approx(100, abs=1e-3)
+    keys = b.evaluate("[...document.querySelectorAll('#budget .shares-item')].map(e => e.textContent)")
+    assert len(keys) == len(widths) and all(k.endswith("%") for k in keys)
