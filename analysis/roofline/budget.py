@@ -3,12 +3,13 @@ roofline at a glance, summing to 100 %.
 
 - placed: compute-, memory- or latency-bound (the row's `bound`): the time whose FLOPs and bytes place it
   against the roofs, or the launch floor (a row placed by the floor alone: all of its time);
-- communication: the launches of collectives (readers.contract.COMMUNICATION), whose time is the interconnect's;
+- communication: the launches of collectives (readers.contract.COMMUNICATION), whose time is the interconnect's:
+  at its roof where their bus bytes are known (analysis.roofline.links), else not placed;
 - unplaced, by cause: why the work is unknown (readers.contract.UNKNOWN_WORK: no shapes recorded, a compiled
   graph, no op, no op model, no counters, launched before the trace began), or why a row whose work is known
   was not judged (the roofline's reason: no byte counters, no roof of its precision).
 
-The rows' time in parts comes from the kernel table (analysis.ncu.time_parts, per launch, summed per row);
+The rows' time in parts comes from the kernel table (analysis.metrics.time_parts, per launch, summed per row);
 a table without them (read back from this tool's CSV) splits a row by its coverage alone. For traces, the
 timeline beside it: the GPU's busy time (the union of kernel intervals, per device), its idle time in the
 window from the first kernel's start to the last one's end, and how long communication overlapped compute.
@@ -99,7 +100,7 @@ def budget_columns(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _parts(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows' time in parts (analysis.ncu.time_parts), aligned with the table; from coverage alone where the
+    """The rows' time in parts (analysis.metrics.time_parts), aligned with the table; from coverage alone where the
     kernel table's parts are not there."""
     parts = getattr(table.attrs.get("time_parts"), "frame", None)
     if parts is not None and len(parts) and set(table.index) <= set(parts.index):
