@@ -553,7 +553,14 @@ def test_max_inflated_bounds_a_gzip_input_and_progress_is_shown(tmp_path, capsys
 # Seeded generators of each class of hostile input, run over the commands (their pictures, --html, --by views,
 # analysis.llm, ceilings.fleet): each case ends in one error line with exit 2 or in a result, never a traceback,
 # a hang, a numpy warning or a changed input. Fast: a few cases per class, for CI.
-HOSTILE_CASES = 6
+# a few cases of each class in CI; `CEILINGS_FUZZ_CASES=200 python -m pytest tests/test_fuzz.py -k seeded` is the
+# longer run (BENCHMARKS.md has its last figures)
+HOSTILE_CASES = int(os.environ.get("CEILINGS_FUZZ_CASES", "6"))
+# a field of a torch trace's event with a value of another type than Kineto writes
+WRONG_TYPES = ("7", [1, 2], {"a": 1}, None, True, -3, 1e308, "", [[1, "x"]])
+TRACE_FIELDS = ("ts", "dur", "args", "name", "Input Dims", "Input type", "Concrete Inputs", "device",
+                "correlation", "External id", "Collective name", "In msg nelems", "Out msg nelems", "Group size",
+                "dtype")
 EDGE_NUMBERS = ("1e308", "1.7976931348623157e308", "4.9e-324", "1e-300", "9" * 23, "1.8e19", "1e-120")
 
 
@@ -569,7 +576,21 @@ def _commands(profile: Path, roofs: Path, tmp: Path, rng: random.Random) -> list
                         "--kv-cache", "fp16", "--calibrate", profile, "--html", tmp / "l.html", "--force"], ())]
 
 
-@pytest.mark.parametrize("kind", ["nesting", "float-edges", "encodings", "bomb", "fleet-twins"])
+def _collective_trace(path: Path) -> Path:
+    """A step of tests/test_torch_trace.py's layout with an all-reduce (record_param_comms with its sizes) beside
+    a GEMM with shapes: every field the reader computes with, for the field-types class to damage."""
+    from tests.test_torch_trace import model_events, trace, x
+
+    meta = {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20,
+            "Group size": 8, "dtype": "BFloat16"}
+    events = model_events() + [x("cpu_op", "record_param_comms", 600, 50, **{"External id": 7, **meta}),
+                               x("cuda_runtime", "cudaLaunchKernel", 610, 5, correlation=970),
+                               x("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 700, 40, pid=0, tid=9,
+                                 correlation=970, device=0)]
+    return trace(path, events)
+
+
+@pytest.mark.parametrize("kind", ["nesting", "float-edges", "encodings", "bomb", "fleet-twins", "field-types"])
 def test_seeded_hostile_inputs_over_every_command(kind, tmp_path, capsys, monkeypatch):
     from ceilings import inputs
 
@@ -631,6 +652,16 @@ def test_seeded_hostile_inputs_over_every_command(kind, tmp_path, capsys, monkey
                 monkeypatch.setenv("CEILINGS_MAX_DECOMPRESSED_MB", "0.5")
             else:
                 monkeypatch.delenv("CEILINGS_MAX_DECOMPRESSED_MB", raising=False)
+        elif kind == "field-types":  # a field of a torch trace's event of another type than Kineto writes
+            profile = _collective_trace(tmp / "t.pt.trace.json")
+            doc = json.loads(profile.read_text())
+            for _ in range(rng.randrange(1, 4)):
+                event = rng.choice(doc["traceEvents"])
+                field = rng.choice(TRACE_FIELDS)
+                where = event if field in ("ts", "dur", "args", "name") or not isinstance(event.get("args"), dict) \
+                    else event["args"]
+                where[field] = rng.choice(WRONG_TYPES)
+            profile.write_text(json.dumps(doc))
         if kind != "fleet-twins":
             cases += [(main, argv, ok) for main, argv, ok in _commands(profile, roofs, tmp, rng)]
             if kind == "bomb":
