@@ -38,6 +38,7 @@ DISPLAY = {"B/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s"), "op/s": (1e9, "Gop
 PANELS = (("B/s", "Bandwidth"), ("FLOP/s", "Compute"))
 # the share of a bar panel's height above its tallest bar, for the bar's value written upwards (5 characters)
 LABEL_ROOM = 0.15
+LIMIT_DECADES = 300  # an axis limit stays within 1e-300..1e300, clear of float64's ends
 BAR_GROUP = 0.8  # of the room between two ceilings, the share their bars take
 # a bar panel's width (inches): at least PANEL_WIDTH, and BAR_INCHES a bar (its value, written upwards in
 # x-small type at 120 dpi, is 0.1 in thick) plus PANEL_MARGIN for the y axis
@@ -148,9 +149,11 @@ def plot_compare(ax, table: pd.DataFrame, unit: str) -> None:
     if (values > 0).any():
         # log bars start at the axis bottom: put it a decade under the smallest bar so heights compare; above
         # the tallest, room for its value: LABEL_ROOM of the axis, at least a factor 3
-        bottom, tallest = float(values[values > 0].min()) / 10, float(values[values > 0].max())
-        room = max(math.log10(3), LABEL_ROOM / (1 - LABEL_ROOM) * math.log10(tallest / bottom))
-        ax.set_ylim(bottom=bottom, top=tallest * 10 ** room)
+        # in decades, kept within float64 (a value near 1e308 or 5e-324 in a file has no room beyond it)
+        low = math.log10(float(values[values > 0].min())) - 1
+        high = math.log10(float(values[values > 0].max()))
+        room = max(math.log10(3), LABEL_ROOM / (1 - LABEL_ROOM) * (high - low))
+        ax.set_ylim(bottom=10 ** max(low, -LIMIT_DECADES), top=10 ** min(high + room, LIMIT_DECADES))
     ax.set_ylabel(label)
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))
 

@@ -172,3 +172,17 @@ def test_compare_reads_what_measure_simulate_writes(tmp_path, capsys):
     assert "[sim] (SIMULATED)" in out.out and "meaningless" in out.err
     rows = {line.split(",")[0] for line in csv.read_text().splitlines()[1:]}
     assert {"dram.copy", "fp32.fma"} <= rows
+
+
+@pytest.mark.parametrize("value", [1e-300, 1.8e19])
+def test_a_value_at_the_end_of_float64_is_drawn_within_float_range(value, tmp_path):
+    """The panel's limits are taken in decades and kept within 1e-300..1e300: a ceiling of 1e-300 in a file (a
+    roofs file takes 0 to 2^64) once made tallest / bottom overflow and the axis top infinite (matplotlib: 'Axis
+    limits cannot be NaN or Inf')."""
+    import json
+
+    doc = json.loads((ROOFS / "h100.json").read_text())
+    next(c for c in doc["ceilings"] if c["name"] == "cublas.fp16")["value"] = value  # the only one of its name
+    path = tmp_path / "edge.json"
+    path.write_text(json.dumps(doc))
+    assert main([str(path), "-o", str(tmp_path / "c.png")]) == 0
