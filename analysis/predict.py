@@ -349,7 +349,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE.json", help="the table, the totals per GPU and what is left out, "
                    "versioned (docs/predict.md; '-': standard output)")
     p.add_argument("-o", "--output", metavar="FILE", help="the roofline on the first --roofs GPU: .png, .svg, .pdf")
-    p.add_argument("--force", action="store_true", help="overwrite existing --csv and -o files")
+    p.add_argument("--html", metavar="FILE.html", help="the same roofline as one self-contained interactive page")
+    p.add_argument("--force", action="store_true", help="overwrite existing --csv, --json, -o and --html files")
     return p
 
 
@@ -365,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.want("-o", args.output, picture=True)
     if args.json:
         out.want("--json", args.json)
+    if args.html:
+        out.want("--html", args.html)
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
@@ -382,14 +385,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.text(args.csv, table.to_csv(index=False))
     if args.json:
         out.text(args.json, json_document(args, table, gpus, ops, views, unknown))
-    if args.output:
-        from analysis.plot import roofline_figure
+    if args.output or args.html:
         from analysis.roofline import roofline_table
 
         step = "a training step" if args.train else "one forward pass"
         judged = roofline_table(gpus[0], as_kernels(ops, gpus[0], args.by, args.depth,
                                                     f"{args.spec}, {step}"))
-        out.figure(args.output, roofline_figure(gpus[0], judged), dpi=150, bbox_inches="tight")
+        if args.output:
+            from analysis.plot import roofline_figure
+
+            out.figure(args.output, roofline_figure(gpus[0], judged), dpi=150, bbox_inches="tight")
+        if args.html:
+            from analysis.figure import roofline as roofline_data
+            from analysis.html import roofline_page
+
+            out.text(args.html, roofline_page(roofline_data(gpus[0], judged), gpus[0],
+                                              warnings=[TRAIN_LEFT_OUT if args.train else LEFT_OUT]))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if not (args.csv or args.json):
         print(render(table, gpus, ops))

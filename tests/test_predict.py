@@ -183,3 +183,16 @@ def test_json_is_versioned_and_says_what_is_not_modelled(tmp_path, capsys):
     assert {r["op"] for r in unknown} == set(doc["unmodelled"])
     assert all(r["flops"] is None for r in unknown if r["modelled_calls"] == 0)
     assert doc["modelled_flops"] == pytest.approx(sum(r["flops"] or 0 for r in doc["rows"]))
+
+
+def test_html_page_of_a_prediction(tmp_path):
+    """A Llama-7B-shaped forward (examples/predict_llama.py), whose 225 GEMMs sum to one row at its roof."""
+    out = tmp_path / "p.html"
+    example = Path(__file__).parents[1] / "examples" / "predict_llama.py"
+    assert predict.main([f"{example}:llama7b", "--roofs", "H100 SXM", "--html", str(out)]) == 0
+    page = out.read_text()
+    assert "PREDICTED, not profiled" in page and "Time budget" in page
+    # each row is at its roofs: nothing saved, not a rounding's "3.47e-09 ns"
+    import re
+
+    assert not re.search(r"\de-\d+ ns", page)
