@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.roofline import Roofs, seconds, si, target_roofs, time_at_roofs
+from analysis.roofline.inputs import check_outputs
 from analysis.torch_flops import MATRIX_OPS, op_work
 from ceilings.lazy import lazy
-from common.atomic import Outputs
+from common.atomic import json_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
 
 pd = lazy("pandas")
@@ -254,6 +255,14 @@ def time_on(roofs: Roofs, ops: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=ops.index, dtype="float64")
 
 
+def _row_key(ops: pd.DataFrame, by: str, depth: int | None) -> pd.Series:
+    """What a row of --by op|module is: the op's name, or its module path cut to `depth` ("(model)" for the
+    model's own forward)."""
+    if by == "op":
+        return ops["op"]
+    return ops["module"].map(lambda m: ".".join(m.split(".")[:depth]) if depth else m).replace("", "(model)")
+
+
 def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int | None = None) -> pd.DataFrame:
     """Rows per op name (or nn.Module path, cut to `depth` levels): calls, flops, bytes, and the predicted seconds
     on each GPU (a column per GPU, named by its label); sorted by the first GPU's time."""
@@ -262,9 +271,7 @@ def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int
     ops = ops.copy()
     for g in gpus:
         ops[f"time_s {g.label}"] = time_on(g, ops)
-    key = ops["op"] if by == "op" else ops["module"].map(
-        lambda m: ".".join(m.split(".")[:depth]) if depth else m).replace("", "(model)")
-    grouped = ops.groupby(key, sort=False)
+    grouped = ops.groupby(_row_key(ops, by, depth), sort=False)
     out = grouped[["flops", "bytes", *[f"time_s {g.label}" for g in gpus]]].sum(min_count=1)
     out.insert(0, "calls", grouped.size())
     out.insert(1, "modelled_calls", grouped["modelled"].sum())
@@ -280,14 +287,13 @@ def as_kernels(ops: pd.DataFrame, gpu: Roofs, by: str = "op", depth: int | None 
     algorithmic (an op's inputs and outputs)."""
     np = lazy("numpy")
     ops = ops.assign(time_s=time_on(gpu, ops))
+    tensor_roofs = tuple(r for r in MATRIX_ROOF.values() if r.startswith("tensor."))
     for column, roofs in (("flops_fp64", ("fp64",)), ("flops_fp32", ("fp32",)), ("flops_fp16", ()),
-                          ("flops_tensor", tuple(MATRIX_ROOF.values()))):
+                          ("flops_tensor", tensor_roofs)):
         ops[column] = ops["flops"].where(ops["roof"].isin(roofs), 0.0).where(ops["modelled"])
     ops["tensor_type"] = ops["roof"].map(lambda r: r.removeprefix("tensor.") if isinstance(r, str)
                                          and r.startswith("tensor.") else None)
-    key = ops["op"] if by == "op" else ops["module"].map(
-        lambda m: ".".join(m.split(".")[:depth]) if depth else m).replace("", "(model)")
-    grouped = ops.groupby(key, sort=False)
+    grouped = ops.groupby(_row_key(ops, by, depth), sort=False)
     out = grouped[["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "bytes"]].sum(
         min_count=1)
     out["launches"] = grouped.size()
@@ -359,15 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.depth is not None and args.depth < 1:
         raise CeilingsError(f"--depth {args.depth}: give 1 or more")
-    out = Outputs(inputs=[args.spec.rpartition(":")[0]], force=args.force)
-    if args.csv:
-        out.want("--csv", args.csv)
-    if args.output:
-        out.want("-o", args.output, picture=True)
-    if args.json:
-        out.want("--json", args.json)
-    if args.html:
-        out.want("--html", args.html)
+    out = check_outputs({"--csv": args.csv, "--json": args.json, "--html": args.html}, pictures={"-o": args.output},
+                        force=args.force, inputs=[args.spec.rpartition(":")[0], *args.roofs])
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
@@ -413,23 +412,17 @@ JSON_FORMAT, JSON_VERSION = "ceilings.predict", 1  # a new field keeps the versi
 def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame, views: int,
                   unknown: pd.Series) -> str:
     """--json: base units; a value not known is null, never 0."""
-    def plain(value):
-        if hasattr(value, "item"):
-            value = value.item()
-        return None if isinstance(value, float) and not math.isfinite(value) else value
-
-    rows = [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
     doc = {"format": JSON_FORMAT, "version": JSON_VERSION, "spec": args.spec,
            "step": "training step" if args.train else "forward pass", "by": args.by,
            "left_out": TRAIN_LEFT_OUT if args.train else LEFT_OUT,
            "kernels": len(ops), "views_and_allocations": views,
            "unmodelled": {op: int(n) for op, n in unknown.items()},
            # sums over the modelled ops only: where some are not, the totals are of those (named so)
-           "modelled_flops": plain(ops["flops"].sum()), "modelled_bytes": plain(ops["bytes"].sum()),
+           "modelled_flops": ops["flops"].sum(), "modelled_bytes": ops["bytes"].sum(),
            "gpus": [{"gpu": g.label, "roofs": g.provenance,
-                     "time_s_lower_bound": plain(table[f"time_s {g.label}"].sum(min_count=1))} for g in gpus],
-           "rows": rows}
-    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+                     "time_s_lower_bound": table[f"time_s {g.label}"].sum(min_count=1)} for g in gpus],
+           "rows": table.to_dict("records")}
+    return json_text(doc)
 
 
 def render(table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame) -> str:

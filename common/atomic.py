@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import math
 import os
 import stat
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Iterator
 
@@ -231,3 +234,19 @@ def _key(path: Path) -> Path:
 
 def _inside(target: Path, folder: Path) -> bool:
     return folder.resolve() in target.resolve().parents
+
+
+def json_text(doc) -> str:
+    """A document as the commands' --json write it: indented, every NaN or infinity (unknown) null, numpy
+    scalars plain numbers; a file never holds NaN."""
+    return json.dumps(_plain(doc), indent=1, allow_nan=False) + "\n"
+
+
+def _plain(value):
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value

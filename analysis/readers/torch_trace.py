@@ -289,7 +289,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "process": process, "nvtx": annotations, "module": module,
                "op": innermost, "time_s": float(k.get("dur", math.nan)) * US,
                "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0),
-               "_collective": group}
+               "_collective": group, "_comm": communicates[name, innermost]}
         if ruled is not None:
             counted_op.setdefault(id(ruled), (ruled, []))[1].append(len(rows))
             # the op's own kernel: launched by an op with a rule of its kind (a GEMM's by a matrix op, not by
@@ -308,7 +308,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
     timeline = _timeline([r for r in rows if not r["before_trace"]])
     busy_all = _timeline(rows)["busy_s"]
-    df = df.drop(columns=["_start", "_end", "_direct", "_collective"], errors="ignore")
+    df = df.drop(columns=["_start", "_end", "_direct", "_collective", "_comm"], errors="ignore")
     if unlinked:
         notes.append(f"{unlinked} kernel(s) whose launching operator is not in the trace (no cpu_op around their "
                      f"launch): kept, without an op")
@@ -347,17 +347,13 @@ def _is_number(value) -> bool:
 def _timeline(rows: list[dict]) -> dict[str, float | None]:
     """Per GPU, summed over GPUs (one process may drive several: DataParallel): busy_s, the time some kernel
     ran (the union of kernel intervals, all streams); window_s, from its first kernel's start to its last
-    kernel's end; overlap_s, the time communication kernels (COMMUNICATION) ran beside other kernels. None
-    each when there are no kernels."""
+    kernel's end; overlap_s, the time communication kernels (a row's _comm, as the reading loop found it: contract.
+    COMMUNICATION) ran beside other kernels. None each when there are no kernels."""
     if not rows:
         return dict.fromkeys(("busy_s", "window_s", "overlap_s"))
     per_device = defaultdict(lambda: ([], []))
-    said: dict[tuple, bool] = {}  # (kernel, op) -> a collective's: launches repeat a few thousand pairs
     for r in rows:
-        key = (r["kernel"], r["op"])
-        if key not in said:
-            said[key] = bool(COMMUNICATION.search(r["kernel"]) or COMMUNICATION.search(r["op"] or ""))
-        per_device[r["device"]][said[key]].append((r["_start"], r["_end"]))
+        per_device[r["device"]][r["_comm"]].append((r["_start"], r["_end"]))
     busy = window = overlap = 0.0
     for compute, comms in per_device.values():
         spans = _union(compute + comms)

@@ -103,13 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not roofs.measured:
         warnings.append(f"the roofs are {roofs.provenance}: every % of roof is against these figures, not "
                         f"against what a measured GPU reaches")
-    if mismatch and not args.scale_clock:
-        warnings.append(mismatch)
     table = roofline_table(roofs, kernels, level=args.level, precision=args.precision)
-    # then what the picture leaves out, before the rest
-    unplaced = unplaced_warning(time_budget(table))
-    said = len(warnings) - bool(mismatch and not args.scale_clock)  # the clock's warning comes after it
-    warnings[said:said] = [unplaced] if unplaced else []
+    # then what the picture leaves out, then the rest
+    warnings += [w for w in (unplaced_warning(time_budget(table)), None if args.scale_clock else mismatch) if w]
     warnings += table.attrs["warnings"] + kernels.attrs.get("warnings", [])
     if args.sweep and not roofs.sweeps:
         warnings.append(f"--sweep: {roofs.origin or roofs.device} has no intensity sweeps (intensity.*, measured "

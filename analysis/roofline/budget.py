@@ -17,13 +17,13 @@ window from the first kernel's start to the last one's end, and how long communi
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from analysis.metrics import KNOWN
 from analysis.readers.contract import BEFORE_TRACE, UNKNOWN_WORK
 from ceilings.lazy import lazy
+from common.atomic import json_text
 
 from . import LATENCY, totals
 from .links import COMMUNICATION_BOUND
@@ -168,20 +168,7 @@ def json_document(table: pd.DataFrame, *, roofs_label: str, roofs_source: str, p
            "time_budget": budget.to_dict(orient="records"), "application": application(table, budget),
            "saving": headline(table, budget), "kernels": kernels.to_dict(orient="records"),
            "warnings": list(warnings)}
-    return json.dumps(_plain(doc), indent=1, allow_nan=False) + "\n"
-
-
-def _plain(value):
-    """`value` as JSON holds it: NaN, infinities and pandas' missing values null, numpy scalars plain Python."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item"):  # a numpy scalar
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return None if value is pd.NA else value
+    return json_text(doc)
 
 
 def unplaced_warning(budget: pd.DataFrame) -> str | None:
