@@ -25,9 +25,11 @@ from .contract import COMMUNICATION
 # (collective, bus bytes per byte of S for a group of n), first match wins; any other collective moves S
 BUS_FACTORS = ((re.compile(r"all_?reduce", re.IGNORECASE), lambda n: 2 * (n - 1) / n),
                (re.compile(r"all_?gather|reduce_?scatter|all_?to_?all", re.IGNORECASE), lambda n: (n - 1) / n))
-# the events around a collective's launch that record its message: c10d's ops, torch's record_param_comms
-# and the nccl:* annotations ProcessGroupNCCL writes
-RECORDS_SIZE = re.compile(r"^nccl:|c10d::|record_param_comms")
+# the events around a collective's launch that record its message: c10d's ops, torch's record_param_comms,
+# the nccl:* annotations ProcessGroupNCCL writes, and other libraries' collective ops (vLLM's vllm::all_reduce,
+# symm_mem::multimem_all_reduce_, _C_custom_ar::all_reduce), whose tensor arguments are the message
+RECORDS_SIZE = re.compile(r"^nccl:|c10d::|record_param_comms|::\w*(all_?reduce|all_?gather|reduce_?scatter|"
+                          r"all_?to_?all)", re.IGNORECASE)
 # element sizes by the names traces give dtypes ("Input type" caffe2 names, "dtype" torch names), lower case
 ELEMENT_BYTES = {"double": 8, "float64": 8, "long": 8, "int64": 8, "float": 4, "float32": 4, "int": 4, "int32": 4,
                  "c10::half": 2, "half": 2, "float16": 2, "c10::bfloat16": 2, "bfloat16": 2, "short": 2, "int16": 2,

@@ -212,7 +212,7 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
 
-    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS
+    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS, NOT_RECORDED
     from ..torch_flops import OPS as FLOP_OPS
     from ..torch_flops import op_work as work_of
 
@@ -274,8 +274,10 @@ def _read(source: Source, _found) -> pd.DataFrame:
             # one op per call tree counts, the outermost with a FLOP rule: its FLOPs include its callees'
             ruled = next((around[j] for j in ops if ruled_ops[j]), None)
             innermost = str(around[ops[-1]]["name"]) if ops else None
-            placing[chain] = (bool(ops), annotations, modules[-1] if modules else None, innermost, ruled)
-        linked, annotations, module, innermost, ruled = placing[chain]
+            # an op whose arguments do not give its work (a serving engine's fused MoE): its kernels' cause
+            hidden = next((name for j in ops if (name := str(around[j]["name"])) in NOT_RECORDED), None)
+            placing[chain] = (bool(ops), annotations, modules[-1] if modules else None, innermost, ruled, hidden)
+        linked, annotations, module, innermost, ruled, hidden = placing[chain]
         name = str(k.get("name"))
         if (name, innermost) not in communicates:  # a regex over names of up to thousands of characters, once
             communicates[name, innermost] = bool(COMMUNICATION.search(name) or COMMUNICATION.search(innermost or ""))
@@ -289,7 +291,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
                "process": process, "nvtx": annotations, "module": module,
                "op": innermost, "time_s": float(k.get("dur", math.nan)) * US,
                "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0),
-               "_collective": group, "_comm": communicates[name, innermost]}
+               "_collective": group, "_comm": communicates[name, innermost], "_hidden": hidden}
         if ruled is not None:
             counted_op.setdefault(id(ruled), (ruled, []))[1].append(len(rows))
             # the op's own kernel: launched by an op with a rule of its kind (a GEMM's by a matrix op, not by
@@ -300,7 +302,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     if not ranges:
         _shape_work(rows, counted_op, op_work, shapes, MATRIX_OPS)
         _unknown_work(rows, shapes)
-    notes = _comm_bytes(rows)
+    notes = _comm_bytes(rows) + _not_recorded(rows, NOT_RECORDED)
     df = pd.DataFrame(rows)
     if ranges:
         df = pd.concat([df, _counter_rows(ranges, device, process)], ignore_index=True) if len(df) else \
@@ -308,7 +310,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
     # one process may drive several GPUs (DataParallel): each GPU's busy time, summed
     timeline = _timeline([r for r in rows if not r["before_trace"]])
     busy_all = _timeline(rows)["busy_s"]
-    df = df.drop(columns=["_start", "_end", "_direct", "_collective", "_comm"], errors="ignore")
+    df = df.drop(columns=["_start", "_end", "_direct", "_collective", "_comm", "_hidden"], errors="ignore")
     if unlinked:
         notes.append(f"{unlinked} kernel(s) whose launching operator is not in the trace (no cpu_op around their "
                      f"launch): kept, without an op")
@@ -455,9 +457,21 @@ def _unknown_work(rows: list[dict], shapes: bool) -> None:
             why = "compiled graph"
         elif op is None:
             why = "no op"
+        elif row["_hidden"]:
+            why = "work not recorded"
         else:
             why = "no op model" if shapes else "no shapes"
         row["unknown_work"] = why
+
+
+def _not_recorded(rows: list[dict], missing: dict[str, str]) -> list[str]:
+    """A note per op whose arguments do not give its work, with the time of its kernels left unplaced."""
+    times: dict[str, float] = defaultdict(float)
+    for row in rows:
+        if row.get("unknown_work") == "work not recorded":
+            times[row["_hidden"]] += row["time_s"]
+    return [f"{op}: {t * 1e3:.3g} ms of kernels unplaced: a trace does not record {missing[op]}; an ncu profile of "
+            f"the same step counts their FLOPs and bytes" for op, t in sorted(times.items(), key=lambda i: -i[1])]
 
 
 def _counter_rows(ranges: list[dict], device: dict, process: str | None) -> pd.DataFrame:
