@@ -19,7 +19,6 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ceilings.inputs import add_max_inflated
@@ -33,12 +32,9 @@ from .metrics import (
     OUTPUT_COLUMNS,
     PHANTOM_NOTE,
     TENSOR_METRICS,
-    TIME_METRICS,
     TimeParts,
     derive,
     impossible_rates,
-    launch_clock,
-    launch_time,
     time_parts,
     with_rates,
 )
@@ -46,12 +42,12 @@ from .readers.contract import (
     BEFORE_TRACE,
     COUNTERS,
     LAUNCH_COLUMNS,
-    META_COLUMNS,
     TIMES,
     no_launches,
 )
 from .readers.launches import read_profile
 from .readers.registry import reads
+from .runs import GROUPS_LISTED, NAME_IN_WARNING, combined, ms, paired
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -77,136 +73,6 @@ def _refuse_repeats(paths: Sequence[str | os.PathLike]) -> None:
 
 
 # -------------------------------------------------------------------------------------------- the table
-FACT_PREFIXES = ("launch__", "device__attribute_")
-# two runs' times of one kernel (median per launch) that differ by more than this factor are reported
-TIME_DISAGREEMENT = 1.2
-NAME_IN_WARNING = 60
-GROUPS_LISTED = 3  # runs named in a warning; --per-process shows every one
-KERNELS_LISTED = 3  # kernels named in a warning that covers many
-
-
-@dataclass(frozen=True)
-class Run:
-    """One pass or process of one input file: where it came from and what it measured."""
-
-    number: int  # 1-based, in input order: what --time-run takes
-    path: str
-    process: str | None  # its first process label, where the file names one
-    # the metrics it measured, beyond times and launch facts: two runs sharing one are distinct launches
-    counters: frozenset[str]
-
-    @property
-    def label(self) -> str:
-        where = f", process {self.process}" if self.process is not None else ""
-        return f"run {self.number} ({Path(self.path).name}{where})"
-
-
-def _split_runs(frames: Sequence[pd.DataFrame], paths: Sequence[str]) -> tuple[list[Run], pd.DataFrame]:
-    """Every run of the inputs, and all their launches in one frame, `_run` indexing that list: one pass per
-    file, not one per run (a log of a thousand processes is a thousand runs)."""
-    runs: list[Run] = []
-    parts = []
-    for path, df in zip(paths, frames):
-        codes, _ = pd.factorize(df["run"])  # runs in order of appearance; a launch without one (-1) is in none
-        # launch and device facts are the same in every pass over a launch: not measurements
-        measured = np.array([c for c in df.columns.difference(META_COLUMNS).difference(TIME_METRICS)
-                             if not c.startswith(FACT_PREFIXES)], dtype=object)
-        count = codes.max() + 1
-        has = df[list(measured)].notna().groupby(codes).any().reindex(range(count)).to_numpy(dtype=bool)
-        process = df["process"].groupby(codes).first()
-        for code in range(count):
-            label = process.get(code)
-            runs.append(Run(len(runs) + 1, path, None if pd.isna(label) else label, frozenset(measured[has[code]])))
-        parts.append(df[codes >= 0].assign(_run=codes[codes >= 0] + len(runs) - count))
-    return runs, pd.concat(parts, ignore_index=True, sort=False)
-
-
-def _group_runs(runs: Sequence[Run]) -> list[list[Run]]:
-    """Passes over the same launches (complementary metrics: the NERSC recipe, a sections run then a
-    --metrics run) are one group; a run that measured a metric a group already has (another process, e.g.
-    a second rank under `--target-processes all`) starts a group of its own."""
-    groups: list[tuple[list[Run], set[str]]] = []
-    # per metric set, where its search starts: every group before shares a metric with it (it was searched, or
-    # joined, and a group's metrics only grow), so a thousand runs of one set search no group twice
-    start: dict[frozenset[str], int] = {}
-    for run in runs:
-        metrics = run.counters
-        i = start.get(metrics, 0) if metrics else 0
-        while i < len(groups) and groups[i][1] & metrics:
-            i += 1
-        if i == len(groups):
-            groups.append(([run], set(metrics)))
-        else:
-            groups[i][0].append(run)
-            groups[i][1].update(metrics)
-        start[metrics] = i + 1
-    return [g for g, _ in groups]
-
-
-def _merge_groups(frame: pd.DataFrame, runs: Sequence[Run], groups: Sequence[Sequence[Run]], time_run: int | None,
-                  warnings: list[str]) -> pd.DataFrame:
-    """Each group's runs merged by kernel name and launch order; each launch's time from one run: `time_run`
-    if it is in the group, else the first run that timed the launch. Disagreeing runs are reported. All
-    groups at once: one sort of every launch and one groupby of those to merge, whatever the number of runs."""
-    timed = [sorted(group, key=lambda r: r.number != time_run) for group in groups]  # the timing run first
-    group_of, order_of = np.empty(len(runs), dtype=np.int64), np.empty(len(runs), dtype=np.int64)
-    for g, group in enumerate(timed):
-        for order, run in enumerate(group):
-            group_of[run.number - 1], order_of[run.number - 1] = g, order
-    sizes = np.array([len(group) for group in groups])
-    frame = frame.assign(_group=group_of[frame["_run"]], _order=order_of[frame["_run"]])
-    frame = frame.sort_values(["_group", "_order", "id"], kind="stable")
-    frame["time_s"], frame["sm_clock_hz"] = launch_time(frame), launch_clock(frame)
-    # a run alone in its group has one row per launch, already in launch order: nothing to merge (a groupby of
-    # every launch to find so); the runs of a group of several are merged
-    single = sizes[frame["_group"].to_numpy()] == 1
-    keys = ["_group", "kernel"]
-    parts = [frame[single][[*keys, *frame.columns.difference(keys, sort=False)]]] if single.any() else []
-    if not single.all():
-        parts.append(_merged(frame[~single], timed, warnings))
-    merged = (pd.concat(parts) if len(parts) > 1 else parts[0]).sort_values("_group", kind="stable")
-    merged = merged.reset_index(drop=True)
-    labels = [next((r.process for r in group if r.process is not None), f"group {g + 1}")
-              for g, group in enumerate(groups)]
-    merged["process"] = np.array(labels, dtype=object)[merged["_group"]]
-    return merged.drop(columns=["_order", "_run"])
-
-
-def _merged(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: list[str]) -> pd.DataFrame:
-    """The launches of groups of several runs (sorted by group, order in it and ID; timed) merged: each run's
-    launches of a kernel numbered and matched by that number across the runs of its group."""
-    frame = frame.assign(_occ=frame.groupby(["_run", "kernel"], sort=False).cumcount())
-    _check_times(frame, timed, warnings)
-    frame = frame.sort_values(["_group", "_order", "_occ"], kind="stable")
-    merged = frame.groupby(["_group", "kernel", "_occ"], sort=False, dropna=False).first().reset_index()
-    return merged.drop(columns=["_occ"])
-
-
-def _check_times(frame: pd.DataFrame, timed: Sequence[Sequence[Run]], warnings: list[str]) -> None:
-    """Runs of a group whose median time per launch of a kernel differ by more than TIME_DISAGREEMENT."""
-    per_run = frame.groupby(["_group", "kernel", "_order"], sort=False)["time_s"].median().dropna().unstack()
-    if per_run.shape[1] < 2:
-        return
-    spread = per_run.max(axis=1) / per_run.min(axis=1)
-    apart = spread[spread > TIME_DISAGREEMENT]
-    if apart.empty:
-        return
-    def said(item) -> str:  # one warning for them all: a profile of many kernels would print one line each
-        (g, kernel), ratio = item
-        times = per_run.loc[(g, kernel)].dropna()
-        values = ", ".join(f"{timed[g][int(o)].label} {_ms(t)}" for o, t in times.items())
-        used = timed[g][int(times.index[0])]
-        return f"{str(kernel)[:NAME_IN_WARNING]!r} by {ratio:.3g}x ({values}; used {used.label})"
-
-    warnings.append(f"time_s: runs disagree by more than {TIME_DISAGREEMENT}x (median per launch) on {len(apart)} "
-                    f"kernel(s) of a group of runs: {listed(list(apart.items()), KERNELS_LISTED, said)}; choose the "
-                    f"timing run with --time-run N")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4g} ms"
-
-
 def _nsys_times(kernels: Sequence[str], nsys: pd.DataFrame, warnings: list[str]) -> dict[str, float]:
     """ncu kernel name -> nsys seconds per launch (over every nsys run: total time / total launches).
 
@@ -277,6 +143,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     for p, f in zip(nsys, nsys_frames):
         if f.attrs["yields"] != TIMES:
             raise CeilingsError(f"{p}: given as --nsys but it is {f.attrs['format']}, not an nsys kernel summary")
+    paths, frames = paired([str(p) for p in paths], frames, warnings)
     counted = [(str(p), f) for p, f in zip(paths, frames) if f.attrs["yields"] == COUNTERS]
     timed = [f for f in frames + nsys_frames if f.attrs["yields"] == TIMES]
     nsys_rows = pd.concat(timed, ignore_index=True) if timed else no_launches()
@@ -284,14 +151,7 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
         raise CeilingsError(f"--time-run {time_run}: the ncu inputs hold "
                             f"{sum(f['run'].nunique() for _, f in counted)} run(s), numbered from 1")
 
-    runs, frame = _split_runs([f for _, f in counted], [p for p, _ in counted]) if counted else ([], None)
-    groups = _group_runs(runs)
-    if len(groups) > 1:
-        runs_named = listed(groups, GROUPS_LISTED,
-                            lambda g: g[0].label + (f" with {len(g) - 1} more pass(es)" if len(g) > 1 else ""))
-        warnings.append(f"{len(groups)} runs measured the same metrics (processes, ranks or profiling cycles): "
-                        f"distinct launches, summed per kernel: {runs_named}; --per-process shows them apart")
-    launches = _merge_groups(frame, runs, groups, time_run, warnings) if groups else no_launches()
+    launches = combined(counted, time_run, warnings)
     launches, nsys_rows = _filter(launches, nsys_rows, pattern, nvtx, warnings)
     derived = derive(launches)
     _tensor_warnings(launches, derived, warnings)
@@ -416,7 +276,7 @@ def _before_trace(frame: pd.DataFrame, path: str, include: bool, warnings: list[
     if not early.any():
         return frame
     time = frame.loc[early, "time_s"].sum()
-    said = (f"{path}: {int(early.sum())} kernel(s) ({_ms(time)}, {time / frame['time_s'].sum():.0%} of the kernel "
+    said = (f"{path}: {int(early.sum())} kernel(s) ({ms(time)}, {time / frame['time_s'].sum():.0%} of the kernel "
             f"time) were {BEFORE_TRACE} (their launch is not in it: correlation ids older than its first runtime "
             f"call)")
     if include:
@@ -668,8 +528,8 @@ def _coverage_warnings(out: pd.DataFrame, apart: int) -> list[str]:
     if len(part):
         time = part["time_s"].sum()
         known = (part["time_s"] * part["coverage"]).sum()
-        warnings.append(f"flops: known for only some launches of {len(part)} row(s) ({_ms(known)} of their "
-                        f"{_ms(time)}; first: {str(part['kernel'].iloc[0])[:NAME_IN_WARNING]!r}): each shows the "
+        warnings.append(f"flops: known for only some launches of {len(part)} row(s) ({ms(known)} of their "
+                        f"{ms(time)}; first: {str(part['kernel'].iloc[0])[:NAME_IN_WARNING]!r}): each shows the "
                         f"sum of what is known and its share of the row's time (coverage), its rates over that "
                         f"share; the other launches' FLOPs are not in the profile (ops without a FLOP model, "
                         f"kernels without counters)")

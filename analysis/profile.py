@@ -38,7 +38,9 @@ ROOFLINE_METRICS = SEED_METRICS + tuple(
     "gpu__time_duration.sum", "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second",
     # which GPU (named in every table, compared with the roofs) and its SMs (FLOPs per SM cycle check)
     "device__attribute_display_name", "device__attribute_compute_capability_major",
-    "device__attribute_compute_capability_minor", "device__attribute_multiprocessor_count")
+    "device__attribute_compute_capability_minor", "device__attribute_multiprocessor_count",
+    # each launch's grid and block: what pairs a launch with a torch trace's (analysis.runs.paired)
+    "launch__grid_size", "launch__block_size")
 OFFERED_ONLY = ("sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum",)
 HIERARCHICAL_METRICS = ROOFLINE_METRICS + ("lts__t_bytes.sum", "l1tex__t_bytes.sum")
 METRIC_SETS = {"roofline": ROOFLINE_METRICS, "hierarchical": HIERARCHICAL_METRICS,

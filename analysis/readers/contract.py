@@ -72,6 +72,9 @@ UNKNOWN_WORK = {
     "times only": "a times-only profile (nsys): pair it with an ncu profile for counters",
     BEFORE_TRACE: "the launch is not in the trace: start the profiler before the GPU work, or --include-early",
 }
+# the `source` of launches whose work is modelled from their operator's shapes (a torch.profiler trace), not
+# counted: a paired ncu profile's counters replace it (analysis.runs.paired)
+MODELLED = "torch"
 # Collective communication: NCCL's kernels and the ops that launch them (c10d, torch.profiler's
 # record_param_comms, vLLM's custom all-reduce); its time is the interconnect's, apart from any roof here
 COMMUNICATION = re.compile(r"nccl|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|"

@@ -41,7 +41,7 @@ from common.errors import CeilingsError
 from ..metrics import canonical_metric
 from .bulk import MAX_DEPTH, open_ranges, paused_gc
 from .collectives import collective
-from .contract import BEFORE_TRACE, COMMUNICATION, COUNTERS, Format, Source
+from .contract import BEFORE_TRACE, COMMUNICATION, COUNTERS, MODELLED, Format, Source
 
 US = 1e-6  # trace times are microseconds
 # the event categories of torch 1.8-1.10 traces, as today's (Kineto's ActivityType names were renamed; the
@@ -288,7 +288,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
         row = {"run": 0, "id": len(rows), "kernel": str(k.get("name")), "launches": 1,
                "grid": _dim3(args.get("grid")), "block": _dim3(args.get("block")),
                "device": None if args.get("device") is None else str(args["device"]), **device,
-               "process": process, "nvtx": annotations, "module": module,
+               "process": process, "nvtx": annotations, "module": module, "source": MODELLED,
                "op": innermost, "time_s": float(k.get("dur", math.nan)) * US,
                "before_trace": i in early, "_start": k["ts"], "_end": k["ts"] + k.get("dur", 0),
                "_collective": group, "_comm": communicates[name, innermost], "_hidden": hidden}
