@@ -23,7 +23,7 @@ import math
 import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.roofline import Roofs, seconds, si, target_roofs, time_at_roofs
@@ -77,6 +77,7 @@ class Call:
     concrete: list
     strides: list
     module: str
+    list_types: list = field(default_factory=list)  # a TensorList's element dtype ("": other argument, mixed)
 
 
 def _torch():
@@ -108,6 +109,15 @@ def _recorded(value, torch) -> tuple[list, str, str, list]:
     return [], "", "", []  # a device, layout or memory format: no tensor, no value a model reads
 
 
+def _list_type(value, torch) -> str:
+    """The element dtype of a tensor list, as "Input type" names dtypes ("" if not a tensor list or mixed): what a
+    trace does not record and a recorded run knows."""
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, torch.Tensor) for v in value):
+        return ""
+    names = {TYPE_NAMES.get(n, n) for v in value if (n := str(v.dtype).removeprefix("torch."))}
+    return names.pop() if len(names) == 1 else ""
+
+
 def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | None = None) -> list[Call]:
     """Run `model(*inputs)` on the meta device, recording every aten op (views and other ops without a kernel
     included; `launches_kernel` tells them apart). `train`: also the backward pass of the sum of the (first)
@@ -133,7 +143,7 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
                   for i, a in enumerate(schema.arguments)]
         recorded = [_recorded(v, torch) for v in values]
         calls.append(Call(name, [r[0] for r in recorded], [r[1] for r in recorded], [r[2] for r in recorded],
-                          [r[3] for r in recorded], ".".join(path)))
+                          [r[3] for r in recorded], ".".join(path), [_list_type(v, torch) for v in values]))
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -231,7 +241,8 @@ def op_table(calls: Sequence[Call], convention: str = "executed") -> pd.DataFram
     for c in calls:
         if not launches_kernel(c):
             continue
-        work = op_work(c.op, c.dims, c.types, c.concrete, convention=convention, strides=c.strides)
+        work = op_work(c.op, c.dims, c.types, c.concrete, convention=convention, strides=c.strides,
+                       list_types=c.list_types)
         roofs_of = MATRIX_ROOF if c.op in MATRIX_OPS else VECTOR_ROOF
         rows.append({"op": c.op, "module": c.module, "flops": work.flops if work else math.nan,
                      "bytes": work.bytes if work and work.bytes is not None else math.nan,

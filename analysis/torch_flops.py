@@ -256,13 +256,15 @@ NOT_RECORDED = serving_ops.NOT_RECORDED
 
 
 def op_work(name: str, dims: list, types: list, concrete: list | None,
-            convention: str = "executed", strides: list | None = None) -> OpWork | None:
+            convention: str = "executed", strides: list | None = None, list_types: list | None = None
+            ) -> OpWork | None:
     """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
     "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch); `convention`:
-    how a causal attention is counted (FLOP_CONVENTIONS); `strides` "Input Strides" (None: not recorded).
+    how a causal attention is counted (FLOP_CONVENTIONS); `strides` "Input Strides" (None: not recorded);
+    `list_types` each TensorList argument's element dtype where known (None: a trace does not record them).
 
     None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
     or an attention's is_causal not recorded, shapes that do not fit the op).
     """
     rule = OPS.get(name)
-    return None if rule is None else rule.work(Args(dims, types, concrete, convention, strides))
+    return None if rule is None else rule.work(Args(dims, types, concrete, convention, strides, list_types))

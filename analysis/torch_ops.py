@@ -85,6 +85,8 @@ class Args:
     concrete: Sequence | None
     convention: str = "executed"  # of torch_flops.FLOP_CONVENTIONS
     strides: Sequence | None = None
+    # per argument, a TensorList's element dtype where the recorder knows it (analysis.predict); None: a trace
+    list_types: Sequence | None = None
 
     def tensor(self, i: int | None) -> Tensor | None:
         """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
@@ -130,13 +132,13 @@ class Args:
 
     def elements(self, k: int) -> Args:
         """The arguments of element k of an op on tensor lists (_foreach_*): each TensorList its k-th tensor
-        (of LIST_DTYPE), each ScalarList its k-th value; the other arguments as they are."""
+        (of the list's dtype), each ScalarList its k-th value; the other arguments as they are."""
         dims, types, concrete, strides = list(self.dims), list(self.types), \
             list(self.concrete) if self.concrete is not None else None, \
             list(self.strides) if self.strides is not None else None
         for i, kind in enumerate(self.types):
             if kind == "TensorList":
-                dims[i], types[i] = self.dims[i][k], LIST_DTYPE
+                dims[i], types[i] = self.dims[i][k], self.list_dtype(i)
                 if strides is not None and i < len(strides) and isinstance(strides[i], list) and k < len(strides[i]):
                     strides[i] = strides[i][k]
             elif kind == "ScalarList" and isinstance(values := self.value(i), list) and k < len(values):
@@ -144,6 +146,17 @@ class Args:
                 if concrete is not None:
                     concrete[i] = json.dumps(values[k])
         return Args(dims, types, concrete, self.convention, strides)
+
+    def list_dtype(self, i: int) -> str:
+        """The element dtype of TensorList argument i: the recorder's, else LIST_DTYPE (a trace has none)."""
+        known = self.list_types[i] if self.list_types is not None and i < len(self.list_types) else None
+        return ALIASES.get(known, known) if known else LIST_DTYPE
+
+    def lists_assumed(self) -> str | None:
+        """LIST_NOTE where a TensorList argument's dtype was not recorded, else None."""
+        unknown = [i for i, kind in enumerate(self.types) if kind == "TensorList"
+                   and not (self.list_types is not None and i < len(self.list_types) and self.list_types[i])]
+        return LIST_NOTE if unknown else None
 
     def list_length(self) -> int | None:
         """How many tensors the op's first argument, a tensor list, holds; None where its shapes were not
@@ -520,7 +533,7 @@ class ForEach:
         if any(p is None for p in parts):
             return None
         return OpWork(sum(p.flops for p in parts), parts[0].precision, _total(*(p.bytes for p in parts)),
-                      LIST_NOTE)
+                      x.lists_assumed())
 
 
 @dataclass(frozen=True)
@@ -549,9 +562,10 @@ class Optimizer:
         decay = x.value(self.decay_at)
         per = (self.flops + (self.decay if isinstance(decay, (int, float)) and decay != 0 else 0)
                + sum(x.operand(i) is not None for i in self.extra) + self.optional_flops * present)
-        tensors = len(self.reads) + len(self.writes) + 2 * present
-        return OpWork(_flops(per, elements, LIST_DTYPE), _precision(LIST_DTYPE),
-                      float(tensors * elements * DTYPES[LIST_DTYPE][1]), LIST_NOTE)
+        lists = [*self.reads, *self.writes, *(2 * [i for i in self.optional if len(x.dims[i]) == n])]
+        dtype = x.list_dtype(0)
+        return OpWork(_flops(per, elements, dtype), _precision(dtype),
+                      _total(*(_size([elements], x.list_dtype(i)) for i in lists)), x.lists_assumed())
 
 
 @dataclass(frozen=True)
@@ -561,8 +575,8 @@ class Concat:
     def work(self, x: Args) -> OpWork | None:
         if x.list_length() is None:
             return None
-        elements = sum(math.prod(shape) for shape in x.dims[0])
-        return OpWork(0.0, _precision(LIST_DTYPE), float(2 * elements * DTYPES[LIST_DTYPE][1]), LIST_NOTE)
+        elements, dtype = sum(math.prod(shape) for shape in x.dims[0]), x.list_dtype(0)
+        return OpWork(0.0, _precision(dtype), _total(*2 * [_size([elements], dtype)]), x.lists_assumed())
 
 
 # --- the table -------------------------------------------------------------------------------------------

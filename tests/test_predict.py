@@ -201,3 +201,32 @@ def test_html_page_of_a_prediction(tmp_path):
     import re
 
     assert not re.search(r"\de-\d+ ns", page)
+
+
+def test_vit_base_flops_are_the_papers_arithmetic_and_torchs():
+    """ViT-Base/16 at batch 4 in bf16 (197 tokens of 768, MLP 3072, 12 heads of 64, 12 blocks, a pooler): the
+    linear layers 12 x 2 x 4 x 197 x (4 x 768^2 + 2 x 768 x 3072) + the pooler's 2 x 4 x 768^2; the patch
+    convolution 2 x 4 x 196 x 768 x (3 x 16 x 16); attention (not causal) 12 x 4 x 12 x 197^2 x 64 x 4. A real
+    H100 trace of this model (TraceLens tests/traces/h100/Falconsai_nsfw_image_detection__1016002.json.gz, read
+    with `python -m analysis.ncu --by op`) has the same three numbers: BENCHMARKS.md."""
+    ops = predict.op_table(predict.record(*predict.load_spec(spec("vit_base"))))
+    flops = ops.groupby("op")["flops"].sum()
+    assert flops["aten::addmm"] == 12 * 2 * 4 * 197 * (4 * 768 ** 2 + 2 * 768 * 3072) + 2 * 4 * 768 ** 2
+    assert flops["aten::convolution"] == 2 * 4 * 196 * 768 * (3 * 16 * 16)
+    assert flops["aten::scaled_dot_product_attention"] == 12 * 4 * 12 * 197 ** 2 * 64 * 4
+    counted = torch_flops("vit_base")
+    assert flops["aten::addmm"] == counted["aten::addmm"] and flops["aten::convolution"] == counted[
+        "aten::convolution"]
+
+
+def test_a_recorded_tensor_lists_dtype_is_its_own():
+    """The class token joined to the patches: a bf16 cat of 4 x 1 x 768 and 4 x 196 x 768, read and written at
+    2 bytes an element (a trace, which does not record a list's dtype, would take fp32), without the note."""
+    ops = predict.op_table(predict.record(*predict.load_spec(spec("vit_base"))))
+    cat = ops[ops["op"] == "aten::cat"].iloc[0]
+    assert cat["bytes"] == 2 * 4 * 197 * 768 * 2
+    calls = [c for c in predict.record(*predict.load_spec(spec("vit_base"))) if c.op == "aten::cat"]
+    from analysis.torch_flops import op_work
+    work = op_work(calls[0].op, calls[0].dims, calls[0].types, calls[0].concrete, list_types=calls[0].list_types)
+    assert work.assumed is None
+    assert op_work(calls[0].op, calls[0].dims, calls[0].types, calls[0].concrete).bytes == 2 * 4 * 197 * 768 * 4

@@ -51,3 +51,46 @@ class GQADecoder(nn.Module):
 
 def decoder():
     return GQADecoder().to(torch.bfloat16), (torch.randn(2, 16, 64, dtype=torch.bfloat16),)
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, dim, heads, hidden):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.norm1(x)
+        q, k, v = (p(h).view(b, s, self.heads, d // self.heads).transpose(1, 2) for p in (self.q, self.k, self.v))
+        x = x + self.o(nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    """ViT-Base/16 as Hugging Face's ViTModel runs it (with its pooler): 224 x 224 images, 196 patches and a
+    class token, 12 blocks of 768 wide, 12 heads, MLP 3072 (Dosovitskiy et al., arXiv:2010.11929)."""
+
+    def __init__(self, dim=768, depth=12, heads=12, hidden=3072, patch=16, image=224):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, dim))
+        self.blocks = nn.ModuleList(ViTBlock(dim, heads, hidden) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.pool = nn.Linear(dim, dim)
+
+    def forward(self, images):
+        x = self.patch(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return torch.tanh(self.pool(self.norm(x)[:, 0]))
+
+
+def vit_base():
+    """ViT-Base/16 at batch 4 in bf16 (the model of TraceLens's H100 test trace
+    Falconsai_nsfw_image_detection__1016002.json.gz)."""
+    return ViT().to(torch.bfloat16).eval(), (torch.randn(4, 3, 224, 224, dtype=torch.bfloat16),)
