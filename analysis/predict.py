@@ -251,10 +251,11 @@ def op_table(calls: Sequence[Call], convention: str = "executed") -> pd.DataFram
     return pd.DataFrame(rows, columns=["op", "module", "flops", "bytes", "roof", "modelled", "assumed"])
 
 
-def time_on(roofs: Roofs, ops: pd.DataFrame) -> pd.Series:
+def time_on(roofs: Roofs, ops: pd.DataFrame, floor: bool = True) -> pd.Series:
     """Each op's time on `roofs`: its work at the roofs (FLOPs at its precision's roof, bytes against DRAM),
-    never below one kernel's launch floor; missing where its work is unknown or the roofs lack its roof."""
-    floor_s, _ = roofs.floor
+    never below one kernel's launch floor (with `floor`: the rate a host launches kernels, which a kernel's own
+    device time can beat); missing where its work is unknown or the roofs lack its roof."""
+    floor_s = roofs.floor[0] if floor else 0.0
     out = []
     for flops, nbytes, roof, modelled in ops[["flops", "bytes", "roof", "modelled"]].itertuples(index=False):
         if not modelled or math.isnan(nbytes) or (flops > 0 and roof is None):
@@ -362,6 +363,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, metavar="N", help="with --by module: module paths cut to N levels")
     p.add_argument("--flops", choices=("executed", "torch"), default="executed",
                    help="causal attention: the unmasked pairs (default) or every pair, as FlopCounterMode")
+    p.add_argument("--against", metavar="TRACE", help="a torch.profiler trace of the same model: FLOPs and time "
+                   "per class of op, predicted at the trace GPU's roofs beside the trace's, their ratio the "
+                   "efficiency reached")
     p.add_argument("--csv", metavar="FILE.csv", help="the table ('-': standard output)")
     p.add_argument("--json", metavar="FILE.json", help="the table, the totals per GPU and what is left out, "
                    "versioned (docs/predict.md; '-': standard output)")
@@ -377,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.depth is not None and args.depth < 1:
         raise CeilingsError(f"--depth {args.depth}: give 1 or more")
     out = check_outputs({"--csv": args.csv, "--json": args.json, "--html": args.html}, pictures={"-o": args.output},
-                        force=args.force, inputs=[args.spec.rpartition(":")[0], *args.roofs])
+                        force=args.force, inputs=[args.spec.rpartition(":")[0], *args.roofs,
+                                                  *([args.against] if args.against else [])])
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
@@ -391,10 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(unknown):
         print(f"warning: {int(unknown.sum())} op call(s) without a model, their FLOPs, bytes and time unknown: "
               + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)
+    check = _against(args.against, ops, args.flops) if args.against else None
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
     if args.json:
-        out.text(args.json, json_document(args, table, gpus, ops, views, unknown))
+        out.text(args.json, json_document(args, table, gpus, ops, views, unknown, check))
     if args.output or args.html:
         from analysis.roofline import roofline_table
 
@@ -414,14 +420,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if not (args.csv or args.json):
         print(render(table, gpus, ops))
+        if check is not None:
+            from analysis.predict_check import render as render_check
+
+            print("\n" + render_check(check, check.attrs["gpu"], args.against))
     return 0
+
+
+def _against(trace: str, ops: pd.DataFrame, convention: str) -> pd.DataFrame:
+    """predict_check.against on the trace's own GPU's roofs (measured ones here, else its datasheet), its
+    disagreements printed as warnings; attrs["gpu"] names the roofs."""
+    from analysis.ncu import kernel_table
+    from analysis.predict_check import against, disagreements
+    from analysis.roofline.inputs import profile_roofs
+
+    kernels = kernel_table([trace], by="op", flops=convention)
+    gpu, said = profile_roofs(kernels.attrs["gpus"], option="--against's GPU")
+    print(said, file=sys.stderr)
+    check = against(ops, time_on(gpu, ops, floor=False), kernels)
+    for warning in disagreements(check):
+        print(f"warning: {warning}", file=sys.stderr)
+    check.attrs["gpu"] = gpu.label
+    return check
 
 
 JSON_FORMAT, JSON_VERSION = "ceilings.predict", 1  # a new field keeps the version; a changed one raises it
 
 
 def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame, views: int,
-                  unknown: pd.Series) -> str:
+                  unknown: pd.Series, check: pd.DataFrame | None = None) -> str:
     """--json: base units; a value not known is null, never 0."""
     doc = {"format": JSON_FORMAT, "version": JSON_VERSION, "spec": args.spec,
            "step": "training step" if args.train else "forward pass", "by": args.by,
@@ -433,6 +460,8 @@ def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.Data
            "gpus": [{"gpu": g.label, "roofs": g.provenance,
                      "time_s_lower_bound": table[f"time_s {g.label}"].sum(min_count=1)} for g in gpus],
            "rows": table.to_dict("records")}
+    if check is not None:  # --against: per class of op, the prediction beside the trace
+        doc["against"] = {"trace": args.against, "gpu": check.attrs["gpu"], "classes": check.to_dict("records")}
     return json_text(doc)
 
 

@@ -255,6 +255,22 @@ OPS = {**MATRIX_OPS, **torch_ops.OPS, **serving_ops.OPS}
 NOT_RECORDED = serving_ops.NOT_RECORDED
 
 
+# the class of work of each kind of op model: ops recorded at different levels (a trace's aten::linear, a
+# recorded run's aten::addmm) compare by it; a model's kind not named here is its class name, lower case
+OP_CLASSES = {"Gemm": "matrix multiply", "Conv": "convolution", "ConvBackward": "convolution backward",
+              "Attention": "attention", "Elementwise": "element-wise", "ForEach": "element-wise (lists)",
+              "Norm": "normalisation", "NormBackward": "normalisation backward", "Reduction": "reduction",
+              "Gather": "gather", "EmbeddingBackward": "embedding backward", "Loss": "loss",
+              "LossBackward": "loss backward", "Optimizer": "optimizer", "Concat": "concatenation",
+              "Fused": "fused element-wise", "CacheStore": "KV-cache store", "Rotary": "rotary embedding"}
+
+
+def op_class(name: str | None) -> str | None:
+    """The class of work of an op with a model (OP_CLASSES); None for an op without one."""
+    rule = OPS.get(name) if name else None
+    return None if rule is None else OP_CLASSES.get(type(rule).__name__, type(rule).__name__.lower())
+
+
 def op_work(name: str, dims: list, types: list, concrete: list | None,
             convention: str = "executed", strides: list | None = None, list_types: list | None = None
             ) -> OpWork | None:

@@ -230,3 +230,49 @@ def test_a_recorded_tensor_lists_dtype_is_its_own():
     work = op_work(calls[0].op, calls[0].dims, calls[0].types, calls[0].concrete, list_types=calls[0].list_types)
     assert work.assumed is None
     assert op_work(calls[0].op, calls[0].dims, calls[0].types, calls[0].concrete).bytes == 2 * 4 * 197 * 768 * 4
+
+
+def linear_relu_trace(path, rows=32):
+    """The linear_relu model as a trace of it on an A100 records it: aten::linear (10 us) and aten::relu (5 us)."""
+    from tests.test_torch_trace import trace, x
+
+    kernel = dict(pid=0, tid=9, device=0)
+    return trace(path, [
+        x("cpu_op", "aten::linear", 0, 50, **{"External id": 1, "Input Dims": [[rows, 64], [128, 64], [128]],
+                                              "Input type": ["float", "float", "float"]}),
+        x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+        x("cpu_op", "aten::relu", 100, 50, **{"External id": 2, "Input Dims": [[rows, 128]],
+                                              "Input type": ["float"]}),
+        x("cuda_runtime", "cudaLaunchKernel", 110, 5, correlation=2),
+        x("kernel", "sgemm_32x32", 1000, 10, correlation=1, **kernel),
+        x("kernel", "relu_kernel", 1100, 5, correlation=2, **kernel)])
+
+
+def test_against_a_trace_compares_each_class_of_op(tmp_path, capsys):
+    """On the A100 SXM4 80GB datasheet (19.5 TFLOP/s fp32, 2,039 GB/s): the linear's 2 x 32 x 64 x 128 FLOPs
+    and 4 x (32 x 64 + 128 x 64 + 128 + 32 x 128) bytes take the longer of 26.9 ns and 28.4 ns; the relu's
+    4 x 2 x 32 x 128 bytes 16.1 ns; no launch floor. Efficiency: that over the trace's 10 us and 5 us."""
+    out = tmp_path / "p.json"
+    assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against",
+                         str(linear_relu_trace(tmp_path / "t.json")), "--json", str(out)]) == 0
+    import json
+    doc = json.loads(out.read_text())["against"]
+    assert doc["gpu"].startswith("NVIDIA A100 SXM4 80GB")
+    classes = {c["class"]: c for c in doc["classes"]}
+    gemm, relu = classes["matrix multiply"], classes["element-wise"]
+    assert gemm["predicted_flops"] == gemm["trace_flops"] == 2 * 32 * 64 * 128
+    linear_bytes = 4 * (32 * 64 + 128 * 64 + 128 + 32 * 128)
+    assert gemm["predicted_s"] == pytest.approx(max(2 * 32 * 64 * 128 / 19.5e12, linear_bytes / 2039e9))
+    assert gemm["measured_s"] == pytest.approx(10e-6)
+    assert relu["predicted_s"] == pytest.approx(4 * 2 * 32 * 128 / 2039e9) and relu["measured_s"] == pytest.approx(5e-6)
+    assert relu["efficiency"] == pytest.approx(relu["predicted_s"] / 5e-6)
+    assert "FLOPs differ" not in capsys.readouterr().err
+
+
+def test_against_another_batch_says_the_flops_differ(tmp_path, capsys):
+    assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against",
+                         str(linear_relu_trace(tmp_path / "t.json", rows=64))]) == 0
+    captured = capsys.readouterr()
+    assert "warning: FLOPs differ from the trace's in matrix multiply (5.243e+05 predicted, 1.049e+06 traced)" \
+        in captured.err
+    assert "matrix multiply" in captured.out and "efficiency" in captured.out

@@ -94,3 +94,9 @@ def vit_base():
     """ViT-Base/16 at batch 4 in bf16 (the model of TraceLens's H100 test trace
     Falconsai_nsfw_image_detection__1016002.json.gz)."""
     return ViT().to(torch.bfloat16).eval(), (torch.randn(4, 3, 224, 224, dtype=torch.bfloat16),)
+
+
+def linear_relu():
+    """A Linear of 64 -> 128 on 32 rows and its relu, fp32: the model of tests/test_predict.py's hand-written
+    trace."""
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU()).eval(), (torch.randn(32, 64),)
