@@ -24,6 +24,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from analysis.roofline import Roofs, seconds, si, target_roofs, time_at_roofs
@@ -267,6 +268,17 @@ def time_on(roofs: Roofs, ops: pd.DataFrame, floor: bool = True) -> pd.Series:
     return pd.Series(out, index=ops.index, dtype="float64")
 
 
+def calibrated_time(roofs: Roofs, ops: pd.DataFrame, efficiency: dict[str, float]) -> pd.Series:
+    """Each op's work time at `roofs` (no launch floor) over the efficiency its class of op reached in a real
+    trace (predict_check.efficiencies): an estimate, assuming the model reaches the same fraction of every GPU's
+    roofs. Ops of a class the trace does not have keep time_on's lower bound."""
+    from analysis.predict_check import OTHER
+    from analysis.torch_flops import op_class
+
+    reached = ops["op"].map(lambda name: efficiency.get(op_class(name) or OTHER, math.nan))
+    return (time_on(roofs, ops, floor=False) / reached).where(reached > 0, time_on(roofs, ops))
+
+
 def _row_key(ops: pd.DataFrame, by: str, depth: int | None) -> pd.Series:
     """What a row of --by op|module is: the op's name, or its module path cut to `depth` ("(model)" for the
     model's own forward)."""
@@ -275,14 +287,16 @@ def _row_key(ops: pd.DataFrame, by: str, depth: int | None) -> pd.Series:
     return ops["module"].map(lambda m: ".".join(m.split(".")[:depth]) if depth else m).replace("", "(model)")
 
 
-def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int | None = None) -> pd.DataFrame:
+def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int | None = None,
+            times=time_on) -> pd.DataFrame:
     """Rows per op name (or nn.Module path, cut to `depth` levels): calls, flops, bytes, and the predicted seconds
-    on each GPU (a column per GPU, named by its label); sorted by the first GPU's time."""
+    on each GPU (a column per GPU, named by its label; `times(roofs, ops)` gives each op's); sorted by the first
+    GPU's time."""
     if by not in ("op", "module"):
         raise CeilingsError(f"--by {by}: give op or module")
     ops = ops.copy()
     for g in gpus:
-        ops[f"time_s {g.label}"] = time_on(g, ops)
+        ops[f"time_s {g.label}"] = times(g, ops)
     grouped = ops.groupby(_row_key(ops, by, depth), sort=False)
     out = grouped[["flops", "bytes", *[f"time_s {g.label}" for g in gpus]]].sum(min_count=1)
     out.insert(0, "calls", grouped.size())
@@ -293,12 +307,12 @@ def predict(ops: pd.DataFrame, gpus: Sequence[Roofs], by: str = "op", depth: int
 
 
 def as_kernels(ops: pd.DataFrame, gpu: Roofs, by: str = "op", depth: int | None = None,
-               what: str = "a model") -> pd.DataFrame:
+               what: str = "a model", times=time_on) -> pd.DataFrame:
     """The predicted rows as a kernel table (analysis.ncu's columns) timed at their predicted time on `gpu`:
     the roofline, its picture and its time budget then read a prediction as they read a profile. Bytes are
     algorithmic (an op's inputs and outputs)."""
     np = lazy("numpy")
-    ops = ops.assign(time_s=time_on(gpu, ops))
+    ops = ops.assign(time_s=times(gpu, ops))
     tensor_roofs = tuple(r for r in MATRIX_ROOF.values() if r.startswith("tensor."))
     for column, roofs in (("flops_fp64", ("fp64",)), ("flops_fp32", ("fp32",)), ("flops_fp16", ()),
                           ("flops_tensor", tensor_roofs)):
@@ -366,6 +380,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--against", metavar="TRACE", help="a torch.profiler trace of the same model: FLOPs and time "
                    "per class of op, predicted at the trace GPU's roofs beside the trace's, their ratio the "
                    "efficiency reached")
+    p.add_argument("--calibrate", action="store_true", help="with --against: each op's time on every --roofs GPU is "
+                   "its work's time at the roofs over the efficiency its class of op reached in the trace (an "
+                   "estimate: the same fraction of every GPU's roofs)")
     p.add_argument("--csv", metavar="FILE.csv", help="the table ('-': standard output)")
     p.add_argument("--json", metavar="FILE.json", help="the table, the totals per GPU and what is left out, "
                    "versioned (docs/predict.md; '-': standard output)")
@@ -383,10 +400,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = check_outputs({"--csv": args.csv, "--json": args.json, "--html": args.html}, pictures={"-o": args.output},
                         force=args.force, inputs=[args.spec.rpartition(":")[0], *args.roofs,
                                                   *([args.against] if args.against else [])])
+    if args.calibrate and not args.against:
+        raise CeilingsError("--calibrate: give --against TRACE, a trace of the same model, whose efficiencies scale "
+                            "the prediction")
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
     ops = op_table(calls, args.flops)
-    table = predict(ops, gpus, args.by, args.depth)
+    check = _against(args.against, ops, args.flops) if args.against else None
+    times = time_on
+    if args.calibrate:
+        from analysis.predict_check import efficiencies
+
+        reached = efficiencies(check)
+        times = partial(calibrated_time, efficiency=reached)
+        check.attrs["calibrated"] = reached
+    table = predict(ops, gpus, args.by, args.depth, times)
     views = len(calls) - len(ops)
     unknown = ops.loc[~ops["modelled"], "op"].value_counts()
     print(f"{len(ops)} kernels ({views} views and allocations launch none); "
@@ -396,7 +424,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(unknown):
         print(f"warning: {int(unknown.sum())} op call(s) without a model, their FLOPs, bytes and time unknown: "
               + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)
-    check = _against(args.against, ops, args.flops) if args.against else None
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
     if args.json:
@@ -406,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         step = "a training step" if args.train else "one forward pass"
         judged = roofline_table(gpus[0], as_kernels(ops, gpus[0], args.by, args.depth,
-                                                    f"{args.spec}, {step}"))
+                                                    f"{args.spec}, {step}", times))
         if args.output:
             from analysis.plot import roofline_figure
 
@@ -419,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               warnings=[TRAIN_LEFT_OUT if args.train else LEFT_OUT]))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if not (args.csv or args.json):
-        print(render(table, gpus, ops))
+        print(render(table, gpus, ops, calibrated=args.against if args.calibrate else None))
         if check is not None:
             from analysis.predict_check import render as render_check
 
@@ -458,17 +485,21 @@ def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.Data
            # sums over the modelled ops only: where some are not, the totals are of those (named so)
            "modelled_flops": ops["flops"].sum(), "modelled_bytes": ops["bytes"].sum(),
            "gpus": [{"gpu": g.label, "roofs": g.provenance,
-                     "time_s_lower_bound": table[f"time_s {g.label}"].sum(min_count=1)} for g in gpus],
+                     ("time_s_estimate" if args.calibrate else "time_s_lower_bound"):
+                         table[f"time_s {g.label}"].sum(min_count=1)} for g in gpus],
            "rows": table.to_dict("records")}
     if check is not None:  # --against: per class of op, the prediction beside the trace
-        doc["against"] = {"trace": args.against, "gpu": check.attrs["gpu"], "classes": check.to_dict("records")}
+        doc["against"] = {"trace": args.against, "gpu": check.attrs["gpu"], "classes": check.to_dict("records"),
+                          "calibrated": check.attrs.get("calibrated")}
     return json_text(doc)
 
 
-def render(table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame) -> str:
-    """The table for a terminal: per row its calls, FLOPs, bytes and time on each GPU; the totals first."""
-    lines = [f"{g.label}: {g.provenance}; {seconds(table[f'time_s {g.label}'].sum())} at the roofs "
-             f"(a lower bound)" for g in gpus]
+def render(table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame, calibrated: str | None = None) -> str:
+    """The table for a terminal: per row its calls, FLOPs, bytes and time on each GPU; the totals first.
+    `calibrated`: the trace whose efficiencies scaled the times."""
+    how = f"calibrated by the efficiencies of {calibrated} (an estimate)" if calibrated else \
+        "at the roofs (a lower bound)"
+    lines = [f"{g.label}: {g.provenance}; {seconds(table[f'time_s {g.label}'].sum())} {how}" for g in gpus]
     lines += [f"total: {si(ops['flops'].sum(), 'FLOP')}, {si(ops['bytes'].sum(), 'B')} (modelled ops)", ""]
     name = table.columns[0]
     width = min(60, max(len(name), *(len(str(v)) for v in table[name])))

@@ -69,3 +69,11 @@ def disagreements(table: pd.DataFrame, tolerance: float = 1e-6) -> list[str]:
         out.append("predicted slower than measured in " + ", ".join(map(str, slow["class"])) + ": the GPU beat "
                    "the lower bound; are the roofs those of the trace's GPU and clock?")
     return out
+
+
+def efficiencies(table: pd.DataFrame) -> dict[str, float]:
+    """Per class of op with a known, positive efficiency: it, at most 1 (kernels that beat the bound count as at
+    it): what --calibrate divides another GPU's predicted work time by."""
+    known = table[(table["efficiency"] > 0) & table["efficiency"].notna()]
+    return {str(c): min(float(e), 1.0) for c, e in zip(known["class"], known["efficiency"])}
+

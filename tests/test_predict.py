@@ -276,3 +276,27 @@ def test_against_another_batch_says_the_flops_differ(tmp_path, capsys):
     assert "warning: FLOPs differ from the trace's in matrix multiply (5.243e+05 predicted, 1.049e+06 traced)" \
         in captured.err
     assert "matrix multiply" in captured.out and "efficiency" in captured.out
+
+
+def test_calibrate_divides_each_class_by_the_efficiency_the_trace_reached(tmp_path):
+    """The trace's linear took 10 us for work of 28.4 ns on the A100's roofs (0.28 %), its relu 5 us for 16.1 ns:
+    on the H100 SXM datasheet (3.35 TB/s) the linear's bytes take 17.3 ns, so 17.3 ns / 0.28 % calibrated; the
+    relu 9.78 ns / (16.1 ns / 5 us). Not a lower bound any more: the JSON names it an estimate."""
+    out = tmp_path / "p.json"
+    assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against",
+                         str(linear_relu_trace(tmp_path / "t.json")), "--calibrate", "--json", str(out)]) == 0
+    import json
+    doc = json.loads(out.read_text())
+    linear_bytes, relu_bytes = 4 * (32 * 64 + 128 * 64 + 128 + 32 * 128), 4 * 2 * 32 * 128
+    on_a100 = {"matrix multiply": max(2 * 32 * 64 * 128 / 19.5e12, linear_bytes / 2039e9) / 10e-6,
+               "element-wise": relu_bytes / 2039e9 / 5e-6}
+    assert doc["against"]["calibrated"] == pytest.approx(on_a100)
+    on_h100 = max(2 * 32 * 64 * 128 / 66.9e12, linear_bytes / 3350e9) / on_a100["matrix multiply"] + \
+        relu_bytes / 3350e9 / on_a100["element-wise"]
+    assert doc["gpus"][0]["time_s_estimate"] == pytest.approx(on_h100)
+    assert "time_s_lower_bound" not in doc["gpus"][0]
+
+
+def test_calibrate_needs_a_trace(capsys):
+    assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--calibrate"]) == 2
+    assert "--calibrate: give --against TRACE" in capsys.readouterr().err
