@@ -40,10 +40,10 @@ math variant's attention weights) are not counted: they are not the attention's 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import serving_ops, torch_ops
-from .torch_ops import DTYPES, Args, OpWork
+from . import serving_ops, torch_ops, torch_pool
+from .torch_ops import DTYPES, Args, Derived, OpWork
 
 
 def _work(flops: int, tensors: list[tuple[list[int], str]], out_shape: list[int] | None) -> OpWork:
@@ -129,16 +129,21 @@ class Conv:
         lists = [x.value(self.stride), x.value(self.padding), x.value(self.dilation)]
         lists.append(x.value(self.output_padding) if transposed else [0])  # only a transposed one has it
         groups = x.value(self.groups)
-        if not isinstance(transposed, bool) or not isinstance(groups, int) or groups < 1:
-            return None
         # aten::convolution repeats a one-value list over every spatial dimension
         lists = [v * spatial if isinstance(v, list) and len(v) == 1 else v for v in lists]
+        n, c_in, sizes = shape[0], shape[1], shape[2:]
+        w_out, w_in, kernel = weight[0][0], weight[0][1], weight[0][2:]
+        if groups is None and not transposed and x.derived is not None and x.derived.output is not None:
+            derived = _geometry(sizes, kernel, c_in, w_in, list(x.derived.output)[-spatial:])
+            if derived is None:
+                return None
+            (groups, lists), transposed = derived, False  # the output of a backward that is not transposed
+        if not isinstance(transposed, bool) or not isinstance(groups, int) or groups < 1:
+            return None
         if not all(isinstance(v, list) and len(v) == spatial and all(isinstance(e, int) for e in v)
                    for v in lists):
             return None
         stride, padding, dilation, output_padding = lists
-        n, c_in, sizes = shape[0], shape[1], shape[2:]
-        w_out, w_in, kernel = weight[0][0], weight[0][1], weight[0][2:]
         if transposed:  # weight [C_in, C_out/groups, k...]
             c_out = w_in * groups
             out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1
@@ -182,6 +187,48 @@ class ConvBackward:
                       float(sum(math.prod(t) for t in reads + writes) * size))
 
 
+def _geometry(sizes: list[int], kernel: list[int], c_in: int, w_in: int, out: list[int]):
+    """(groups, [stride, padding, dilation, output_padding]) of a convolution whose output size is known but
+    whose arguments were not recorded: groups C_in / the weight's C_in, dilation 1, and per dimension the
+    first stride (1, 2, ...) that, with padding k // 2 (the common convention) or else the smallest that
+    fits, reproduces the output: (in + 2p - (k - 1) - 1) // s + 1. Its FLOPs depend on the output only, so
+    another (stride, padding) giving it would count the same. None where none does."""
+    if w_in < 1 or c_in % w_in or len(out) != len(sizes):
+        return None
+    stride, padding = [], []
+    for i, k, o in zip(sizes, kernel, out):
+        fit = next(((s, p) for s in range(1, max(i, 1) + 1) for p in (k // 2, *range(k))
+                    if (i + 2 * p - k) // s + 1 == o), None)
+        if fit is None:
+            return None
+        stride.append(fit[0])
+        padding.append(fit[1])
+    return c_in // w_in, [stride, padding, [1] * len(sizes), [0] * len(sizes)]
+
+
+@dataclass(frozen=True)
+class ConvBackwardPart:
+    """cudnn_convolution_backward_input(self_size, grad_output, weight, ...) and _weight(weight_size,
+    grad_output, self, ...) of torch <= 1.10: one gradient each, at the forward's FLOPs (2 x N x weight
+    elements x output positions, as FlopCounterMode counts each gradient). The size argument (0) is a list
+    that old traces do not record: the enclosing cudnn_convolution_backward's input or weight shape
+    (Derived). Reads grad_output and the other operand (position 2), writes the gradient in its dtype."""
+
+    gradient: str  # "input" or "weight"
+
+    def work(self, x: Args) -> OpWork | None:
+        grad, other, size = x.tensor(1), x.tensor(2), x.value(0)
+        if grad is None or other is None or not isinstance(size, list) or grad[1] not in DTYPES:
+            return None
+        (g, dtype), (o, _) = grad, other
+        weight = o if self.gradient == "input" else size
+        if not len(g) == len(o) == len(size) >= 3 or not all(isinstance(e, int) for e in size):
+            return None
+        precision, itemsize = DTYPES[dtype]
+        flops = 2 * g[0] * math.prod(weight) * math.prod(g[2:])
+        return OpWork(float(flops), precision, float((math.prod(g) + math.prod(o) + math.prod(size)) * itemsize))
+
+
 @dataclass(frozen=True)
 class Attention:
     """Scaled dot-product attention of q, k, v (positions 0, 1, 2: [..., L, E], [..., S, E], [..., S, Ev]);
@@ -216,7 +263,7 @@ _CONVOLUTION = Conv(stride=3, padding=4, dilation=5, transposed_arg=6, output_pa
 
 # op name -> where its arguments are and how it is counted; positions from the aten schemas (the tests check
 # them against torch._C._jit_get_schemas_for_operator)
-MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | Attention] = {
+MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | ConvBackwardPart | Attention] = {
     "aten::mm": Gemm(a=0, b=1, args=2, ranks=(2, 2)),
     "aten::addmm": Gemm(c=0, a=1, b=2, args=5, ranks=(2, 2)),
     "aten::bmm": Gemm(a=0, b=1, args=2, ranks=(3, 3)),
@@ -236,6 +283,8 @@ MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | Attention] = {
     "aten::cudnn_convolution_transpose": Conv(padding=2, output_padding=3, stride=4, dilation=5, groups=6,
                                               bias=None, transposed=True),
     "aten::convolution_backward": ConvBackward(),
+    "aten::cudnn_convolution_backward_input": ConvBackwardPart("input"),
+    "aten::cudnn_convolution_backward_weight": ConvBackwardPart("weight"),
     "aten::scaled_dot_product_attention": Attention(mask=3, is_causal=5),
     "aten::_scaled_dot_product_attention_math": Attention(mask=3, is_causal=5),
     "aten::_scaled_dot_product_flash_attention": Attention(mask=None, is_causal=4),
@@ -248,9 +297,12 @@ MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | Attention] = {
 # how a causal attention's FLOPs are counted (the module's docstring): the default first
 FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about half of torch's count)",
                     "torch": "every query-key pair, as torch's FlopCounterMode counts them"}
+# ops of torch <= 1.10 that today's schemas no longer have (positions from torch 1.9's; tests/test_torch_old.py)
+REMOVED_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, ConvBackwardPart))
 ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, Attention))
-# every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops, serving engines' ops
-OPS = {**MATRIX_OPS, **torch_ops.OPS, **serving_ops.OPS}
+# every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops, pooling, serving
+# engines' ops
+OPS = {**MATRIX_OPS, **torch_ops.OPS, **torch_pool.OPS, **serving_ops.OPS}
 # ops whose recorded arguments do not give their work, and what is missing
 NOT_RECORDED = serving_ops.NOT_RECORDED
 
@@ -272,15 +324,18 @@ def op_class(name: str | None) -> str | None:
 
 
 def op_work(name: str, dims: list, types: list, concrete: list | None,
-            convention: str = "executed", strides: list | None = None, list_types: list | None = None
-            ) -> OpWork | None:
+            convention: str = "executed", strides: list | None = None, list_types: list | None = None,
+            derived: Derived | None = None) -> OpWork | None:
     """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
     "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch); `convention`:
     how a causal attention is counted (FLOP_CONVENTIONS); `strides` "Input Strides" (None: not recorded);
-    `list_types` each TensorList argument's element dtype where known (None: a trace does not record them).
+    `list_types` each TensorList argument's element dtype where known (None: a trace does not record them);
+    `derived` what other events of the trace show of the call (its note becomes the work's `assumed`).
 
     None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
     or an attention's is_causal not recorded, shapes that do not fit the op).
     """
     rule = OPS.get(name)
-    return None if rule is None else rule.work(Args(dims, types, concrete, convention, strides, list_types))
+    args = Args(dims, types, concrete, convention, strides, list_types=list_types, derived=derived)
+    work = None if rule is None else rule.work(args)
+    return replace(work, assumed=work.assumed or derived.note) if work is not None and derived else work

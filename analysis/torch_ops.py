@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,17 @@ Tensor = tuple[list[int], str]  # shape, "Input type"
 
 
 @dataclass(frozen=True)
+class Derived:
+    """What a trace did not record of one op call (torch <= 1.11 records no "Concrete Inputs", and no trace
+    records outputs) but other events of it show (analysis.readers.torch_derive): argument values by
+    position, the output's shape, and the note saying so (the OpWork's `assumed`)."""
+
+    note: str
+    values: Mapping[int, object] = field(default_factory=dict)
+    output: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Args:
     """One cpu_op's recorded arguments: "Input Dims", "Input type", "Concrete Inputs" (None: not recorded,
     older PyTorch) and "Input Strides" (None: not recorded)."""
@@ -87,6 +98,7 @@ class Args:
     strides: Sequence | None = None
     # per argument, a TensorList's element dtype where the recorder knows it (analysis.predict); None: a trace
     list_types: Sequence | None = None
+    derived: Derived | None = None
 
     def tensor(self, i: int | None) -> Tensor | None:
         """Shape and type of argument i; None where there is none (an omitted optional is typed "")."""
@@ -101,10 +113,12 @@ class Args:
         return self.tensor(i)
 
     def value(self, i: int | None):
-        """Argument i's recorded value, read as JSON (ints, floats, lists, Python's True/False); None where it
-        was not recorded."""
-        if i is None or self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
+        """Argument i's recorded value, read as JSON (ints, floats, lists, Python's True/False); else the value
+        derived from other events; None where neither is known."""
+        if i is None:
             return None
+        if self.concrete is None or i >= len(self.concrete) or self.concrete[i] == "":
+            return self.derived.values.get(i) if self.derived is not None else None
         written = self.concrete[i]
         if not isinstance(written, str):  # a damaged event (profilers write text): the value is not known
             return None
@@ -145,7 +159,7 @@ class Args:
                 types[i] = "Scalar"
                 if concrete is not None:
                     concrete[i] = json.dumps(values[k])
-        return Args(dims, types, concrete, self.convention, strides)
+        return Args(dims, types, concrete, self.convention, strides, derived=self.derived)
 
     def list_dtype(self, i: int) -> str:
         """The element dtype of TensorList argument i: the recorder's, else LIST_DTYPE (a trace has none)."""

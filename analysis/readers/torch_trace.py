@@ -21,6 +21,9 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
   `op_helper`, their own FLOPs missing. A matrix op's half precisions are tensor-core FLOPs, fp32 CUDA-core
   unless the kernel's name says TF32 tensor cores; other ops' FLOPs are CUDA-core fp32 (fp64 for double),
   and an op without FLOPs (a copy) has 0, so its bytes place it.
+- What torch <= 1.11 traces do not record (no "Concrete Inputs": a convolution's stride and padding, a batch
+  norm's training flag, a pooling's output) is taken from the backward ops of the same step where they show
+  it (readers.torch_derive), and a warning says so.
 - `cuda_profiler_range` events (CUPTI counters through torch.profiler's experimental_config) are hardware
   counters per kernel: they are used instead of the shape estimates.
 - The device comes from deviceProperties; an AMD GPU is declined (the roofs here are NVIDIA's).
@@ -42,6 +45,7 @@ from ..metrics import canonical_metric
 from .bulk import MAX_DEPTH, open_ranges, paused_gc
 from .collectives import collective
 from .contract import BEFORE_TRACE, COMMUNICATION, COUNTERS, MODELLED, Format, Source
+from .torch_derive import DERIVED, derive
 
 US = 1e-6  # trace times are microseconds
 # the event categories of torch 1.8-1.10 traces, as today's (Kineto's ActivityType names were renamed; the
@@ -241,6 +245,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
             if corr is not None:
                 launches[corr] = e
     flows_start = {f.get("id"): f for f in by_cat.get(FLOW_START, [])}
+    derive(by_cat.get("cpu_op", []))  # what old traces did not record, from their backward ops
     ops_by_external = {(e.get("args") or {}).get("External id"): e for e in by_cat.get("cpu_op", [])}
     around = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", []) + [
         e for e in by_cat.get("python_function", []) if str(e.get("name", "")).startswith(MODULE_PREFIX)]
@@ -368,7 +373,7 @@ def _timeline(rows: list[dict]) -> dict[str, float | None]:
 def _work(op: dict, op_work):
     a = op.get("args") or {}
     return op_work(str(op["name"]), a.get("Input Dims") or [], a.get("Input type") or [], a.get("Concrete Inputs"),
-                   strides=a.get("Input Strides"))
+                   strides=a.get("Input Strides"), derived=op.get(DERIVED))
 
 
 def _launch_point(args: dict, launches: dict, flows_start: dict, ops_by_external: dict) -> tuple | None:
@@ -493,10 +498,11 @@ def operator_rows(source: Source) -> pd.DataFrame:
     if TRACE.recognise(source) is None:
         raise CeilingsError(f"{source.path}: not a torch.profiler trace")
     rows = []
-    for e in _events(_load(source), source.path).get("cpu_op", []):
-        a = e.get("args") or {}
-        dims = a.get("Input Dims") or []
-        work = op_work(str(e.get("name")), dims, a.get("Input type") or [], a.get("Concrete Inputs"))
+    ops = _events(_load(source), source.path).get("cpu_op", [])
+    derive(ops)
+    for e in ops:
+        dims = (e.get("args") or {}).get("Input Dims") or []
+        work = _work(e, op_work)
         if work is not None:
             rows.append({"name": str(e["name"]), "input_dims": str(dims), "flops": work.flops,
                          "precision": work.precision, "alg_bytes": work.bytes, "cpu_time_s": e.get("dur", 0) * US})

@@ -19,8 +19,8 @@ def profile_sm_clock(kernels: pd.DataFrame) -> float | None:
 
 
 def clock_warning(roofs, profile_clock_hz: float | None) -> str | None:
-    """`roofs`: analysis.roofline.Roofs (its sm_clock_hz). A warning when the profile ran at a different SM clock than the roofs were measured at: which way, and
-    its likely cause."""
+    """`roofs`: analysis.roofline.Roofs (its sm_clock_hz). A warning when the profile ran at a different SM clock
+    than the roofs were measured at: which way, and its likely cause."""
     if not profile_clock_hz or not roofs.sm_clock_hz:
         return None
     ratio = profile_clock_hz / roofs.sm_clock_hz

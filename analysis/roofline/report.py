@@ -22,8 +22,8 @@ from analysis.roofline import (
     si,
     totals,
 )
-from analysis.roofline.links import COMMUNICATION_BOUND
 from analysis.roofline.budget import application, budget_lines, headline, time_budget
+from analysis.roofline.links import COMMUNICATION_BOUND
 from ceilings.lazy import lazy
 
 np = lazy("numpy")
