@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import torch_ops
+from . import recsys_ops, torch_ops
 from .torch_ops import DTYPES, Args, OpWork
 
 
@@ -249,8 +249,8 @@ MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | Attention] = {
 FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about half of torch's count)",
                     "torch": "every query-key pair, as torch's FlopCounterMode counts them"}
 ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, Attention))
-# every op with a model: the matrix ops above, and the memory-bound ones of analysis.torch_ops
-OPS = {**MATRIX_OPS, **torch_ops.OPS}
+# every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops and analysis.recsys_ops
+OPS = {**MATRIX_OPS, **torch_ops.OPS, **recsys_ops.OPS}
 
 
 def op_work(name: str, dims: list, types: list, concrete: list | None,
