@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import serving_ops, torch_ops, torch_pool
+from . import recsys_ops, serving_ops, torch_ops, torch_pool
 from .torch_ops import DTYPES, Args, Derived, OpWork
 
 
@@ -300,9 +300,9 @@ FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about ha
 # ops of torch <= 1.10 that today's schemas no longer have (positions from torch 1.9's; tests/test_torch_old.py)
 REMOVED_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, ConvBackwardPart))
 ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, Attention))
-# every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops, pooling, serving
-# engines' ops
-OPS = {**MATRIX_OPS, **torch_ops.OPS, **torch_pool.OPS, **serving_ops.OPS}
+# every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops, pooling,
+# recommendation models' (fbgemm, embedding bags, scatter) and serving engines' ops
+OPS = {**MATRIX_OPS, **torch_ops.OPS, **torch_pool.OPS, **recsys_ops.OPS, **serving_ops.OPS}
 # ops whose recorded arguments do not give their work, and what is missing
 NOT_RECORDED = serving_ops.NOT_RECORDED
 

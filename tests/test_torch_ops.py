@@ -301,14 +301,15 @@ def _placed_share(path: Path) -> float:
 
 def test_real_a100_trace_places_its_aten_time():
     """HTA's A100 training trace: with GEMMs only, 0.6 % of its kernel time (2.0 of 345 ms) had FLOPs and
-    bytes; with the element-wise, reduction, copy and fill ops 9.1 % (31.3 ms). The rest: NCCL
-    communication (47 %), torch.compile graphs (30 %, no shapes), kernels without an op (9 %), fbgemm ops,
-    and cat (its tensor lists' shapes are not in this trace)."""
+    bytes; with the element-wise, reduction, copy and fill ops 9.1 % (31.3 ms); with fbgemm's sparse ops
+    (analysis.recsys_ops) 11.5 %. The rest: NCCL communication (47 %), torch.compile graphs (30 %, no
+    shapes), kernels without an op (9 %), fbgemm's embedding lookups, and cat (its tensor lists' shapes are
+    not in this trace)."""
     path = TRACES / "a100_80gb_shapes_rank0.json.gz"
     if not path.exists():
         pytest.skip(f"{path} is absent (the shared torch traces are not checked out)")
     share = _placed_share(path)
-    assert 0.09 <= share < 0.10
+    assert 0.11 <= share < 0.12
     with gzip.open(path) as f:
         ops = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cpu_op"]
     # every aten::mul of the trace has a model; [4096] * a 0-dim double stays fp32: 4096 FLOPs, 2 x 16 KiB
