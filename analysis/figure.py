@@ -206,6 +206,7 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
         sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn, levels),
         legend=_legend(marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
                        application=point if application else None),
+        legend_title=f"{ROWS[table.attrs.get('by', 'kernel')]}s (dominant precision)",
         table=table, budget=segments, budget_note=_budget_note(segments, budget))
 
 

@@ -67,15 +67,17 @@ def roofline_figure(roofs, table: pd.DataFrame, **kwargs):
     else:
         ax = fig.add_subplot()
     draw_roofline(ax, data)
+    if data.budget:
+        fit_budget_labels(bar)
     return fig
 
 
 def draw_budget(ax, fig: Roofline) -> None:
     """The time budget of `fig` as one stacked bar on `ax`, 0 to 100 % of the kernel time: each segment named
-    inside where it is wide enough, and every one, with its share, in the line under the bar."""
+    inside it, and every one, with its share, in the line under the bar. fit_budget_labels, once the figure
+    holds all it will, leaves the names only where they fit."""
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.5, 0.5)
-    renderer = ax.figure.canvas.get_renderer()
     left = 0.0
     for segment in fig.budget:
         ax.barh(0, segment.share, left=left, color=segment.color, edgecolor="white", linewidth=0.8,
@@ -83,16 +85,24 @@ def draw_budget(ax, fig: Roofline) -> None:
         label = ax.text(left + segment.share / 2, 0, f"{segment.label} {segment.share:.0%}", ha="center",
                         va="center", fontsize=FONT_SIZE - 0.5, gid="budget-label",
                         color="white" if segment.color in BUDGET_COLORS.values() else "black")
-        # named inside only where the name fits; the line under the bar names every segment
-        width = ax.transData.transform((segment.share, 0))[0] - ax.transData.transform((0, 0))[0]
-        if label.get_window_extent(renderer).width > width - 2 * LABEL_PAD_PX:
-            label.remove()
+        label.set_in_layout(False)  # a name that overflows its segment until fit_budget_labels must not move axes
         left += segment.share
     ax.set_yticks([])
     ax.set_xticks([])
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
     ax.set_xlabel(_wrap(fig.budget_note, NOTE_WIDTH), fontsize=FONT_SIZE - 0.5, color=NEUTRAL_COLOR, loc="left")
+
+
+def fit_budget_labels(ax) -> None:
+    """Remove the names of draw_budget's segments that do not fit inside them, measured where the finished
+    layout puts the bar (a legend or a note added after draw_budget narrows it)."""
+    renderer = ax.figure.canvas.get_renderer()
+    ax.figure.draw_without_rendering()
+    bars = [p for p in ax.patches if (p.get_gid() or "").startswith("budget:")]
+    for bar, label in zip(bars, [t for t in ax.texts if t.get_gid() == "budget-label"]):  # both in segment order
+        if label.get_window_extent(renderer).width > bar.get_window_extent(renderer).width - 2 * LABEL_PAD_PX:
+            label.remove()
 
 
 def plot_roofline(ax, roofs, table: pd.DataFrame, *, title: bool = True, **kwargs) -> None:

@@ -183,3 +183,50 @@ def test_the_png_has_all_of_the_time_in_a_bar_under_the_roofline():
     placed = budget.loc[budget["class"].isin(PLACED), "share"].sum()
     assert f"({placed:.0%} of the kernel time" in roofline.get_title(loc="left")
     assert "communication on the link" in bar.get_xlabel()
+
+
+@needs_traces
+def test_the_png_names_its_rows_as_by_made_them_and_each_bar_name_fits_its_segment():
+    """--by op: the legend says operators, not kernels. A segment's name stays inside the bar only where it fits
+    once the layout is final: the legend beside the roofline narrows the bar after the bar is drawn (a
+    30 % segment's 'launched before the trace began 30%' ran past it)."""
+    from matplotlib.text import Text
+
+    from analysis.plot import roofline_figure
+
+    table = roofline_table(target_roofs(ROOFS), inputs.read_kernels([A100_TRACE], by="op"))
+    fig = roofline_figure(target_roofs(ROOFS), table)
+    assert fig.axes[0].get_legend().get_title().get_text() == "operators (dominant precision)"
+    bar = fig.axes[-1]
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    segments = {p.get_gid()[len("budget:"):]: p.get_window_extent(renderer) for p in bar.patches}
+    names = [t for t in bar.texts if t.get_gid() == "budget-label"]
+    assert names  # the widest segment, communication on the link (41 %), is named
+    for t in names:
+        box, segment = Text.get_window_extent(t, renderer), segments[t.get_text().rsplit(" ", 1)[0]]
+        assert segment.x0 <= box.x0 and box.x1 <= segment.x1, t.get_text()
+
+
+def test_a_bar_name_is_measured_where_the_final_layout_puts_the_bar():
+    """A name that fits the bar as first drawn but not once a legend outside the axes above narrows it: gone."""
+    from types import SimpleNamespace
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from analysis.figure import Segment
+    from analysis.plot import draw_budget, fit_budget_labels
+
+    fig = Figure(figsize=(10, 3), layout="constrained")
+    FigureCanvasAgg(fig)
+    top, bar = fig.subplots(2, 1)
+    draw_budget(bar, SimpleNamespace(budget=(Segment("compute-bound", 0.6, "#d95f02", True),
+                                             Segment("launched before the trace began", 0.4, "#888888", False)),
+                                     budget_note="a note"))
+    top.plot([0, 1], label="x" * 80)
+    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fit_budget_labels(bar)
+    fig.draw_without_rendering()
+    names = [t.get_text() for t in bar.texts if t.get_gid() == "budget-label"]
+    assert names == ["compute-bound 60%"]
