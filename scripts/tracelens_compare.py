@@ -29,12 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis.roofline.budget import ON_LINK, PLACED
 from common.atomic import write_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
 
 PROG = "tracelens_compare"
 ROOFS = "H100 SXM"
-PLACED = ("compute-bound", "memory-bound", "latency-bound")
 INSTALL = ("install TraceLens in its own venv (python3 -m venv tlvenv && tlvenv/bin/pip install "
            "git+https://github.com/AMD-AGI/TraceLens) and pass --tracelens-python tlvenv/bin/python")
 
@@ -125,7 +125,8 @@ def our_side(trace: Path) -> dict:
         doc = json.loads(out.read_text())
     budget = doc["time_budget"]
     return {"kernel_s": sum(r["time_s"] for r in budget),
-            "placed": sum(r["share"] for r in budget if r["class"] in PLACED)}
+            "placed": sum(r["share"] for r in budget if r["class"] in PLACED),
+            "linked": sum(r["share"] for r in budget if r["cause"] == ON_LINK)}
 
 
 def _ratio(ours: float, theirs: float) -> float:
@@ -176,14 +177,15 @@ def _difference(worst: tuple | None) -> str:
 
 def table(rows: list[dict]) -> str:
     """One markdown row per trace of `rows` ({name, gpu, ours: our_side, tracelens: tracelens_side})."""
-    lines = ["| trace | GPU | kernels (ms) | placed, ours | placed, TraceLens | largest FLOP difference "
-             "(ours vs TraceLens, one call) | largest byte difference | 0 FLOPs on one side |",
-             "|---|---|---:|---:|---:|---|---|---|"]
+    lines = ["| trace | GPU | kernels (ms) | placed, ours | + on the interconnect, ours | placed, TraceLens | largest "
+             "FLOP difference (ours vs TraceLens, one call) | largest byte difference | 0 FLOPs on one side |",
+             "|---|---|---:|---:|---:|---:|---|---|---|"]
     for r in rows:
         ours, theirs = r["ours"], r["tracelens"]
         worst = op_differences(theirs["ops"]) if "ops" in theirs else {}
         lines.append(" | ".join([
             f"| {r['name']}", r["gpu"] or "—", f"{ours['kernel_s'] * 1e3:.2f}", f"{ours['placed']:.1%}",
+            f"{ours['linked']:.1%}" if ours["linked"] else "—",
             theirs.get("error") or (f"{theirs['placed_s'] / theirs['kernel_s']:.1%}" if theirs["kernel_s"]
                                     else "0% (reads no `kernel` event)"),
             _difference(worst.get("flops")), _difference(worst.get("bytes")),
