@@ -11,7 +11,7 @@ is counted and what is not.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from analysis.llm.models import ACTIVATION_FLOPS, Model
@@ -230,13 +230,23 @@ def experts_touched(model: Model, tokens: int) -> float:
 
 def step_ops(model: Model, setup: Setup, tokens: int, context: int) -> tuple[Op, ...]:
     """The ops of one forward pass of the batch over `tokens` new tokens per sequence with `context` cached, on
-    one GPU of --tp: its shard of the work, and the two all-reduces of the activations a layer (after o_proj
-    and down_proj) when tp > 1. The embedding's all-reduce and the LM head's gather are not counted."""
+    one GPU of --tp (batch_ops of --batch such sequences)."""
+    return batch_ops(model, setup, [(tokens, context)] * setup.batch)
+
+
+def batch_ops(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]],
+              logits: int | None = None) -> tuple[Op, ...]:
+    """The ops of one forward pass over `sequences`, (new tokens, cached context) each, as a server batches
+    prefill chunks and decodes in one step, on one GPU of --tp: its shard of the work, and the two all-reduces
+    of the activations a layer (after o_proj and down_proj) when tp > 1; `logits`: the sequences whose last
+    token the LM head scores (default all; a prefill chunk that does not end its prompt produces none). The
+    embedding's all-reduce and the LM head's gather are not counted."""
     model = shard(model, setup.tp)
-    B, L, h, d = setup.batch, model.layers, model.hidden, model.head_dim
+    L, h, d = model.layers, model.hidden, model.head_dim
     nh, nkv, f = model.heads, model.kv_heads, model.intermediate
     a, kv = DTYPE_BYTES[setup.activations], DTYPE_BYTES[setup.kv_cache]
-    T = B * tokens  # token rows of every per-token op
+    T = sum(tokens for tokens, _ in sequences)  # token rows of every per-token op
+    B = len(sequences) if logits is None else logits
     mats = layer_matrices(model)
     norm_flops = NORM_FLOPS[model.norm] + model.norm_weights
 
@@ -262,7 +272,7 @@ def step_ops(model: Model, setup: Setup, tokens: int, context: int) -> tuple[Op,
            norm("attn_norm"), gemm("qkv_proj", T, mats["qkv_proj"]),
            elementwise("rotary", ROTARY_FLOPS * T * (nh + nkv) * d, 2 * T * (nh + nkv) * d * a + T * d * a),
            elementwise("kv_cache_write", 0, T * 2 * nkv * d * a, kv_write=T * 2 * nkv * d * kv)]
-    ops += _attention(model, setup, tokens, context)
+    ops += _attention(model, setup, sequences)
     # the all-reduce of a layer's T x h activations, twice a layer; a ring all-reduce sends (and receives)
     # 2 (tp - 1) / tp of the tensor from each GPU
     ring = 2 * (setup.tp - 1) / setup.tp
@@ -290,23 +300,26 @@ def step_ops(model: Model, setup: Setup, tokens: int, context: int) -> tuple[Op,
     return tuple(ops)
 
 
-def _attention(model: Model, setup: Setup, tokens: int, context: int) -> list[Op]:
-    """Attention of `tokens` new queries per sequence over the `context` cached keys and themselves (causal).
-    FlashAttention: one kernel, scores never leave the chip, masked pairs skipped; naive: the scores and their
-    softmax written to DRAM between two batched GEMMs, every pair of the rectangle computed."""
-    B, L, d = setup.batch, model.layers, model.head_dim
+def _attention(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]]) -> list[Op]:
+    """Attention of each sequence's new queries over its cached keys and themselves (causal), (new tokens,
+    context) a sequence. FlashAttention: one kernel, scores never leave the chip, masked pairs skipped; naive:
+    the scores and their softmax written to DRAM between two batched GEMMs, every pair of the rectangle
+    computed."""
+    L, d = model.layers, model.head_dim
     nh, nkv = model.heads, model.kv_heads
     a, kv = DTYPE_BYTES[setup.activations], DTYPE_BYTES[setup.kv_cache]
-    keys = context + tokens
     key = f"tensor.{setup.activations}"  # an fp8 cache is dequantised to the activation type
-    q_o = 2 * B * tokens * nh * d * a  # read Q, write O
-    k_or_v = B * keys * nkv * d * kv
+    queries = sum(tokens for tokens, _ in sequences)
+    keys = sum(context + tokens for tokens, context in sequences)
+    q_o = 2 * queries * nh * d * a  # read Q, write O
+    k_or_v = keys * nkv * d * kv
     if setup.attention == "flash":
-        pairs = tokens * context + tokens * (tokens + 1) / 2  # query i sees context + i + 1 keys
+        # query i sees context + i + 1 keys
+        pairs = sum(tokens * context + tokens * (tokens + 1) / 2 for tokens, context in sequences)
         return [Op("attention", "attention", L,
-                   {key: L * 4 * B * nh * d * pairs, CUDA_CORE: L * SOFTMAX_FLOPS * B * nh * pairs},
+                   {key: L * 4 * nh * d * pairs, CUDA_CORE: L * SOFTMAX_FLOPS * nh * pairs},
                    {"kv_read": L * 2 * k_or_v, "activations": L * q_o})]
-    scores = B * nh * tokens * keys
+    scores = nh * sum(tokens * (context + tokens) for tokens, context in sequences)
     # the batched GEMMs of naive attention run as cuBLAS GEMM kernels: class gemm, as the profile will say
     return [Op("attn_scores", "gemm", L, {key: L * 2 * scores * d},
                {"kv_read": L * k_or_v, "activations": L * (q_o / 2 + scores * a)}),
