@@ -29,7 +29,16 @@ from analysis.llm.place import (
     steps_table,
     sweep_batches,
 )
-from analysis.llm.report import render_text, to_json
+from analysis.llm.report import render_text, serving_text, to_json
+from analysis.llm.serve import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    Limits,
+    Traffic,
+    read_workload,
+    serve_gpu,
+)
 from analysis.llm.work import (
     ACTIVATION_DTYPES,
     ATTENTION_KINDS,
@@ -122,6 +131,33 @@ def _parser() -> argparse.ArgumentParser:
                    help="forward passes the profile holds (default 1): its times are divided by N")
     p.add_argument("--calibrate-on", metavar="ROOFS.json|NAME",
                    help="roofs of the GPU the profile ran on (default: the first --roofs)")
+    serve = p.add_argument_group("serving (--serve): requests, a scheduler as vLLM's, latency percentiles")
+    serve.add_argument("--serve", action="store_true",
+                       help="simulate serving: requests arrive (Poisson at --rate, or a --workload), are batched "
+                            "step by step as vLLM's scheduler does, each step at its roofs time; TTFT, TPOT, ITL, "
+                            "E2E percentiles, throughput, KV-cache capacity, preemptions")
+    serve.add_argument("--rate", type=float, action="append", default=[], metavar="QPS",
+                       help="requests a second, Poisson arrivals; repeat for a sweep")
+    serve.add_argument("--requests", type=int, default=1000, metavar="N",
+                       help="requests simulated at each rate, of --prompt and --gen tokens (default 1000)")
+    serve.add_argument("--workload", metavar="FILE", help="JSON lines or CSV of prompt_tokens, output_tokens and "
+                       "optionally arrival_s (then no --rate): the requests' lengths, instead of --prompt/--gen")
+    serve.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals (default 0)")
+    serve.add_argument("--max-num-seqs", type=int, default=DEFAULT_MAX_NUM_SEQS, metavar="N",
+                       help=f"requests running at once, as vLLM's (default {DEFAULT_MAX_NUM_SEQS})")
+    serve.add_argument("--max-num-batched-tokens", type=int, default=DEFAULT_MAX_BATCHED_TOKENS, metavar="N",
+                       help=f"tokens a step computes, as vLLM's (default {DEFAULT_MAX_BATCHED_TOKENS})")
+    serve.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                       help=f"tokens a KV-cache block (default {DEFAULT_BLOCK_SIZE})")
+    serve.add_argument("--chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
+                       help="prefill chunks batched with decodes (vLLM V1's default); --no-chunked-prefill: whole "
+                            "prompts in steps of their own")
+    serve.add_argument("--slo-ttft", type=float, metavar="S", help="P99 time-to-first-token target, seconds")
+    serve.add_argument("--slo-tpot", type=float, metavar="S", help="P99 time-per-output-token target, seconds: "
+                       "with --slo-ttft, the goodput and the highest --rate (searched between the lowest and "
+                       "highest given) that meets both")
+    serve.add_argument("--serve-plot", metavar="FILE", help="latency percentiles against rate, a line per GPU: "
+                       ".png, .svg or .pdf")
     p.add_argument("--json", metavar="FILE", help="everything as JSON ('-': standard output)")
     p.add_argument("-o", "--output", metavar="FILE", help="roofline of the ops, a panel per GPU: .png, .svg or .pdf")
     p.add_argument("--html", metavar="FILE.html", help="one self-contained interactive report: the ops per GPU, "
@@ -273,8 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "(--list-models lists the shipped models)")
     profiles = [path for group in args.calibrate or [] for path in group]
     out = check_outputs({"--json": args.json, "--html": args.html},
-                        pictures={"-o": args.output, "--sweep-plot": args.sweep_plot}, force=args.force,
-                        inputs=[args.model, *args.roofs, *profiles, args.calibrate_on])
+                        pictures={"-o": args.output, "--sweep-plot": args.sweep_plot, "--serve-plot": args.serve_plot},
+                        force=args.force, inputs=[args.model, *args.roofs, *profiles, args.calibrate_on, args.workload])
+    if args.serve_plot and not args.serve:
+        raise CeilingsError("--serve-plot: give --serve (and --rate) too")
     if args.sweep_max < 1:
         raise CeilingsError(f"--sweep-max {args.sweep_max}: must be 1 or more")
     model, warnings = load_model(args.model)
@@ -294,16 +332,51 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        args.memory_fraction) for g, c in zip(gpus, costs)], ignore_index=True)
     stepped = pd.concat([steps_table(model, setup, g, steps, c["decode"]) for g, c in zip(gpus, costs)],
                         ignore_index=True) if steps else None
+    serving = None
+    if args.serve:
+        limits, traffic = _serving(args, model)
+        serving = [serve_gpu(model, setup, g, c, limits, traffic, args.memory_fraction) for g, c in zip(gpus, costs)]
     warnings += _warnings(model, results, args.memory_fraction)
     print_warnings(warnings, args.verbose)
-    _write(out, args, model, setup, results, calibration, sweep, stepped, warnings)
+    _write(out, args, model, setup, results, calibration, sweep, stepped, warnings, serving)
     return 0
 
 
-def _write(out: Outputs, args, model, setup, results, calibration, sweep, stepped, warnings) -> None:
+def _serving(args, model: Model) -> tuple[Limits, Traffic]:
+    """--serve's scheduler limits and traffic, each value checked."""
+    for name in ("requests", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        if getattr(args, name) < 1:
+            raise CeilingsError(f"--{name.replace('_', '-')} {getattr(args, name)}: give 1 or more")
+    for name in ("slo_ttft", "slo_tpot"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise CeilingsError(f"--{name.replace('_', '-')} {value}: give seconds above 0")
+    limits = Limits(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.chunked_prefill)
+    if args.workload:
+        lengths, arrivals = read_workload(args.workload, model)
+        if arrivals is not None and args.rate:
+            raise CeilingsError(f"--rate with {args.workload}, whose requests have arrival_s: give one or the other")
+    else:
+        check_context(model, args.prompt + args.gen, "--prompt + --gen")
+        lengths, arrivals = [(args.prompt, args.gen)] * args.requests, None
+    if arrivals is None and not args.rate:
+        raise CeilingsError("--serve: give --rate QPS (repeat for a sweep), or a --workload with arrival_s")
+    for rate in args.rate:
+        if not (math.isfinite(rate) and rate > 0):
+            raise CeilingsError(f"--rate {rate}: give requests a second above 0")
+    return limits, Traffic(tuple(lengths), tuple(sorted(args.rate)), tuple(arrivals) if arrivals else None,
+                           args.seed, (args.slo_ttft, args.slo_tpot))
+
+
+def _write(out: Outputs, args, model, setup, results, calibration, sweep, stepped, warnings, serving) -> None:
     if args.json:
-        doc = to_json(model, setup, results, calibration, sweep, warnings, stepped, floors=args.floors)
+        doc = to_json(model, setup, results, calibration, sweep, warnings, stepped, floors=args.floors,
+                      serving=serving)
         out.text(args.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    if args.serve_plot:
+        from analysis.llm.plot import serve_figure
+
+        out.figure(args.serve_plot, serve_figure(model, serving), dpi=150, bbox_inches="tight")
     if args.output:
         from analysis.llm.plot import ops_figure
 
@@ -319,6 +392,8 @@ def _write(out: Outputs, args, model, setup, results, calibration, sweep, steppe
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if STDOUT not in (args.json, args.html):
         print(render_text(model, setup, results, calibration, sweep, stepped, floors=args.floors), end="")
+        if serving:
+            print(serving_text(serving), end="")
 
 
 if __name__ == "__main__":

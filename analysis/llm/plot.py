@@ -212,3 +212,43 @@ def sweep_figure(model: Model, sweep: pd.DataFrame, results: Sequence[Result]):
     FigureCanvasAgg(fig)
     plot_sweep(fig.add_subplot(), model, sweep, results)
     return fig
+
+
+SERVE_LATENCIES = (("ttft_s", "time to first token"), ("tpot_s", "time per output token"))
+
+
+def plot_serve(axes_pair, model: Model, serving: Sequence) -> None:
+    """--serve's latencies against the request rate: P50 (solid) and P99 (dashed) TTFT on the first ax, TPOT on
+    the second, a colour per GPU; a hollow marker where the server preempted requests."""
+    for (key, what), ax in zip(SERVE_LATENCIES, axes_pair):
+        for color, s in zip(GPU_COLORS, serving):
+            runs = [m for m in s.runs if m["rate"] is not None and m[key]["p50"] is not None]
+            rates = [m["rate"] for m in runs]
+            for p, style in (("p50", "-"), ("p99", "--")):
+                ax.plot(rates, [m[key][p] * 1e3 for m in runs], linestyle=style, color=color, marker="o",
+                        markersize=4, label=f"{s.gpu.label} {p.upper()}")
+            preempted = [m for m in runs if m["preemptions"]]
+            ax.scatter([m["rate"] for m in preempted], [m[key]["p99"] * 1e3 for m in preempted], s=60,
+                       facecolors="none", edgecolors=color)
+        ax.set_xlabel("requests a second (Poisson arrivals)", fontsize=FONT_SIZE)
+        ax.set_ylabel(f"{what} (ms)", fontsize=FONT_SIZE)
+        ax.set_yscale("log")
+        ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
+        ax.tick_params(labelsize=FONT_SIZE)
+    axes_pair[0].legend(loc="upper left", fontsize=FONT_SIZE, frameon=False)
+    sources = "; ".join(dict.fromkeys(s.gpu.roofs.provenance for s in serving))
+    runs = serving[0].runs[0]
+    axes_pair[0].figure.suptitle(
+        f"{model.name}: {runs['requests']} requests a rate, P50 solid, P99 dashed (hollow: preemptions)\n"
+        f"roofs: {sources}", fontsize=10, x=0.01, ha="left",
+        color="black" if all(s.gpu.roofs.measured for s in serving) else WARNING_COLOR)
+
+
+def serve_figure(model: Model, serving: Sequence):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12.0, 5.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    plot_serve(fig.subplots(1, 2), model, serving)
+    return fig

@@ -145,12 +145,47 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
     return "\n".join(out) + "\n"
 
 
+def serving_text(serving: Sequence) -> str:
+    """--serve's tables: per GPU its KV cache, then a row per rate (latency percentiles, throughput, batch)."""
+    def ms(stats: dict, p: str) -> str:
+        return _na(stats[p], lambda v: f"{v * 1e3:.1f}")
+
+    out = []
+    for s in serving:
+        head = (f"serving on {s.gpu.label}: KV cache {s.kv.tokens:,} tokens in {s.kv.blocks:,} blocks of "
+                f"{s.kv.block_size} ({si(s.kv.bytes_per_token, 'B')} a token, {si(s.kv.usable_bytes, 'B')} usable)")
+        rows = [[_na(m["rate"], lambda v: f"{v:g}"), ms(m["ttft_s"], "p50"), ms(m["ttft_s"], "p99"),
+                 ms(m["tpot_s"], "p50"), ms(m["tpot_s"], "p99"), ms(m["itl_s"], "p99"), ms(m["e2e_s"], "p50"),
+                 ms(m["e2e_s"], "p99"), _na(m["output_tokens_per_s"], lambda v: f"{v:,.0f}"),
+                 _na(m["requests_per_s"], lambda v: f"{v:.3g}"), str(m["max_batch"]), str(m["preemptions"])]
+                + ([_na(m.get("goodput_rps"), lambda v: f"{v:.3g}")] if "goodput_rps" in m else [])
+                for m in s.runs]
+        header = ("rate/s", "TTFT p50 ms", "p99", "TPOT p50 ms", "p99", "ITL p99 ms", "E2E p50 ms", "p99",
+                  "out tok/s", "req/s", "max batch", "preempted") + (("goodput/s",) if "goodput_rps" in s.runs[0]
+                                                                       else ())
+        out += ["", head, table(header, rows)]
+        if s.slo_rate is not None or any("goodput_rps" in m for m in s.runs):
+            out.append(f"highest rate meeting the P99 SLOs (within the --rate values given): "
+                       f"{_na(s.slo_rate, lambda v: f'{v:.3g} requests/s')}")
+        if s.usd_per_million_tokens is not None:
+            out.append(f"cost: ${s.usd_per_million_tokens:.3g} per million output tokens (all --tp GPUs, at "
+                       f"{'that rate' if s.slo_rate is not None else 'the highest throughput simulated'})")
+    return "\n".join(out) + "\n"
+
+
+def _serving_json(s) -> dict:
+    return {"kv_capacity_tokens": s.kv.tokens, "kv_capacity_blocks": s.kv.blocks, "block_size": s.kv.block_size,
+            "kv_bytes_per_token": s.kv.bytes_per_token, "kv_usable_bytes": s.kv.usable_bytes,
+            "slo_rate_rps": s.slo_rate, "usd_per_million_output_tokens": s.usd_per_million_tokens}
+
+
 def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: Calibration | None = None,
             sweep: pd.DataFrame | None = None, warnings: Sequence[str] = (), steps: pd.DataFrame | None = None,
-            *, floors: bool = True) -> dict:
-    """Everything in base units (s, B, FLOP); per GPU the prefill, decode, memory, cost and per-op rows."""
+            *, floors: bool = True, serving: Sequence | None = None) -> dict:
+    """Everything in base units (s, B, FLOP); per GPU the prefill, decode, memory, cost and per-op rows, and with
+    --serve its `serve` runs (a metrics object per rate) and `serving` summary."""
     gpus = []
-    for r in results:
+    for i, r in enumerate(results):
         m = r.memory
         ops = pd.concat([r.prefill, r.decode], ignore_index=True)
         gpus.append({
@@ -171,7 +206,8 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
                        "max_context_is_model_max": m.context_capped},
             "cost": None if r.gpu.usd_per_hour is None else {
                 "usd_per_hour": r.gpu.usd_per_hour, "usd_per_million_tokens": _num(r.usd_per_million_tokens)},
-            "ops": [{k: _num(v) for k, v in row.items()} for row in ops.to_dict("records")]})
+            "ops": [{k: _num(v) for k, v in row.items()} for row in ops.to_dict("records")],
+            **({"serve": list(serving[i].runs), "serving": _serving_json(serving[i])} if serving else {})})
     return {
         "model": {"name": model.name, "source": model.source, "parameters": parameters(model),
                   "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,

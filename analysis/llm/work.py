@@ -300,6 +300,12 @@ def batch_ops(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]],
     return tuple(ops)
 
 
+def attention_ops(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]]) -> list[Op]:
+    """The attention ops of batch_ops over `sequences` alone, on one GPU of --tp: the only ops whose work depends
+    on each sequence's context, not only on the step's token count."""
+    return _attention(shard(model, setup.tp), setup, sequences)
+
+
 def _attention(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]]) -> list[Op]:
     """Attention of each sequence's new queries over its cached keys and themselves (causal), (new tokens,
     context) a sequence. FlashAttention: one kernel, scores never leave the chip, masked pairs skipped; naive:
