@@ -430,7 +430,7 @@ class Traffic:
 
 
 @dataclass(frozen=True)
-class Serving:
+class GpuServing:
     """One GPU's serving: its KV cache, a metrics object per rate (or one at the workload's arrivals), the
     highest rate meeting the SLOs at P99 (None: not searched, or even the lowest rate misses them) and what a
     million output tokens cost there."""
@@ -443,7 +443,7 @@ class Serving:
 
 
 def serve_gpu(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Mapping[str, Cost]], limits: Limits,
-              traffic: Traffic, fraction: float) -> Serving:
+              traffic: Traffic, fraction: float) -> GpuServing:
     kv = kv_cache(model, setup, gpu, limits, fraction)
     clock = StepClock(model, setup, gpu, costs)
 
@@ -460,4 +460,4 @@ def serve_gpu(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Ma
         at = run(slo_rate) if slo_rate is not None else max(runs, key=lambda m: m["output_tokens_per_s"] or 0)
         usd = setup.tp * gpu.usd_per_hour / 3600 / at["output_tokens_per_s"] * 1e6 \
             if at["output_tokens_per_s"] else None
-    return Serving(gpu, kv, runs, slo_rate, usd)
+    return GpuServing(gpu, kv, runs, slo_rate, usd)
