@@ -121,10 +121,12 @@ def test_without_chunked_prefill_prompts_run_whole_in_steps_of_their_own():
 
 
 def test_serve_cli_json_and_the_picture(tmp_path, capsys):
-    out, png = tmp_path / "serve.json", tmp_path / "serve.png"
+    out, png, html = tmp_path / "serve.json", tmp_path / "serve.png", tmp_path / "serve.html"
     assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--rate", "2", "--rate", "16",
                  "--requests", "100", "--prompt", "512", "--gen", "32", "--slo-ttft", "0.5", "--slo-tpot", "0.05",
-                 "--price", "H100 SXM=3", "--json", str(out), "--serve-plot", str(png)]) == 0
+                 "--price", "H100 SXM=3", "--json", str(out), "--serve-plot", str(png), "--html", str(html)]) == 0
+    page = html.read_text()
+    assert "time to first token against the request rate" in page and "KV cache: NVIDIA H100" in page
     gpu = json.loads(out.read_text())["gpus"][0]
     assert [m["rate"] for m in gpu["serve"]] == [2.0, 16.0]
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):

@@ -388,7 +388,8 @@ def _write(out: Outputs, args, model, setup, results, calibration, sweep, steppe
     if args.html:
         from analysis.llm.html import llm_page
 
-        out.text(args.html, llm_page(model, results, sweep, warnings=warnings, floors=args.floors))
+        out.text(args.html, llm_page(model, results, sweep, warnings=warnings, floors=args.floors,
+                                     serving=serving))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if STDOUT not in (args.json, args.html):
         print(render_text(model, setup, results, calibration, sweep, stepped, floors=args.floors), end="")

@@ -26,7 +26,7 @@ SWEEP_MARGIN = 1.5  # the batch sweep's axis reaches this factor beyond its smal
 
 
 def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: Sequence[str] = (),
-             floors: bool = True) -> str:
+             floors: bool = True, serving: Sequence | None = None) -> str:
     """analysis.llm --html: per GPU the model's prefill and decode ops on its roofs (as analysis.llm.plot
     draws them: op class by colour, which the legend filters, phase by shape), every op in a table; the batch
     sweep of the decode step (each GPU a line, hollow where weights and KV cache do not fit, dashed where the
@@ -71,6 +71,8 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
             notes=[not_on_plot(r, ops)]))
     if sweep is not None and len(sweep):
         sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
+    if serving and any(m["rate"] is not None for s in serving for m in s.runs):
+        sections.append(_serve_section(model, serving, GPU_COLORS))
     summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
                              "tps": r.tokens_per_s, "fits": {True: "yes", False: "no", None: "unknown"}[r.memory.fits],
                              "max_batch": r.memory.max_batch, "crossover": r.crossover_batch} for r in results])
@@ -127,3 +129,47 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
         xlabel="batch (sequences decoded together)", ylabel="decode tokens/s (batch / step time)", y_unit="tok/s",
         lines=lines, marks=marks, joins=joins, filters=list(sweep["gpu"]), legend=legend,
         legend_title="decode on each GPU", table=table)
+
+
+def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
+    """--serve's time to first token against the request rate, per GPU: P50 filled, P99 hollow; every metric of
+    every rate in the table."""
+    rows = pd.DataFrame([{"gpu": s.gpu.label, "rate": m["rate"], "ttft50": m["ttft_s"]["p50"],
+                          "ttft99": m["ttft_s"]["p99"], "tpot50": m["tpot_s"]["p50"], "tpot99": m["tpot_s"]["p99"],
+                          "itl99": m["itl_s"]["p99"], "e2e50": m["e2e_s"]["p50"], "e2e99": m["e2e_s"]["p99"],
+                          "tokens": m["output_tokens_per_s"], "requests": m["requests_per_s"],
+                          "batch": m["max_batch"], "preempted": m["preemptions"]}
+                         for s in serving for m in s.runs if m["rate"] is not None])
+    marks, joins, legend = [], [], []
+    for i, s in enumerate(serving):
+        color, label = colors[i % len(colors)], s.gpu.label
+        part = rows[rows["gpu"] == label]
+        for column, hollow in (("ttft50", False), ("ttft99", True)):
+            marks.append({"gid": f"serve:{label}:{column}", "filter": label, "hollow": hollow, "color": color,
+                          "shape": "o", "points": [[int(j), float(o.rate), float(getattr(o, column)), 30.0]
+                                                   for j, o in part.iterrows()]})
+            joins.append([int(part.index[0]), color, [[float(r), float(t)] for r, t in zip(part["rate"],
+                                                                                         part[column])]])
+        legend.append({"label": label, "kind": "marker", "color": color, "shape": "o", "filter": label})
+    legend.append({"label": "hollow: P99, filled: P50", "kind": "hollow", "color": NEUTRAL_COLOR, "shape": "o",
+                   "filter": None})
+    ms = lambda v: f"{v * 1e3:.1f} ms"
+    table = frame_table(rows, [("gpu", "GPU", None), ("rate", "rate/s", lambda v: f"{v:g}"),
+                               ("ttft50", "TTFT p50", ms), ("ttft99", "TTFT p99", ms), ("tpot50", "TPOT p50", ms),
+                               ("tpot99", "TPOT p99", ms), ("itl99", "ITL p99", ms), ("e2e50", "E2E p50", ms),
+                               ("e2e99", "E2E p99", ms), ("tokens", "output tok/s", lambda v: f"{v:,.0f}"),
+                               ("requests", "requests/s", lambda v: f"{v:.3g}"), ("batch", "max batch", count_text),
+                               ("preempted", "preemptions", count_text)])
+    y = rows[["ttft50", "ttft99"]].to_numpy(dtype=float).ravel()
+    y = y[drawable(y)]
+    sources = "; ".join(dict.fromkeys(s.gpu.roofs.provenance for s in serving))
+    kv = "; ".join(f"{s.gpu.label}: {s.kv.tokens:,} tokens in {s.kv.blocks:,} blocks" for s in serving)
+    return chart_section(
+        "serve", f"{model.name}: time to first token against the request rate", subtitle=[f"roofs: {sources}",
+                                                                                          f"KV cache: {kv}"],
+        warning=not all(s.gpu.roofs.measured for s in serving),
+        x_range=(rows["rate"].min() / SWEEP_MARGIN, rows["rate"].max() * SWEEP_MARGIN),
+        y_range=decades(min(y, default=1e-3), max(y, default=1.0), 2), xlabel="requests a second (Poisson)",
+        ylabel="time to first token (s)", y_unit="s", lines=[], marks=marks, joins=joins,
+        filters=list(rows["gpu"]), legend=legend, legend_title="serving on each GPU", table=table)
+
