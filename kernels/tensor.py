@@ -281,23 +281,20 @@ def _prepare(op: TensorOp) -> Callable[[Plan, Runtime], Prepared]:
     return prepare
 
 
+def tensor_benchmark(name: str, kernel: str, precision: str, description: str, plans, prepare, source,
+                     notes) -> Benchmark:
+    """A tensor-core ceiling of `precision`: its roof is the datasheet's tensor peak of that type."""
+    return Benchmark(name=name, backend="cuda-c", kind="compute", kernel=kernel, description=description,
+                     plans=plans, prepare=prepare, source=source, precision=precision, pipe="tensor",
+                     peak_key=f"tensor.{precision}", group="tensor", notes=notes)
+
+
 def _benchmark(op: TensorOp) -> Benchmark:
-    return Benchmark(
-        name=f"tensor.{op.precision}",
-        backend="cuda-c",
-        kind="compute",
-        kernel=KERNEL,
-        description=(f"warp-level mma.sync m{M}n{N}k{op.k} {op.precision}->fp32, register operands, "
-                     f"{NACC} independent accumulators per warp"),
-        plans=_plans(op),
-        prepare=_prepare(op),
-        source=_source(op),
-        precision=op.precision,
-        pipe="tensor",
-        peak_key=f"tensor.{op.precision}",
-        group="tensor",
-        notes=op.notes,  # the Hopper/Blackwell wgmma note is added per device by ceilings.gaps
-    )
+    return tensor_benchmark(
+        f"tensor.{op.precision}", KERNEL, op.precision,
+        f"warp-level mma.sync m{M}n{N}k{op.k} {op.precision}->fp32, register operands, {NACC} independent "
+        f"accumulators per warp", _plans(op), _prepare(op), _source(op),
+        op.notes)  # the Hopper/Blackwell wgmma note is added per device by ceilings.gaps
 
 
 BENCHMARKS = [_benchmark(op) for op in OPS]

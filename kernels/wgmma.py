@@ -230,22 +230,10 @@ def _prepare(op: WgmmaOp) -> Callable[[Plan, Runtime], Prepared]:
 
 
 def _benchmark(op: WgmmaOp) -> Benchmark:
-    return Benchmark(
-        name=f"wgmma.{op.precision}",
-        backend="cuda-c",
-        kind="compute",
-        kernel=KERNEL,
-        description=(f"warpgroup wgmma.mma_async m{M}n{N}k{op.k} {op.precision}->fp32 (sm_90a), A and B in "
-                     f"shared memory, {BLOCKS_PER_SM} warpgroups per SM"),
-        plans=_plans(op),
-        prepare=_prepare(op),
-        source=_source(op),
-        precision=op.precision,
-        pipe="tensor",
-        peak_key=f"tensor.{op.precision}",
-        group="tensor",
-        notes=(NOT_HOPPER_NOTE,),
-    )
+    return tensor.tensor_benchmark(
+        f"wgmma.{op.precision}", KERNEL, op.precision,
+        f"warpgroup wgmma.mma_async m{M}n{N}k{op.k} {op.precision}->fp32 (sm_90a), A and B in shared memory, "
+        f"{BLOCKS_PER_SM} warpgroups per SM", _plans(op), _prepare(op), _source(op), (NOT_HOPPER_NOTE,))
 
 
 BENCHMARKS = [_benchmark(op) for op in OPS]
