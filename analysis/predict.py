@@ -60,8 +60,8 @@ OPTIMIZERS = {"sgd": lambda params: _torch().optim.SGD(params, lr=0.01, momentum
 # what a model file or its function may raise, said in one line instead of a traceback
 USER_CODE_ERRORS = (SyntaxError, ImportError, OSError, RuntimeError, TypeError, ValueError, AttributeError,
                     NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
-ATTENTION_NOTE = ("scaled-dot-product attention is one fused kernel forward (its backward: the meta device's "
-                  "decomposition)")
+ATTENTION_NOTE = ("scaled-dot-product attention is one fused kernel, forward and backward (flash attention's; the "
+                  "memory-efficient one's with a mask)")
 LEFT_OUT = f"a lower bound of one forward pass (--train for a training step); {ATTENTION_NOTE}"
 TRAIN_LEFT_OUT = (f"a lower bound of one training step (the loss: the sum of the output; the optimizer's foreach "
                   f"ops); {ATTENTION_NOTE}")
@@ -154,9 +154,42 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
                     kwargs)
             return func(*args, **kwargs)
 
+    class FusedAttention(torch.autograd.Function):
+        """Attention whose backward is one fused kernel too, as a GPU runs it: flash attention's backward, or the
+        memory-efficient one's with a mask; recorded with the arguments its schema takes."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, mask, options):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
+            ctx.save_for_backward(q, k, v, out)
+            ctx.mask, ctx.options = mask, options
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            q, k, v, out = ctx.saved_tensors
+            fused.append("attention backward")  # its allocations are no kernels
+            try:
+                lse = torch.empty(out.shape[:-1], dtype=torch.float32)
+                dropout, causal = ctx.options.get("dropout_p", 0.0), ctx.options.get("is_causal", False)
+                if ctx.mask is None:
+                    op = "aten::_scaled_dot_product_flash_attention_backward"
+                    args = (grad, q, k, v, out, lse, None, None, q.shape[-2], k.shape[-2], dropout, causal)
+                else:
+                    op = "aten::_scaled_dot_product_efficient_attention_backward"
+                    args = (grad, q, k, v, ctx.mask, out, lse, None, None, dropout, [True] * 4, causal)
+                add(op, torch._C._jit_get_schemas_for_operator(op)[0], args, {"scale": ctx.options.get("scale")})
+                return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), None, None
+            finally:
+                fused.pop()
+
+    def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        options = dict(dropout_p=dropout_p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+        return FusedAttention.apply(q, k, v, attn_mask, options)
+
     class Fused(TorchFunctionMode):
         """The functions a GPU runs as one kernel that the meta device decomposes (FUSED): recorded as the op a
-        GPU trace shows, their decomposition not."""
+        GPU trace shows, their decomposition not; attention's backward fused too where it is taken."""
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -166,7 +199,10 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             add(op, torch._C._jit_get_schemas_for_operator(op)[0], args, kwargs)
             fused.append(op)
             try:
-                return func(*args, **kwargs)
+                grads = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                                        for t in args[:3])
+                return attention(*args, **kwargs) if grads and op == "aten::scaled_dot_product_attention" \
+                    else func(*args, **kwargs)
             finally:
                 fused.pop()
 

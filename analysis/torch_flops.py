@@ -239,22 +239,57 @@ class Attention:
 
     def work(self, x: Args) -> OpWork | None:
         q, k, v = x.tensor(0), x.tensor(1), x.tensor(2)
-        causal = x.value(self.is_causal)
-        if q is None or k is None or v is None or (x.convention == "executed" and not isinstance(causal, bool)):
-            return None  # torch's count does not depend on is_causal; the executed pairs do
-        (qs, _), (ks, _), (vs, _) = q, k, v
-        if not len(qs) == len(ks) == len(vs) >= 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        shape = _attention_shape(x, q, k, v, x.value(self.is_causal))
+        if shape is None:
             return None
-        # key/value heads broadcast (1) or are shared by groups of query heads (GQA): the query's count is
-        # the larger one
-        batch = [max(d) for d in zip(qs[:-2], ks[:-2], vs[:-2])]
-        length, seen, e, ev = qs[-2], ks[-2], qs[-1], vs[-1]
-        # query i sees keys 0..i (top-left aligned causal mask, as sdpa documents it)
-        executed = causal is True and x.convention == "executed"
-        pairs = sum(min(i + 1, seen) for i in range(length)) if executed else length * seen
+        batch, length, pairs, e, ev = shape
         mask = x.tensor(self.mask)
         tensors = [q, k, v] + ([mask] if mask is not None else [])
         return _work(2 * math.prod(batch) * pairs * (e + ev), tensors, batch + [length, ev])
+
+
+def _attention_shape(x: Args, q, k, v, causal) -> tuple[list[int], int, float, int, int] | None:
+    """(batch dims, query length, query-key pairs counted, E, Ev) of an attention of q [..., L, E], k [..., S, E],
+    v [..., S, Ev]; None where the shapes do not fit or the executed pairs need an is_causal not recorded."""
+    if q is None or k is None or v is None or (x.convention == "executed" and not isinstance(causal, bool)):
+        return None  # torch's count does not depend on is_causal; the executed pairs do
+    (qs, _), (ks, _), (vs, _) = q, k, v
+    if not len(qs) == len(ks) == len(vs) >= 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        return None
+    # key/value heads broadcast (1) or are shared by groups of query heads (GQA): the query's count is the larger
+    batch = [max(d) for d in zip(qs[:-2], ks[:-2], vs[:-2])]
+    length, seen, e, ev = qs[-2], ks[-2], qs[-1], vs[-1]
+    # query i sees keys 0..i (top-left aligned causal mask, as sdpa documents it)
+    executed = causal is True and x.convention == "executed"
+    pairs = sum(min(i + 1, seen) for i in range(length)) if executed else length * seen
+    return batch, length, pairs, e, ev
+
+
+@dataclass(frozen=True)
+class AttentionBackward:
+    """The fused backward of scaled dot-product attention (flash, memory-efficient, cuDNN: grad_out, q, k, v at
+    positions 0-3), as torch's FlopCounterMode counts it (torch/utils/flop_counter.py, sdpa_backward_flop_count):
+    the scores recomputed (2 x pairs x E), the output gradient through P @ V (two products, 2 x pairs x Ev each)
+    and through Q @ K^T (two, 2 x pairs x E each): 2 x pairs x (3E + 2Ev) a batch-head, 2.5 times the forward.
+    Reads grad_out and the tensors at `reads` (the output, the log-sum-exp, a mask) and q, k, v; writes their
+    gradients."""
+
+    is_causal: int
+    reads: tuple[int, ...]
+
+    def work(self, x: Args) -> OpWork | None:
+        q, k, v = x.tensor(1), x.tensor(2), x.tensor(3)
+        shape = _attention_shape(x, q, k, v, x.value(self.is_causal))
+        grad = x.tensor(0)
+        if shape is None or grad is None:
+            return None
+        batch, _, pairs, e, ev = shape
+        tensors = [q, k, v, grad] + [t for i in self.reads if (t := x.tensor(i)) is not None and t[0]]
+        if any(t not in DTYPES for _, t in tensors):
+            return OpWork(float(2 * math.prod(batch) * pairs * (3 * e + 2 * ev)), DTYPES.get(q[1], (None,))[0], None)
+        written = sum(math.prod(shape) * DTYPES[t][1] for shape, t in (q, k, v))
+        read = sum(math.prod(shape) * DTYPES[t][1] for shape, t in tensors)
+        return OpWork(float(2 * math.prod(batch) * pairs * (3 * e + 2 * ev)), DTYPES[q[1]][0], float(read + written))
 
 
 _CONV = Conv(stride=3, padding=4, dilation=5, groups=6)
@@ -263,7 +298,7 @@ _CONVOLUTION = Conv(stride=3, padding=4, dilation=5, transposed_arg=6, output_pa
 
 # op name -> where its arguments are and how it is counted; positions from the aten schemas (the tests check
 # them against torch._C._jit_get_schemas_for_operator)
-MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | ConvBackwardPart | Attention] = {
+MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | ConvBackwardPart | Attention | AttentionBackward] = {
     "aten::mm": Gemm(a=0, b=1, args=2, ranks=(2, 2)),
     "aten::addmm": Gemm(c=0, a=1, b=2, args=5, ranks=(2, 2)),
     "aten::bmm": Gemm(a=0, b=1, args=2, ranks=(3, 3)),
@@ -291,6 +326,10 @@ MATRIX_OPS: dict[str, Gemm | Conv | ConvBackward | ConvBackwardPart | Attention]
     "aten::_scaled_dot_product_flash_attention_for_cpu": Attention(mask=5, is_causal=4),
     "aten::_scaled_dot_product_efficient_attention": Attention(mask=3, is_causal=6),
     "aten::_scaled_dot_product_cudnn_attention": Attention(mask=3, is_causal=6),
+    # (grad_out, query, key, value, out, logsumexp, ..., is_causal, ...): the schemas' positions
+    "aten::_scaled_dot_product_flash_attention_backward": AttentionBackward(is_causal=11, reads=(4, 5)),
+    "aten::_scaled_dot_product_efficient_attention_backward": AttentionBackward(is_causal=11, reads=(4, 5, 6)),
+    "aten::_scaled_dot_product_cudnn_attention_backward": AttentionBackward(is_causal=14, reads=(4, 5, 8)),
 }
 
 
@@ -299,7 +338,8 @@ FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about ha
                     "torch": "every query-key pair, as torch's FlopCounterMode counts them"}
 # ops of torch <= 1.10 that today's schemas no longer have (positions from torch 1.9's; tests/test_torch_old.py)
 REMOVED_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, ConvBackwardPart))
-ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, Attention))
+ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items()
+                          if isinstance(rule, (Attention, AttentionBackward)))
 # every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops, pooling,
 # recommendation models' (fbgemm, embedding bags, scatter) and serving engines' ops
 OPS = {**MATRIX_OPS, **torch_ops.OPS, **torch_pool.OPS, **recsys_ops.OPS, **serving_ops.OPS}
@@ -310,7 +350,8 @@ NOT_RECORDED = serving_ops.NOT_RECORDED
 # the class of work of each kind of op model: ops recorded at different levels (a trace's aten::linear, a
 # recorded run's aten::addmm) compare by it; a model's kind not named here is its class name, lower case
 OP_CLASSES = {"Gemm": "matrix multiply", "Conv": "convolution", "ConvBackward": "convolution backward",
-              "Attention": "attention", "Elementwise": "element-wise", "ForEach": "element-wise (lists)",
+              "Attention": "attention", "AttentionBackward": "attention backward", "Elementwise": "element-wise",
+              "ForEach": "element-wise (lists)",
               "Norm": "normalisation", "NormBackward": "normalisation backward", "Reduction": "reduction",
               "Gather": "gather", "EmbeddingBackward": "embedding backward", "Loss": "loss",
               "LossBackward": "loss backward", "Optimizer": "optimizer", "Concat": "concatenation",

@@ -628,6 +628,7 @@ ELEMENTWISE: dict[str, Elementwise] = {
     # copies, casts and fills: bytes only
     "copy_": Elementwise(0, reads=(1,), like=0), "fill_": Elementwise(0, reads=(), like=0),
     "zero_": Elementwise(0, reads=(), like=0), "clone": Elementwise(0), "contiguous": Elementwise(0),
+    "ones_like": Elementwise(0, reads=(), like=0), "zeros_like": Elementwise(0, reads=(), like=0),
     "masked_fill": Elementwise(0, reads=(0, 1), like=0), "masked_fill_": Elementwise(0, reads=(1,), like=0),
     # to(self, dtype, ...), to(self, device, dtype, ...), to(self, other, ...); _to_copy(self, dtype, ...)
     "to": Elementwise(0, dtype_at={8: 1, 5: 1, 6: 2}), "_to_copy": Elementwise(0, dtype_at={7: 1}),

@@ -300,3 +300,19 @@ def test_calibrate_divides_each_class_by_the_efficiency_the_trace_reached(tmp_pa
 def test_calibrate_needs_a_trace(capsys):
     assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--calibrate"]) == 2
     assert "--calibrate: give --against TRACE" in capsys.readouterr().err
+
+
+def test_attention_backward_is_one_fused_kernel_at_torchs_count():
+    """The decoder trained: its attention's backward is one flash-attention backward (not the meta device's
+    bmm and softmax backward), with torch's own count of it (flop_counter.sdpa_backward_flop_count, every pair)
+    and bytes: grad_out, q, k, v, the output and an fp32 log-sum-exp read, the three gradients written."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    ops = predict.op_table(predict.record(*predict.load_spec(spec("decoder")), train=True, optimizer="sgd"),
+                           convention="torch")
+    backward = ops[ops["op"] == "aten::_scaled_dot_product_flash_attention_backward"]
+    assert len(backward) == 1 and not ops["op"].isin(["aten::bmm", "aten::_softmax_backward_data"]).any()
+    shape = (2, 8, 16, 8)  # batch, heads (k and v repeated to 8 in this model), tokens, head dim
+    assert backward["flops"].iloc[0] == sdpa_backward_flop_count(shape, shape, shape, shape)
+    assert backward["bytes"].iloc[0] == 8 * 2 * 8 * 16 * 8 * 2 + 2 * 8 * 16 * 4
+    assert "aten::ones_like" not in set(ops.loc[~ops["modelled"], "op"])

@@ -13,7 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from analysis.torch_flops import MATRIX_OPS, OPS, REMOVED_OPS, Attention, Conv, ConvBackward, Gemm, OpWork, op_work
+from analysis.torch_flops import (
+    MATRIX_OPS,
+    OPS,
+    REMOVED_OPS,
+    Attention,
+    AttentionBackward,
+    Conv,
+    ConvBackward,
+    Gemm,
+    OpWork,
+    op_work,
+)
 
 F32, F16, BF16 = "float", "c10::Half", "c10::BFloat16"
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
@@ -496,6 +507,10 @@ def test_table_positions_match_the_schemas():
         elif isinstance(rule, ConvBackward):  # the positions it reads: 0-2, transposed 7, output_mask 10
             assert arg[:3] == ["grad_output", "input", "weight"], name
             assert arg[7] == "transposed" and arg[10] == "output_mask", name
+        elif isinstance(rule, AttentionBackward):
+            assert arg[0] in ("grad_out", "grad_out_") and arg[1:4] == ["query", "key", "value"], name
+            assert arg[rule.is_causal] == "is_causal", name
+            assert {arg[i] for i in rule.reads} <= {"out", "logsumexp", "attn_bias"}, name
         else:
             assert isinstance(rule, Attention)
             assert arg[:3] == ["query", "key", "value"] and arg[rule.is_causal] == "is_causal", name
