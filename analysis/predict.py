@@ -57,14 +57,16 @@ VECTOR_ROOF = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp32", "bf16": "fp32", "
 OPTIMIZERS = {"sgd": lambda params: _torch().optim.SGD(params, lr=0.01, momentum=0.9, foreach=True),
               "adam": lambda params: _torch().optim.Adam(params, foreach=True),
               "adamw": lambda params: _torch().optim.AdamW(params, foreach=True)}
+# --fused-optimizer: the one kernel torch's fused=True implementation runs over every parameter instead
+FUSED_OPTIMIZERS = {"sgd": "aten::_fused_sgd_", "adam": "aten::_fused_adam_", "adamw": "aten::_fused_adamw_"}
 # what a model file or its function may raise, said in one line instead of a traceback
 USER_CODE_ERRORS = (SyntaxError, ImportError, OSError, RuntimeError, TypeError, ValueError, AttributeError,
                     NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
 ATTENTION_NOTE = ("scaled-dot-product attention is one fused kernel, forward and backward (flash attention's; the "
                   "memory-efficient one's with a mask)")
 LEFT_OUT = f"a lower bound of one forward pass (--train for a training step); {ATTENTION_NOTE}"
-TRAIN_LEFT_OUT = (f"a lower bound of one training step (the loss: the sum of the output; the optimizer's foreach "
-                  f"ops); {ATTENTION_NOTE}")
+TRAIN_LEFT_OUT = ("a lower bound of one training step (the loss: the sum of the output; the optimizer's {how}); "
+                  f"{ATTENTION_NOTE}")
 
 
 @dataclass(frozen=True)
@@ -119,11 +121,13 @@ def _list_type(value, torch) -> str:
     return names.pop() if len(names) == 1 else ""
 
 
-def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | None = None) -> list[Call]:
+def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | None = None,
+           fused_optimizer: bool = False) -> list[Call]:
     """Run `model(*inputs)` on the meta device, recording every aten op (views and other ops without a kernel
     included; `launches_kernel` tells them apart). `train`: also the backward pass of the sum of the (first)
     output as the loss, its ops in the modules whose backward they run in, then an `optimizer` step (OPTIMIZERS,
-    as torch's foreach implementation runs it; its ops in module "(optimizer)")."""
+    as torch's foreach implementation runs it, or with `fused_optimizer` its one fused kernel; its ops in module
+    "(optimizer)")."""
     torch = _torch()
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -234,9 +238,27 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
         loss.float().sum().backward()
         if step is not None:
             path.append("(optimizer)")
-            step.step()
+            if fused_optimizer and recording:
+                fused_step(step)
+            else:
+                step.step()
             path.pop()
             step.zero_grad(set_to_none=True)
+
+    def fused_step(step) -> None:
+        """The call torch's fused=True optimizer makes (fused kernels need a GPU's tensors: not run here), with
+        the state the foreach step before built."""
+        group, op = step.param_groups[0], FUSED_OPTIMIZERS[optimizer]
+        params = [p for p in group["params"] if p.grad is not None]
+        grads, state = [p.grad for p in params], [step.state[p] for p in params]
+        if optimizer == "sgd":
+            args = (params, grads, [s["momentum_buffer"] for s in state], group["weight_decay"], group["momentum"],
+                    group["lr"], group["dampening"], group["nesterov"], group["maximize"], False)
+        else:
+            args = (params, grads, [s["exp_avg"] for s in state], [s["exp_avg_sq"] for s in state], [],
+                    [s["step"] for s in state], group["lr"], *group["betas"], group["weight_decay"], group["eps"],
+                    group["amsgrad"], group["maximize"])
+        add(op, torch._C._jit_get_schemas_for_operator(op)[0], args, {})
 
     try:
         with torch.set_grad_enabled(train), torch.device("meta"), warnings.catch_warnings():
@@ -244,8 +266,10 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
             model = model.to("meta").train(train)
             step = OPTIMIZERS[optimizer](model.parameters()) if train and optimizer else None
+            recording = False
             if step is not None:  # a step before: the optimizer's state exists, as in every step but the first
                 train_step(step)
+            recording = True
             with Fused(), Recorder():
                 if train:
                     train_step(step)
@@ -409,6 +433,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a training step: forward, backward of the output's sum, and the --optimizer step")
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw",
                    help="with --train: the optimizer step (torch's foreach implementation; default adamw)")
+    p.add_argument("--fused-optimizer", action="store_true",
+                   help="with --train: the optimizer as torch's fused=True runs it, one kernel over every parameter")
     p.add_argument("--by", choices=("op", "module"), default="op", help="rows per op (default) or nn.Module")
     p.add_argument("--depth", type=int, metavar="N", help="with --by module: module paths cut to N levels")
     p.add_argument("--flops", choices=("executed", "torch"), default="executed",
@@ -440,7 +466,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise CeilingsError("--calibrate: give --against TRACE, a trace of the same model, whose efficiencies scale "
                             "the prediction")
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
-    calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer)
+    if args.fused_optimizer and not args.train:
+        raise CeilingsError("--fused-optimizer: give --train, a training step, whose optimizer it fuses")
+    calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer,
+                   fused_optimizer=args.fused_optimizer)
     ops = op_table(calls, args.flops)
     check = _against(args.against, ops, args.flops) if args.against else None
     times = time_on
@@ -454,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     views = len(calls) - len(ops)
     unknown = ops.loc[~ops["modelled"], "op"].value_counts()
     print(f"{len(ops)} kernels ({views} views and allocations launch none); "
-          f"{TRAIN_LEFT_OUT if args.train else LEFT_OUT}", file=sys.stderr)
+          f"{_left_out(args)}", file=sys.stderr)
     for note, n in ops["assumed"].dropna().value_counts().items():
         print(f"warning: {note} ({n} op call(s))", file=sys.stderr)
     if len(unknown):
@@ -479,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from analysis.html import roofline_page
 
             out.text(args.html, roofline_page(roofline_data(gpus[0], judged), gpus[0],
-                                              warnings=[TRAIN_LEFT_OUT if args.train else LEFT_OUT]))
+                                              warnings=[_left_out(args)]))
     out.commit(log=lambda path: print(f"wrote {path}", file=sys.stderr))
     if not (args.csv or args.json):
         print(render(table, gpus, ops, calibrated=args.against if args.calibrate else None))
@@ -488,6 +517,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print("\n" + render_check(check, check.attrs["gpu"], args.against))
     return 0
+
+
+def _left_out(args) -> str:
+    """What the prediction is a lower bound of, and how its fused ops are counted."""
+    if not args.train:
+        return LEFT_OUT
+    return TRAIN_LEFT_OUT.format(how="one fused kernel" if args.fused_optimizer else "foreach ops")
 
 
 def _against(trace: str, ops: pd.DataFrame, convention: str) -> pd.DataFrame:
@@ -515,7 +551,7 @@ def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.Data
     """--json: base units; a value not known is null, never 0."""
     doc = {"format": JSON_FORMAT, "version": JSON_VERSION, "spec": args.spec,
            "step": "training step" if args.train else "forward pass", "by": args.by,
-           "left_out": TRAIN_LEFT_OUT if args.train else LEFT_OUT,
+           "left_out": _left_out(args),
            "kernels": len(ops), "views_and_allocations": views,
            "unmodelled": {op: int(n) for op, n in unknown.items()},
            # sums over the modelled ops only: where some are not, the totals are of those (named so)

@@ -583,6 +583,18 @@ class Optimizer:
 
 
 @dataclass(frozen=True)
+class SelectBackward:
+    """select_backward(grad_output, input_sizes, dim, index): a tensor of input_sizes, zeros but for the slice
+    the gradient is copied into: grad_output read, the whole output written once, 0 FLOPs."""
+
+    def work(self, x: Args) -> OpWork | None:
+        grad, sizes = x.operand(0), x.value(1)
+        if grad is None or not (isinstance(sizes, list) and all(type(n) is int and n >= 0 for n in sizes)):
+            return None
+        return OpWork(0.0, _precision(grad[1]), _total(x.read(0), _size(sizes, grad[1])))
+
+
+@dataclass(frozen=True)
 class Concat:
     """cat/stack of a tensor list: every element read and written once, 0 FLOPs."""
 
@@ -629,6 +641,7 @@ ELEMENTWISE: dict[str, Elementwise] = {
     "copy_": Elementwise(0, reads=(1,), like=0), "fill_": Elementwise(0, reads=(), like=0),
     "zero_": Elementwise(0, reads=(), like=0), "clone": Elementwise(0), "contiguous": Elementwise(0),
     "ones_like": Elementwise(0, reads=(), like=0), "zeros_like": Elementwise(0, reads=(), like=0),
+    "bernoulli_": Elementwise(1, reads=(), like=0),  # dropout's mask in place: a random draw compared with p
     "masked_fill": Elementwise(0, reads=(0, 1), like=0), "masked_fill_": Elementwise(0, reads=(1,), like=0),
     # to(self, dtype, ...), to(self, device, dtype, ...), to(self, other, ...); _to_copy(self, dtype, ...)
     "to": Elementwise(0, dtype_at={8: 1, 5: 1, 6: 2}), "_to_copy": Elementwise(0, dtype_at={7: 1}),
@@ -711,6 +724,7 @@ OPS: dict = {
     "aten::nll_loss_backward": LossBackward(),
     "aten::cat": Concat(),
     "aten::stack": Concat(),
+    "aten::select_backward": SelectBackward(),
     # m = b1 m + (1 - b1) g (3), v = b2 v + (1 - b2) g g (4), sqrt(v) / sqrt(bc2) + eps (3),
     # p -= lr / bc1 * m / denom (3); weight decay: g += wd p (2), AdamW p *= 1 - lr wd (1); amsgrad's max (1),
     # grad_scale's unscale (1). Reads p, g, m, v; writes p, m, v

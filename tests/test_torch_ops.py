@@ -343,3 +343,16 @@ def test_foreach_ops_sum_their_elements(tmp_path):
     table = read_profile(trace(tmp_path / "foreach_gpu.json", events))
     assert table.iloc[0]["flops_fp32"] == 3 * elements
     assert f"{LIST_NOTE} (1 op call(s))" in table.attrs["notes"]
+
+
+def test_select_backward_and_dropouts_mask():
+    """select_backward of a [4, 768] bf16 gradient into [4, 197, 768]: the gradient read, the whole output
+    written (4 x 768 x 2 + 4 x 197 x 768 x 2 bytes); bernoulli_ in place on [8, 64] fp32: a draw compared with p
+    an element, self written."""
+    w = op_work("aten::select_backward", [[4, 768], [], [], []], ["c10::BFloat16", "ScalarList", "Scalar", "Scalar"],
+                ["", "[4, 197, 768]", "1", "0"])
+    assert (w.flops, w.bytes) == (0, 4 * 768 * 2 + 4 * 197 * 768 * 2)
+    w = op_work("aten::bernoulli_", [[8, 64], [], []], ["float", "Scalar", ""], ["", "0.9", ""])
+    assert (w.flops, w.bytes) == (8 * 64, 8 * 64 * 4)
+    # input_sizes not recorded (older traces): no number
+    assert op_work("aten::select_backward", [[4, 768], [], [], []], ["float", "", "Scalar", "Scalar"], None) is None
