@@ -129,7 +129,7 @@ def check_setup(model: Model, setup: Setup) -> None:
         raise CeilingsError(f"--weights {setup.weights} with --activations {setup.activations}: 16-bit weights run "
                             f"in their own type; give the same type to both")
     if setup.weights == "int4":
-        for name, matrices in layer_matrices(shard(model, setup.tp)).items():
+        for name, matrices in layer_matrices(shard(model, setup.tp, setup.ep)).items():
             for m in matrices:
                 if m.quantized and m.n_in % setup.group_size:
                     raise CeilingsError(f"--group-size {setup.group_size}: {name} has {m.n_in} input features, not a "
