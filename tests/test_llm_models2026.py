@@ -270,3 +270,12 @@ def test_the_cli_takes_ep_and_reports_it(capsys):
     assert doc["setup"]["ep"] == 4 and doc["model"]["active_parameters"] == _gpt_oss_params(24, 4, 32, 1)
     names = {o["op"] for o in doc["gpus"][0]["ops"] if o["phase"] == "decode"}
     assert {"ep_dispatch", "ep_combine", "attention_sliding"} <= names
+
+
+def test_int4_groups_are_checked_against_the_experts_a_gpu_holds():
+    """Qwen3-30B-A3B's experts of 768: split by --tp 8 their down_proj has 96 inputs (no group of 256 fits);
+    held whole by --ep 8 it has 768."""
+    model = load_model("Qwen3-30B-A3B")[0]
+    check_setup(model, Setup(weights="int4", tp=8, ep=8, group_size=256))
+    with pytest.raises(CeilingsError, match="experts_down_proj has 96 input features"):
+        check_setup(model, Setup(weights="int4", tp=8, group_size=256))
