@@ -46,9 +46,11 @@ def test_parameters_by_hand(name, expected):
 
 
 def test_published_parameter_counts():
-    """The model cards' rounded counts (8.03 B, 70.6 B, 1.24 B, 7.25 B, 46.7 B, 7.62 B, 0.49 B)."""
+    """The model cards' rounded counts (8.03 B, 70.6 B, 1.24 B, 7.25 B, 46.7 B, 7.62 B, 0.49 B; DeepSeek-V3 671 B,
+    Qwen3-30B-A3B 30.5 B, gpt-oss 116.83 B and 20.91 B)."""
     published = {"Llama-3.1-8B": 8.03e9, "Llama-3.1-70B": 70.6e9, "Llama-3.2-1B": 1.24e9, "Mistral-7B-v0.3": 7.25e9,
-                 "Mixtral-8x7B-v0.1": 46.7e9, "Qwen2.5-7B": 7.62e9, "Qwen2.5-0.5B": 0.494e9}
+                 "Mixtral-8x7B-v0.1": 46.7e9, "Qwen2.5-7B": 7.62e9, "Qwen2.5-0.5B": 0.494e9, "DeepSeek-V3": 671e9,
+                 "Qwen3-30B-A3B": 30.5e9, "gpt-oss-120b": 117e9, "gpt-oss-20b": 20.9e9}
     assert set(published) == set(SHIPPED)
     for name, count in published.items():
         assert float(f"{parameters(load_model(name)[0]):.3g}") == count, name  # to the published 3 digits

@@ -93,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=1, choices=TP_SIZES,
                    help="tensor-parallel GPUs of each --roofs kind: weights, KV heads and FLOPs split, two "
                         "all-reduces a layer on the GPU's interconnect (default 1)")
+    p.add_argument("--ep", type=int, default=1, choices=TP_SIZES,
+                   help="expert-parallel GPUs (MoE): each holds 1/N of the routed experts whole, attention split by "
+                        "--tp; N a multiple of --tp, N / tp attention groups of --batch each (default 1: experts "
+                        "split by --tp)")
     p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION, metavar="F",
                    help=f"share of the GPU's memory the server takes, as vLLM's gpu_memory_utilization (default "
                         f"{DEFAULT_MEMORY_FRACTION})")
@@ -170,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
 def _setup(args: argparse.Namespace) -> Setup:
     return Setup(batch=args.batch, prompt=args.prompt, gen=args.gen, weights=args.weights or args.activations,
                  activations=args.activations, kv_cache=args.kv_cache or args.activations, attention=args.attention,
-                 group_size=args.group_size, tp=args.tp)
+                 group_size=args.group_size, tp=args.tp, ep=args.ep)
 
 
 def _steps(specs: Sequence[str], model: Model) -> list[tuple[int, int]]:

@@ -34,6 +34,13 @@ class Architecture:
     bias_keys: Mapping[str, tuple[str, ...]] | None = None  # config keys that add biases when true
     # the config class's defaults for fields a config.json may leave out
     defaults: Mapping[str, object] | None = None
+    experts_key: str = "num_local_experts"  # the config key of the routed experts' number
+    expert_size_key: str = "intermediate_size"  # an expert's MLP size (moe_intermediate_size where dense layers
+    # have their own intermediate_size)
+    mla: bool = False  # DeepSeek's multi-head latent attention (kv_lora_rank ...)
+    qk_norm: bool = False  # an RMSNorm over each head of q and of k (Qwen3)
+    sinks: bool = False  # a learned logit a head in the softmax's denominator (gpt-oss)
+    router_bias: bool = False
 
 
 _LLAMA_DEFAULTS = {"tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False}
@@ -48,13 +55,30 @@ ARCHITECTURES = {
     "qwen2": Architecture("rms", True, False, fixed_bias=("qkv",), defaults=_LLAMA_DEFAULTS),
     "olmo": Architecture("layer", False, False, bias_keys={"attention_bias": ("qkv", "o")},
                          defaults=_LLAMA_DEFAULTS),
+    # Qwen3's MoE (modeling_qwen3_moe.py): q/k norms, layers in mlp_only_layers or off decoder_sparse_step dense
+    "qwen3_moe": Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, qk_norm=True,
+                              experts_key="num_experts", expert_size_key="moe_intermediate_size",
+                              defaults={**_LLAMA_DEFAULTS, "decoder_sparse_step": 1, "mlp_only_layers": []}),
+    # gpt-oss (modeling_gpt_oss.py): biases on attention (attention_bias), the router and every expert, attention
+    # sinks; layer_types defaults to sliding on even layers, full on odd (GptOssConfig)
+    "gpt_oss": Architecture("rms", True, True, fixed_bias=("mlp",), bias_keys={"attention_bias": ("qkv", "o")},
+                            sinks=True, router_bias=True,
+                            defaults={**_LLAMA_DEFAULTS, "attention_bias": True, "head_dim": 64}),
+    # DeepSeek-V2/V3 (their modeling_deepseek.py): MLA, shared experts, first_k_dense_replace dense layers
+    **{t: Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, mla=True,
+                       experts_key="n_routed_experts", expert_size_key="moe_intermediate_size",
+                       defaults={**_LLAMA_DEFAULTS, "moe_layer_freq": 1}) for t in ("deepseek_v3", "deepseek_v2")},
 }
 # the largest value a size may take: a config beyond it is corrupt or hostile (10^12 experts), not a model.
 # Each is far above every published model's (hidden 16384, 256 experts, vocab 256k, 10M positions).
 SIZE_LIMITS = {"hidden_size": 1 << 18, "intermediate_size": 1 << 20, "num_hidden_layers": 1 << 12,
                "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12, "head_dim": 1 << 12,
                "vocab_size": 1 << 24, "num_local_experts": 1 << 14, "num_experts_per_tok": 1 << 14,
-               "max_position_embeddings": 1 << 30, "sliding_window": 1 << 30}
+               "max_position_embeddings": 1 << 30, "sliding_window": 1 << 30, "moe_intermediate_size": 1 << 20,
+               "num_experts": 1 << 14, "n_routed_experts": 1 << 14, "n_shared_experts": 1 << 10,
+               "kv_lora_rank": 1 << 16, "q_lora_rank": 1 << 16, "qk_nope_head_dim": 1 << 12,
+               "qk_rope_head_dim": 1 << 12, "v_head_dim": 1 << 12, "first_k_dense_replace": 1 << 12,
+               "moe_layer_freq": 1 << 12, "decoder_sparse_step": 1 << 12}
 FLAGS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")  # JSON booleans only
 # hidden_act -> FLOPs per element of act(gate) * up: silu(x) = x / (1 + exp(-x)) is exp, add, divide (3),
 # then the product with up (1)
@@ -97,7 +121,53 @@ SHIPPED: dict[str, tuple[str, dict]] = {
         "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True,
         "rms_norm_eps": 1e-06, "hidden_act": "silu", "max_position_embeddings": 32768,
         "sliding_window": 32768, "use_sliding_window": False}),
+    # The four below were read from copies of those files quoted in public repositories, not from huggingface.co
+    # itself: Qwen3-30B-A3B's and gpt-oss-20b's whole; DeepSeek-V3's from the file of DeepSeek-R1 (the same
+    # architecture and sizes), cross-checked against V3's sizes quoted elsewhere; gpt-oss-120b's as gpt-oss-20b's
+    # but num_hidden_layers 36 and num_local_experts 128 (GptOssConfig's defaults, which are 120b's). Their
+    # parameter counts match the model cards (tests/test_llm_models2026.py).
+    # DeepSeek-V3: its num_nextn_predict_layers (the multi-token-prediction module, 14 B more in the checkpoint)
+    # is not modelled, as the 671 B the card says leave it out; its fp8 checkpoint: run it with --weights fp8
+    "DeepSeek-V3": ("https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json", {
+        "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+        "num_attention_heads": 128, "num_key_value_heads": 128, "vocab_size": 129280, "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-06, "hidden_act": "silu", "max_position_embeddings": 163840, "attention_bias": False,
+        "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+        "v_head_dim": 128, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+        "num_nextn_predict_layers": 1, "quantization_config": {
+            "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}}),
+    "Qwen3-30B-A3B": ("https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json", {
+        "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+        "tie_word_embeddings": False, "rms_norm_eps": 1e-06, "hidden_act": "silu", "max_position_embeddings": 40960,
+        "attention_bias": False, "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "sliding_window": None, "use_sliding_window": False}),
+    # gpt-oss keeps its experts in MXFP4 (quantization_config quant_method mxfp4), not a --weights type; the
+    # layer_types, as published, alternate sliding_attention and full_attention from layer 0
+    **{f"gpt-oss-{size}": (f"https://huggingface.co/openai/gpt-oss-{size}/blob/main/config.json", {
+        "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": layers,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
+        "tie_word_embeddings": False, "rms_norm_eps": 1e-05, "hidden_act": "silu", "max_position_embeddings": 131072,
+        "attention_bias": True, "num_local_experts": experts, "num_experts_per_tok": 4, "experts_per_token": 4,
+        "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * (layers // 2),
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}})
+       for size, layers, experts in (("120b", 36, 128), ("20b", 24, 32))},
 }
+
+
+@dataclass(frozen=True)
+class Mla:
+    """Multi-head latent attention (DeepSeek-V2/V3): q through a rank-q_rank bottleneck (none: a plain q_proj),
+    k and v from a kv_rank latent that the cache holds with one shared rope key of `rope`; a head's query and key
+    are nope + rope wide, its value v."""
+
+    q_rank: int | None
+    kv_rank: int
+    nope: int
+    rope: int
+    v: int
 
 
 @dataclass(frozen=True)
@@ -122,7 +192,15 @@ class Model:
     experts: int = 1
     experts_per_token: int = 1
     max_context: int | None = None  # max_position_embeddings
-    sliding_window: int | None = None  # in effect when set
+    sliding_window: int | None = None  # in effect when set: on window_layers layers, or every layer when that is 0
+    window_layers: int = 0  # layers that layer_types names sliding_attention
+    mla: Mla | None = None
+    shared_intermediate: int = 0  # the MLP size of the shared experts every token runs (all of them together)
+    dense_layers: int = 0  # layers of an MoE model whose MLP is dense, of dense_intermediate
+    dense_intermediate: int = 0
+    qk_norm: bool = False
+    sinks: bool = False
+    router_bias: bool = False
 
     @property
     def moe(self) -> bool:
@@ -130,6 +208,8 @@ class Model:
 
     @property
     def attention(self) -> str:
+        if self.mla:
+            return f"multi-head latent (a {self.mla.kv_rank} + {self.mla.rope} cache a token)"
         if self.kv_heads == self.heads:
             return "multi-head"
         return "multi-query" if self.kv_heads == 1 else f"grouped-query ({self.heads // self.kv_heads} per KV head)"
@@ -183,19 +263,78 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
     for key, projections in (arch.bias_keys or {}).items():
         if fields.get(key):
             biased.update(projections)
-    experts, per_token = (whole("num_local_experts"), whole("num_experts_per_tok")) if arch.moe else (1, 1)
-    if per_token > experts:
-        raise CeilingsError(f"{source}: num_experts_per_tok {per_token} exceeds num_local_experts {experts}")
+    layers = whole("num_hidden_layers")
+    experts, per_token, intermediate = 1, 1, whole("intermediate_size")
+    moe = {}
+    if arch.moe:
+        if "num_experts_per_tok" not in fields and "experts_per_token" in fields:  # gpt-oss's own name for it
+            fields["num_experts_per_tok"] = fields["experts_per_token"]
+        experts, per_token = whole(arch.experts_key), whole("num_experts_per_tok")
+        if per_token > experts:
+            raise CeilingsError(f"{source}: num_experts_per_tok {per_token} exceeds {arch.experts_key} {experts}")
+        dense = _dense_layers(model_type, fields, layers, source)
+        moe = {"dense_layers": dense, "dense_intermediate": intermediate if dense else 0,
+               "shared_intermediate": _count(fields, "n_shared_experts", source, 0) * whole(arch.expert_size_key)
+               if arch.mla else 0}
+        intermediate = whole(arch.expert_size_key)
     window = fields.get("sliding_window") if fields.get("use_sliding_window", True) else None
     window = None if window is None else size("sliding_window", window)
+    window_layers = _window_layers(model_type, fields, layers, source) if window is not None else 0
     max_context = fields.get("max_position_embeddings")
     max_context = None if max_context is None else size("max_position_embeddings", max_context)
-    return Model(name=name, source=source, model_type=model_type, hidden=hidden,
-                 intermediate=whole("intermediate_size"), layers=whole("num_hidden_layers"), heads=heads,
-                 kv_heads=kv_heads, head_dim=whole("head_dim", hidden // heads), vocab=whole("vocab_size"),
+    head_dim, mla = whole("head_dim", hidden // heads), None
+    if arch.mla:
+        if "q_lora_rank" not in config:
+            raise CeilingsError(f"{source}: q_lora_rank is missing (null when q has no low-rank bottleneck)")
+        q_rank = config["q_lora_rank"]
+        mla = Mla(None if q_rank is None else size("q_lora_rank", q_rank), whole("kv_lora_rank"),
+                  whole("qk_nope_head_dim"), whole("qk_rope_head_dim"), whole("v_head_dim"))
+        head_dim = mla.nope + mla.rope
+    return Model(name=name, source=source, model_type=model_type, hidden=hidden, intermediate=intermediate,
+                 layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=whole("vocab_size"),
                  tied=bool(fields["tie_word_embeddings"]), norm=arch.norm, norm_weights=arch.norm_weights,
                  activation=activation, biased=frozenset(biased), experts=experts, experts_per_token=per_token,
-                 max_context=max_context, sliding_window=window)
+                 max_context=max_context, sliding_window=window, window_layers=window_layers, mla=mla,
+                 qk_norm=arch.qk_norm, sinks=arch.sinks, router_bias=arch.router_bias, **moe)
+
+
+def _count(fields: Mapping, key: str, source: str, default: int | None = None) -> int:
+    """A whole number that may be 0 (a number of layers or shared experts); CeilingsError when it is not one."""
+    value = fields.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CeilingsError(f"{source}: {key} = {value!r} must be a whole number, 0 or more")
+    if value > SIZE_LIMITS[key]:
+        raise CeilingsError(f"{source}: {key} = {value} is beyond any model (at most {SIZE_LIMITS[key]})")
+    return value
+
+
+def _dense_layers(model_type: str, fields: Mapping, layers: int, source: str) -> int:
+    """How many layers of an MoE model have a dense MLP, as its modeling code decides layer by layer: DeepSeek's
+    MoE from first_k_dense_replace on, every moe_layer_freq-th; Qwen3-MoE's unless in mlp_only_layers or off
+    every decoder_sparse_step-th."""
+    if model_type.startswith("deepseek"):
+        first = _count(fields, "first_k_dense_replace", source)
+        freq = _count(fields, "moe_layer_freq", source) or 1
+        return sum(1 for i in range(layers) if i < first or i % freq)
+    if model_type == "qwen3_moe":
+        step = _count(fields, "decoder_sparse_step", source) or 1
+        only = fields["mlp_only_layers"]
+        if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+            raise CeilingsError(f"{source}: mlp_only_layers = {only!r} must be a list of layer numbers")
+        return sum(1 for i in range(layers) if i in only or (i + 1) % step)
+    return 0
+
+
+def _window_layers(model_type: str, fields: Mapping, layers: int, source: str) -> int:
+    """The layers layer_types names sliding_attention (0 without layer_types: then the window is every layer's);
+    gpt-oss without layer_types: even layers sliding, as GptOssConfig builds it."""
+    kinds = fields.get("layer_types")
+    if kinds is None:
+        return (layers + 1) // 2 if model_type == "gpt_oss" else 0
+    known = ("sliding_attention", "full_attention")
+    if not isinstance(kinds, list) or len(kinds) != layers or any(k not in known for k in kinds):
+        raise CeilingsError(f"{source}: layer_types must list {layers} entries, each one of {', '.join(known)}")
+    return kinds.count("sliding_attention")
 
 
 def read_config(path: str | Path) -> tuple[dict, Path]:

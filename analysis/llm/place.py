@@ -19,7 +19,7 @@ from analysis.llm.models import Model
 from analysis.llm.work import (
     Op,
     Setup,
-    kv_bytes_per_token,
+    context_fit,
     kv_cache_bytes,
     step_ops,
     weights_bytes,
@@ -212,9 +212,8 @@ def memory(model: Model, setup: Setup, capacity_bytes: float | None,
         return Memory(weights, kv, None, None, transient, None, None, None, False)
     usable = fraction * capacity_bytes - WORKSPACE_BYTES - transient
     room = usable - weights
-    per_token = kv_bytes_per_token(model, setup)
-    max_batch = max(0, math.floor(room / (per_token * tokens)))
-    max_context = max(0, math.floor(room / (per_token * setup.batch)))
+    max_batch = max(0, math.floor(room / kv_cache_bytes(model, replace(setup, batch=1), tokens)))
+    max_context = context_fit(model, setup, room)
     capped = model.max_context is not None and max_context > model.max_context
     return Memory(weights, kv, capacity_bytes, usable, transient, weights + kv <= usable, max_batch,
                   model.max_context if capped else max_context, capped)

@@ -51,9 +51,16 @@ def model_lines(model: Model, setup: Setup) -> list[str]:
              f"{contexts[0]} to {contexts[-1]})" if len(contexts) else f"{setup.gen} output token: the prefill's")
     tp = (f"; tensor parallelism over {setup.tp} GPUs (every figure per GPU but $/M tokens; 2 all-reduces a "
           f"layer)" if setup.tp > 1 else "")
-    n = parameters(model)
-    count = f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
-    return [f"{model.name}: {count} parameters, {model.layers} layers, hidden {model.hidden}, "
+    tp += (f"; expert parallelism over {setup.ep} GPUs ({model.experts // setup.ep} experts each"
+           f"{f', all-to-all dispatch and combine of {setup.dp} attention groups' if setup.dp > 1 else ''})"
+           if setup.ep > 1 else "")
+
+    def count(n: int) -> str:
+        return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
+
+    active = f" ({count(parameters(model, active=True))} active a token)" if model.moe else ""
+    return [f"{model.name}: {count(parameters(model))} parameters{active}, {model.layers} layers, hidden "
+            f"{model.hidden}, "
             f"{model.attention} attention ({model.heads} heads, {model.kv_heads} KV heads of {model.head_dim}), "
             f"gated MLP {mlp} ({model.activation}), {'RMSNorm' if model.norm == 'rms' else 'LayerNorm'}, "
             f"{'tied' if model.tied else 'untied'} LM head [{model.source}]",
@@ -210,12 +217,14 @@ def to_json(model: Model, setup: Setup, results: Sequence[Result], calibration: 
             **({"serve": list(serving[i].runs), "serving": _serving_json(serving[i])} if serving else {})})
     return {
         "model": {"name": model.name, "source": model.source, "parameters": parameters(model),
+                  "active_parameters": parameters(model, active=True),
                   "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
                   "head_dim": model.head_dim, "intermediate": model.intermediate, "vocab": model.vocab,
                   "experts": model.experts, "experts_per_token": model.experts_per_token, "tied": model.tied},
         "setup": {"batch": setup.batch, "prompt": setup.prompt, "gen": setup.gen, "weights": setup.weights,
                   "activations": setup.activations, "kv_cache": setup.kv_cache, "attention": setup.attention,
                   "group_size": setup.group_size if setup.weights == "int4" else None, "tp": setup.tp,
+                  "ep": setup.ep,
                   "gemm_roof": f"tensor.{setup.gemm_type}", "cuda_core_roof": CUDA_CORE, "latency_floors": floors},
         "gpus": gpus,
         "calibration": None if calibration is None else {
