@@ -27,7 +27,8 @@ def against(ops: pd.DataFrame, predicted_s: pd.Series, trace: pd.DataFrame) -> p
         rows = pd.DataFrame({"class": names.map(lambda n: op_class(n) or OTHER), "flops": flops, "time_s": time_s})
         grouped = rows.groupby("class")
         sums = grouped[["flops", "time_s"]].sum(min_count=1)
-        sums.loc[grouped["flops"].apply(lambda f: f.isna().any()), "flops"] = math.nan  # a part unknown: unknown
+        for column in ("flops", "time_s"):  # a part unknown: the class's sum unknown, never a partial one
+            sums.loc[grouped[column].apply(lambda v: v.isna().any()), column] = math.nan
         return sums.rename(columns={"flops": f"{prefix}_flops", "time_s": f"{prefix}_s"})
 
     table = per_class(ops["op"], ops["flops"], predicted_s, "predicted").join(

@@ -164,9 +164,11 @@ def combined(counted: Sequence[tuple[str, pd.DataFrame]], time_run: int | None, 
 
 
 # ------------------------------------------------------------------------ a trace paired with an ncu profile
-# what an ncu profile measures of a launch's work: it replaces what a trace modelled from shapes
-MEASURED = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "dram_bytes", "l2_bytes", "l1_bytes",
-            "ops_tensor_int", "phantom_flops"]
+# what an ncu profile measures of a launch's work: it replaces what a trace modelled from shapes, the FLOPs as
+# one set (where the profile has them all), each level's bytes alone
+FLOP_COLUMNS = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "ops_tensor_int", "phantom_flops"]
+BYTE_COLUMNS = ["dram_bytes", "l2_bytes", "l1_bytes"]
+MEASURED = [*FLOP_COLUMNS, *BYTE_COLUMNS]
 
 
 def name_key(name: str) -> str:
@@ -209,38 +211,50 @@ def paired(paths: list[str], frames: list[pd.DataFrame], warnings: list[str]
     _same_gpu([paths[i] for i in (*traces, *profiles)], [frames[i] for i in (*traces, *profiles)])
     counted = pd.concat([pd.concat([_keyed(frames[i]), derive(frames[i])[[*MEASURED, "tensor_type"]],
                                     frames[i][["launches"]]], axis=1) for i in profiles], ignore_index=True)
-    counted = counted[counted["flops"].notna()]
-    weighted = counted[MEASURED].mul(counted["launches"], axis=0).assign(launches=counted["launches"])
     keys = [counted["name"], counted["grid"], counted["block"]]
-    sums = weighted.groupby(keys).sum(min_count=1)
-    per_launch = sums[MEASURED].div(sums["launches"], axis=0)
+    # each column's mean over the launches that measured it (passes of other metrics, other runs, left out)
+    launches = counted[MEASURED].notna().mul(counted["launches"], axis=0)
+    sums = counted[MEASURED].mul(counted["launches"], axis=0).groupby(keys).sum(min_count=1)
+    per_launch = sums / launches.groupby(keys).sum().where(lambda n: n > 0)
+    per_launch = per_launch[per_launch.notna().any(axis=1)]
     per_launch["tensor_type"] = counted["tensor_type"].groupby(keys).first()
     # by name alone: the names the profile ran with one grid and block only
     names = per_launch.reset_index()
     alone = names[~names["name"].duplicated(keep=False)].set_index("name")
-    out, took, total, used = list(frames), 0.0, 0.0, set()
+    out, took, total, used, seen = list(frames), 0.0, 0.0, set(), set()
     for i in traces:
         frame, keyed = frames[i].copy(), _keyed(frames[i])
         exact = per_launch.reindex(pd.MultiIndex.from_frame(keyed)).set_axis(frame.index)
         by_name = alone.reindex(keyed["name"]).set_axis(frame.index)
-        loose = by_name["flops"].notna() & (keyed["grid"].eq(-1) | by_name["grid"].eq(-1))
-        found = exact.where(exact["flops"].notna(), by_name.where(loose)[[*MEASURED, "tensor_type"]])
-        hit = found["flops"].notna() & frame["source"].eq(MODELLED) & ~frame["op_helper"]
-        for col in MEASURED:
-            frame[col] = found[col].where(hit, frame[col] if col in frame else np.nan)
-        frame["tensor_type"] = found["tensor_type"].where(hit & found["tensor_type"].notna(), frame["tensor_type"])
-        frame["unknown_work"] = frame["unknown_work"].where(~hit, None)
+        measured = exact[MEASURED].notna().any(axis=1)
+        loose = ~measured & by_name[MEASURED].notna().any(axis=1) & (keyed["grid"].eq(-1) | by_name["grid"].eq(-1))
+        found = exact.where(measured, by_name.where(loose)[[*MEASURED, "tensor_type"]])
+        mine = frame["source"].eq(MODELLED) & ~frame["op_helper"]
+        flops = mine & found["flops"].notna()
+        for col in FLOP_COLUMNS:
+            frame[col] = found[col].where(flops, frame[col] if col in frame else np.nan)
+        frame["tensor_type"] = found["tensor_type"].where(flops & found["tensor_type"].notna(), frame["tensor_type"])
+        for col in BYTE_COLUMNS:
+            frame[col] = found[col].where(mine & found[col].notna(), frame[col] if col in frame else np.nan)
+        frame["unknown_work"] = frame["unknown_work"].where(~flops, None)
+        hit = mine & found[MEASURED].notna().any(axis=1)
         out[i] = frame
         took += float(frame.loc[hit, "time_s"].sum())
         total += float(frame["time_s"].sum())
         used.update(keyed.loc[hit, "name"])
-    unused = set(names["name"]) - used
+        seen.update(keyed["name"])
+    absent, elsewhere = set(names["name"]) - seen, (set(names["name"]) & seen) - used
     named = ", ".join(paths[i] for i in profiles)
-    warnings.append(f"{took / total if total else 0:.0%} of the trace's kernel time takes its FLOPs and bytes from "
-                    f"{named} (measured counters, the mean per launch of its launches of the same kernel name, grid "
-                    f"and block, in place of the shape models)"
-                    + (f"; {len(unused)} kernel(s) it measured are not in the trace (another step or process?), "
-                       f"first: {sorted(unused)[0][:NAME_IN_WARNING]!r}" if unused else ""))
+    said = [f"{took / total if total else 0:.0%} of the trace's kernel time takes its FLOPs and bytes from {named} "
+            f"(measured counters, the mean per launch of its launches of the same kernel name, grid and block, in "
+            f"place of the shape models)"]
+    if absent:
+        said.append(f"{len(absent)} kernel(s) it measured are not in the trace (another step or process?), first: "
+                    f"{sorted(absent)[0][:NAME_IN_WARNING]!r}")
+    if elsewhere:
+        said.append(f"{len(elsewhere)} kernel(s) it measured only at grids or blocks the trace does not run them "
+                    f"at, first: {sorted(elsewhere)[0][:NAME_IN_WARNING]!r}")
+    warnings.append("; ".join(said))
     keep = [i for i in range(len(frames)) if i not in profiles]
     return [paths[i] for i in keep], [out[i] for i in keep]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .torch_ops import DTYPES, Args, OpWork, _flops, _precision, _size, _total
+from .torch_ops import Args, OpWork, _flops, _precision, _size, _total
 
 # RMS norm per element: x * x summed (2), x * rstd (1), * weight (1): analysis.torch_ops' _RMS with a weight
 _RMS = 4
@@ -50,23 +50,25 @@ class Fused:
 
 @dataclass(frozen=True)
 class CacheStore:
-    """A KV-cache store: the new tokens' key and value (positions 0 and 1, of any shape) written at the slots
-    `slots` names into the caches at 2 and 3, in the caches' dtype. A cache of another dtype than the keys'
-    (fp8, held as bytes) is a quantisation: one multiply by the scale per element; the same dtype a copy."""
+    """A KV-cache store: the new tokens' key and value (positions 0 and 1, [tokens, ...]) written at the slots
+    `slots` names into the caches at 2 and 3, in the caches' dtype: as many tokens as there are slots (the key
+    and value may be longer, padded for a CUDA graph; vLLM's kernels take slot_mapping's length). A cache of
+    another dtype than the keys' (fp8, held as bytes) is a quantisation: one multiply by the scale per element;
+    the same dtype a copy."""
 
     slots: int
 
     def work(self, x: Args) -> OpWork | None:
-        new = [x.operand(0), x.operand(1)]
-        caches = [x.operand(2), x.operand(3)]
-        if None in new or None in caches:
+        new, caches, slots = [x.operand(0), x.operand(1)], [x.operand(2), x.operand(3)], x.operand(self.slots)
+        if None in new or None in caches or any(not t[0] for t in new):
             return None
-        elements = sum(math.prod(t[0]) for t in new)
+        tokens = math.prod(slots[0]) if slots is not None and slots[0] else new[0][0][0]
+        rows = [tokens * math.prod(t[0][1:]) for t in new]  # elements of the tokens stored
         quantised = any(c[1] != t[1] for c, t in zip(caches, new))
-        written = sum(math.prod(t[0]) * DTYPES[c[1]][1] for t, c in zip(new, caches)) \
-            if all(c[1] in DTYPES for c in caches) else None
-        return OpWork(_flops(1 if quantised else 0, elements, new[0][1]), _precision(new[0][1]),
-                      _total(x.read(0), x.read(1), x.read(self.slots), written))
+        read = [_size([n], t[1]) for n, t in zip(rows, new)]
+        written = [_size([n], c[1]) for n, c in zip(rows, caches)]
+        return OpWork(_flops(1 if quantised else 0, sum(rows), new[0][1]), _precision(new[0][1]),
+                      _total(*read, x.read(self.slots), *written))
 
 
 @dataclass(frozen=True)

@@ -181,3 +181,41 @@ def test_a_workload_with_arrival_times_is_served_as_it_came(tmp_path):
     run = json.loads(out.read_text())["gpus"][0]["serve"][0]
     assert run["rate"] is None and run["requests"] == 20
     assert math.isclose(run["duration_s"], 9.5 + run["e2e_s"]["p50"], rel_tol=0.2)
+
+
+def test_a_step_no_roof_places_is_refused_not_looped_on(capsys):
+    """--tp 2 on the A100, whose all-reduce latency serving.csv does not cite: the step has no time; --serve says
+    which op and why instead of simulating with it (a NaN clock never advances)."""
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "A100 SXM4 80GB", "--tp", "2", "--serve", "--rate", "5",
+                 "--requests", "20", "--prompt", "300", "--gen", "20"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "all_reduce cannot be placed" in err[0]
+    with pytest.raises(serve.CeilingsError, match="has no time on these roofs"):
+        serve.simulate([serve.Request(0.0, 10, 3), serve.Request(1.0, 10, 3)], lambda s, n, p: math.nan,
+                       serve.KvCache(100, 16, 1.0, 1.0), serve.Limits())
+
+
+def test_one_token_requests_peak_blocks_and_the_last_tokens_kv():
+    """A request of 16 + 1 tokens holds 16 tokens of KV at most (its last token is produced, never computed):
+    one block of 16 is enough, and the peak counts it though the request finishes in that step."""
+    result = serve.simulate([serve.Request(0.0, 16, 1)], Spy(), serve.KvCache(1, 16, 1.0, 1.0), serve.Limits())
+    assert result.token_times[0] == (1e-3,) and max(result.timeline.blocks_used) == 1
+    m = serve.metrics(result, serve.KvCache(1, 16, 1.0, 1.0), 1.0, (0.5, 0.05))
+    assert m["kv_peak_blocks"] == 1 and m["tpot_s"]["p99"] is None and m["goodput_rps"] > 0
+    # no TPOT meets a TPOT target in the search, as goodput counts it
+    assert serve.highest_rate(lambda rate: m, (0.5, 0.05), 1.0, 2.0) == 2.0
+
+
+def test_a_workload_timed_on_some_lines_only_is_refused(tmp_path):
+    workload = tmp_path / "w.jsonl"
+    workload.write_text('{"prompt_tokens": 10, "output_tokens": 5}\n'
+                        '{"prompt_tokens": 10, "output_tokens": 5, "arrival_s": 1}\n')
+    with pytest.raises(serve.CeilingsError, match=r"w.jsonl:1: arrival_s None"):
+        serve.read_workload(str(workload), LLAMA)
+
+
+def test_the_serve_plot_with_one_token_requests_says_there_is_no_tpot(tmp_path):
+    png = tmp_path / "s.png"
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--rate", "1", "--rate", "4",
+                 "--requests", "30", "--prompt", "100", "--gen", "1", "--serve-plot", str(png)]) == 0
+    assert png.stat().st_size > 5_000

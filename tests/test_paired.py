@@ -108,3 +108,27 @@ def test_a_pair_from_two_gpus_is_refused(tmp_path, capsys):
     assert roofline_main([str(step(tmp_path / "t.json")), str(profile), "--roofs", "A100 SXM4 80GB"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "CC 8.0" in err[0] and "CC 9.0" in err[0] and "same GPU" in err[0]
+
+
+def test_a_flop_pass_and_a_byte_pass_each_give_what_they_measured(tmp_path):
+    """ncu run twice over the step, once for the FLOP counters, once for DRAM: the launches take the FLOPs of one
+    and the bytes of the other, each the mean over the launches that measured it (not over all of them)."""
+    flops = ncu_csv(tmp_path / "flops.csv", [(TRITON, 1024, 128, 0, 0, 1000, 0, 10)])
+    dram = tmp_path / "dram.csv"
+    rows = [["ID", "Kernel Name", "gpu__time_duration.sum", "launch__grid_size", "launch__block_size",
+             "dram__sectors_read.sum", "dram__sectors_write.sum"], ["", "", "nsecond", "", "", "sector", "sector"],
+            ["0", TRITON, "50000", "1024", "128", "100", "100"]]
+    dram.write_text("\n".join(",".join(f'"{c}"' for c in r) for r in rows) + "\n")
+    # the FLOP pass has DRAM counters of 0 sectors too: only the DRAM pass's launches measured bytes here
+    flops.write_text(flops.read_text().replace(',"0","0","0","1000"', ',"","","0","1000"'))
+    table = kernel_table([step(tmp_path / "t.json"), flops, dram], per_launch=True)
+    first = table[(table["kernel"] == TRITON)].sort_values("time_s").iloc[0]
+    assert first["flops"] == 2 * 1000 + 10 and first["dram_bytes"] == 32 * 200
+
+
+def test_kernels_measured_at_other_grids_are_said_apart(tmp_path):
+    profile = ncu_csv(tmp_path / "other.csv", [(TRITON, 4096, 128, 1, 1, 1, 1, 1)])
+    table = kernel_table([step(tmp_path / "t.json"), profile], per_launch=True)
+    said = next(w for w in table.attrs["warnings"] if "takes its FLOPs and bytes from" in w)
+    assert "1 kernel(s) it measured only at grids or blocks the trace does not run them at" in said
+    assert "not in the trace" not in said

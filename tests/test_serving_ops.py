@@ -132,3 +132,23 @@ def test_a_serving_all_reduce_is_on_the_link_and_a_fused_moe_says_what_is_missin
     parts = {(p["class"], p["cause"]): p["time_s"] for _, p in budget.iterrows()}
     assert sum(t for (cls, _), t in parts.items() if cls == "communication") == pytest.approx(100e-6)
     assert parts[("unplaced", "work not recorded")] == pytest.approx(50e-6)
+
+
+def test_a_padded_kv_store_counts_the_slots_tokens():
+    """A CUDA-graph step padded to 1024 rows with 888 slots: 888 tokens stored (vLLM takes slot_mapping's
+    length), 1 KV head of 64, bf16 keys into an fp8 cache."""
+    dims = [[1024, 1, 64], [1024, 1, 64], [99, 16, 1, 64], [99, 16, 1, 64], [888], [], [], []]
+    types = [BF16, BF16, "unsigned char", "unsigned char", LONG, "", FLOAT, FLOAT]
+    work = op_work("_C_cache_ops::reshape_and_cache_flash", dims, types, [""] * 8)
+    assert work.flops == 2 * 888 * 64
+    assert work.bytes == 2 * 888 * 64 * 2 + 888 * 8 + 2 * 888 * 64
+
+
+def test_vllms_all_gather_records_the_ranks_own_part():
+    """vllm::all_gather(tensor [4, 4096] bf16, dim, world_size, group) over 2 ranks: the gathered message is twice
+    the tensor, (n - 1)/n of it on the bus."""
+    from analysis.readers.collectives import collective
+    around = [{"name": "vllm::all_gather", "args": {"Input Dims": [[4, 4096], [], [], []],
+                                                   "Input type": [BF16, "Scalar", "Scalar", "Scalar"]}}]
+    found = collective({"name": "ncclDevKernel_AllGather_RING_LL", "args": {}}, "vllm::all_gather", around, 2)
+    assert found.bus_bytes == 2 * 4 * 4096 * 2 * 1 / 2

@@ -360,6 +360,9 @@ def _serving(args, model: Model) -> tuple[Limits, Traffic]:
         lengths, arrivals = read_workload(args.workload, model)
         if arrivals is not None and args.rate:
             raise CeilingsError(f"--rate with {args.workload}, whose requests have arrival_s: give one or the other")
+        if arrivals is not None and args.serve_plot:
+            raise CeilingsError(f"--serve-plot draws latencies against --rate; {args.workload}'s requests arrive at "
+                                f"their own times (one run): leave it out, or drop arrival_s and give --rate")
     else:
         check_context(model, args.prompt + args.gen, "--prompt + --gen")
         lengths, arrivals = [(args.prompt, args.gen)] * args.requests, None

@@ -221,6 +221,11 @@ def plot_serve(axes_pair, model: Model, serving: Sequence) -> None:
     """--serve's latencies against the request rate: P50 (solid) and P99 (dashed) TTFT on the first ax, TPOT on
     the second, a colour per GPU; a hollow marker where the server preempted requests."""
     for (key, what), ax in zip(SERVE_LATENCIES, axes_pair):
+        if not any(m["rate"] is not None and m[key]["p50"] is not None for s in serving for m in s.runs):
+            ax.text(0.5, 0.5, f"no {what}: no request produced more than one token" if key == "tpot_s" else
+                    f"no {what}", ha="center", va="center", transform=ax.transAxes, fontsize=FONT_SIZE)
+            ax.set_axis_off()
+            continue
         for color, s in zip(GPU_COLORS, serving):
             runs = [m for m in s.runs if m["rate"] is not None and m[key]["p50"] is not None]
             rates = [m["rate"] for m in runs]

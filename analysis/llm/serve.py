@@ -30,7 +30,7 @@ from ceilings.lazy import lazy
 from common.errors import CeilingsError
 
 from .models import Model
-from .place import WORKSPACE_BYTES, Cost, TargetGpu, step_time, transient_bytes
+from .place import WORKSPACE_BYTES, Cost, TargetGpu, place, step_time, transient_bytes
 from .work import Setup, attention_ops, batch_ops, check_context, kv_bytes_per_token, weights_bytes
 
 np = lazy("numpy")
@@ -108,7 +108,7 @@ def read_workload(path: str, model: Model) -> tuple[list[tuple[int, int]], list[
         raise CeilingsError(f"{path}: no requests")
     if len(rows) > MAX_REQUESTS:
         raise CeilingsError(f"{path}: {len(rows)} requests; at most {MAX_REQUESTS:,} are simulated")
-    timed = "arrival_s" in rows[0][1]
+    timed = any(row.get("arrival_s") not in (None, "") for _, row in rows)  # then every row must have one
     lengths, arrivals = [], []
     for number, row in rows:
         prompt, gen = (_count(row.get(c), path, number, c) for c in WORKLOAD_COLUMNS)
@@ -305,12 +305,13 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
     """Run `requests` through the scheduler; `clock(sequences, logits, prefill)` the time of a step over (new
     tokens, context) a sequence, `logits` of which produce a token, `prefill` when any computes a prompt."""
     for r in requests:
-        need = math.ceil((r.prompt + r.gen) / cache.block_size)
+        held = r.prompt + r.gen - 1  # the last token produced is never computed: its KV is never held
+        need = math.ceil(held / cache.block_size)
         if need > cache.blocks:
             raise CeilingsError(f"a request of {r.prompt} + {r.gen} tokens needs {need} KV blocks; the cache holds "
                                 f"{cache.blocks} ({cache.tokens:,} tokens): shorten it, or give the server more "
                                 f"memory (--memory-fraction, --tp)")
-        if not limits.chunked_prefill and r.prompt + r.gen > limits.max_num_batched_tokens:
+        if not limits.chunked_prefill and held > limits.max_num_batched_tokens:
             raise CeilingsError(f"a request of {r.prompt} + {r.gen} tokens cannot be prefilled whole (recomputed "
                                 f"after a preemption) within --max-num-batched-tokens "
                                 f"{limits.max_num_batched_tokens}: raise it, or chunk prefills")
@@ -333,8 +334,13 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
             continue
         produces = [seq.computed + new == seq.length for seq, new in step]
         in_system.append(len(scheduler.running) + len(scheduler.waiting))
-        now += clock([(new, seq.computed) for seq, new in step], sum(produces),
+        took = clock([(new, seq.computed) for seq, new in step], sum(produces),
                      any(seq.computed + new < seq.length or new > 1 for seq, new in step))
+        if not (math.isfinite(took) and took >= 0):
+            raise CeilingsError(f"a step of {sum(new for _, new in step)} tokens has no time on these roofs (an op "
+                                f"of it cannot be placed: run without --serve to see which and why)")
+        now += took
+        used.append(cache.blocks - scheduler.free)  # before the requests that finish free their blocks
         for (seq, new), token in zip(step, produces):
             seq.computed += new
             if not token:
@@ -347,7 +353,6 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
                 finished += 1
         ends.append(now)
         batches.append(len(step))
-        used.append(cache.blocks - scheduler.free)
     return Served(tuple(requests), tuple(times), scheduler.preemptions,
                   Timeline(tuple(ends), tuple(batches), tuple(used), tuple(in_system)))
 
@@ -403,7 +408,9 @@ def highest_rate(run: Callable[[float], dict], slo: tuple[float | None, float | 
     (a metrics object); None when even `low` misses them."""
     def meets(rate: float) -> bool:
         m = run(rate)
-        return all(limit is None or (m[key]["p99"] is not None and m[key]["p99"] <= limit)
+        # no TPOT (every request of one token) meets a TPOT target, as goodput counts it
+        return all(limit is None or m[key]["p99"] is None and key == "tpot_s" or
+                   (m[key]["p99"] is not None and m[key]["p99"] <= limit)
                    for key, limit in zip(("ttft_s", "tpot_s"), slo))
 
     if not meets(low):
@@ -446,6 +453,11 @@ def serve_gpu(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Ma
               traffic: Traffic, fraction: float) -> GpuServing:
     kv = kv_cache(model, setup, gpu, limits, fraction)
     clock = StepClock(model, setup, gpu, costs)
+    if not math.isfinite(clock([(1, 0)], 1, False)):  # an op no roof places: say which before simulating
+        placed = place(gpu.roofs, batch_ops(model, setup, [(1, 0)]), "decode", costs.get("decode"), gpu.link)
+        why = placed[placed["why"] != ""].iloc[0]
+        raise CeilingsError(f"{gpu.label}: {why['op']} cannot be placed ({why['why']}): --serve needs the time of "
+                            f"every op of a step; measure that ceiling, or give the GPU's figures")
 
     def run(rate: float | None) -> dict:
         requests = [Request(t, p, g) for t, (p, g) in zip(traffic.arrivals, traffic.lengths)] if rate is None \
