@@ -159,6 +159,7 @@ def test_bad_traffic_is_one_line(argv, said, capsys):
     ('{"prompt_tokens": 10, "output_tokens": 5}\nnot json\n', ":2: not a JSON object"),
     ("prompt_tokens,output_tokens,arrival_s\n10,5,1.0\n10,5,0.5\n", ":3: arrival_s '0.5': give seconds"),
     ("prompt_tokens,output_tokens\n131000,100\n", ":2: prompt_tokens + output_tokens: 131100 tokens exceeds"),
+    ("prompt_tokens,output_tokens\n10,5\n10,5,7\n", ":3: more fields than the header names"),
 ])
 def test_bad_workload_files_name_the_line(tmp_path, capsys, content, said):
     workload = tmp_path / "w.csv"

@@ -104,6 +104,10 @@ def read_workload(path: str, model: Model) -> tuple[list[tuple[int, int]], list[
             raise CeilingsError(f"{path}: no column {', '.join(missing)} (has {', '.join(reader.fieldnames or [])}); "
                                 f"give {', '.join(WORKLOAD_COLUMNS)} and optionally arrival_s")
         rows = [(number, row) for number, row in enumerate(reader, 2)]
+        extra = next((number for number, row in rows if None in row), None)
+        if extra is not None:
+            raise CeilingsError(f"{path}:{extra}: more fields than the header names; give one request a line, "
+                                f"{', '.join(reader.fieldnames)}")
     if not rows:
         raise CeilingsError(f"{path}: no requests")
     if len(rows) > MAX_REQUESTS:
