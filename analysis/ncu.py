@@ -630,7 +630,7 @@ def add_profile_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-early", action="store_true",
                         help=f"keep the kernels {BEFORE_TRACE} (a torch.profiler trace's kernels whose launch it "
                              f"lacks), named apart; left out by default")
-    from .torch_flops import FLOP_CONVENTIONS
+    from .ops.matrix import FLOP_CONVENTIONS
     parser.add_argument("--flops", choices=tuple(FLOP_CONVENTIONS), default=next(iter(FLOP_CONVENTIONS)),
                         help="how FLOPs from a torch.profiler trace's shapes count causal attention: "
                              + "; ".join(f"{k}: {v}" for k, v in FLOP_CONVENTIONS.items()) + " (default executed)")

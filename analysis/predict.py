@@ -3,7 +3,7 @@ a GPU. FUNCTION returns `(model, inputs)`: an nn.Module and a tuple of example i
 their shapes and dtypes are what counts). The model runs once on the meta device (no memory, no weights, no GPU)
 inside a dispatch mode that records every aten op with its arguments as a torch.profiler trace records them
 ("Input Dims", "Input type", "Concrete Inputs", "Input Strides") and the nn.Module it ran in; each op then goes
-through the same op table as a trace's ops (analysis.torch_flops.op_work: one code path, so a model predicted
+through the same op table as a trace's ops (analysis.ops.op_work: one code path, so a model predicted
 and the same model profiled give the same FLOPs and bytes op by op). Views and other ops that launch no kernel
 are counted apart. Each op's time on a GPU is its work at the roofs (matrix ops on the tensor roof of their
 dtype, the others on the CUDA cores, their bytes against DRAM), never below the launch floor of one kernel: a
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from analysis.ops import op_work
+from analysis.ops.matrix import MATRIX_OPS
 from analysis.roofline import Roofs, seconds, si, target_roofs, time_at_roofs
 from analysis.roofline.inputs import check_outputs
-from analysis.torch_flops import MATRIX_OPS, op_work
 from ceilings.lazy import lazy
 from common.atomic import json_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
@@ -37,12 +38,12 @@ from common.errors import CeilingsError, MissingDependency, cli_entry
 pd = lazy("pandas")
 
 PROG = "python -m analysis.predict"
-# the "Input type" a trace writes for a tensor of each dtype (caffe2 TypeMeta names: analysis.torch_ops.DTYPES)
+# the "Input type" a trace writes for a tensor of each dtype (caffe2 TypeMeta names: analysis.ops.base.DTYPES)
 TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
               "float8_e4m3fn": "c10::Float8_e4m3fn", "float8_e5m2": "c10::Float8_e5m2", "int8": "signed char",
               "uint8": "unsigned char", "bool": "bool", "int16": "short int", "int32": "int", "int64": "long int",
               "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
-# c10::ScalarType codes, as "Concrete Inputs" records a dtype argument (analysis.torch_ops.SCALAR_TYPES)
+# c10::ScalarType codes, as "Concrete Inputs" records a dtype argument (analysis.ops.base.SCALAR_TYPES)
 SCALAR_CODES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
                 "float64": 7, "bool": 11, "bfloat16": 15, "float8_e5m2": 23, "float8_e4m3fn": 24}
 # ops that launch no kernel although their schema does not say they are views
@@ -332,8 +333,8 @@ def calibrated_time(roofs: Roofs, ops: pd.DataFrame, efficiency: dict[str, float
     """Each op's work time at `roofs` (no launch floor) over the efficiency its class of op reached in a real
     trace (predict_check.efficiencies): an estimate, assuming the model reaches the same fraction of every GPU's
     roofs. Ops of a class the trace does not have keep time_on's lower bound."""
+    from analysis.ops import op_class
     from analysis.predict_check import OTHER
-    from analysis.torch_flops import op_class
 
     reached = ops["op"].map(lambda name: efficiency.get(op_class(name) or OTHER, math.nan))
     return (time_on(roofs, ops, floor=False) / reached).where(reached > 0, time_on(roofs, ops))

@@ -1,5 +1,5 @@
 """A prediction checked against a real torch.profiler trace of the same model (analysis.predict --against):
-per class of op (analysis.torch_flops.OP_CLASSES; a trace records aten::linear where a recorded run has
+per class of op (analysis.ops.OP_CLASSES; a trace records aten::linear where a recorded run has
 aten::addmm), the predicted FLOPs beside the trace's, and the time of the predicted work at the trace GPU's roofs
 beside the measured kernel time: their ratio is the efficiency the model reached on that GPU. The work's time
 is taken without the launch floor (the rate a host launches kernels: a kernel's own device time, which a trace
@@ -21,7 +21,7 @@ def against(ops: pd.DataFrame, predicted_s: pd.Series, trace: pd.DataFrame) -> p
     """COLUMNS per class of op: `ops` (analysis.predict.op_table) with their `predicted_s` at the trace GPU's
     roofs, and `trace` (analysis.ncu.kernel_table of the trace, by op). FLOPs are summed where every row of
     the class has them (else missing); efficiency is predicted over measured time."""
-    from analysis.torch_flops import op_class
+    from analysis.ops import op_class
 
     def per_class(names: pd.Series, flops: pd.Series, time_s: pd.Series, prefix: str) -> pd.DataFrame:
         rows = pd.DataFrame({"class": names.map(lambda n: op_class(n) or OTHER), "flops": flops, "time_s": time_s})

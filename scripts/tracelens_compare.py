@@ -9,7 +9,7 @@ For every NVIDIA trace given (AMD ones are listed as skipped), one table row:
   memset left out) launched by an op whose row of `build_df_unified_perf_table()` has both GFLOPS and
   data moved; each kernel counted once;
 - per op event TraceLens models, both FLOP and byte counts of the same event (ours from
-  analysis.torch_flops.op_work on its recorded arguments): the op with the largest ratio of each.
+  analysis.ops.op_work on its recorded arguments): the op with the largest ratio of each.
 
 TraceLens is never a dependency of this project: it runs in its own virtual environment, through
 --tracelens-python, once per trace; its results are saved in --saved DIR (`<trace name>.tracelens.json`) and
@@ -138,7 +138,7 @@ def op_differences(ops: list[list]) -> dict[str, tuple | list]:
     """Per quantity (flops, bytes): (op name, ours, TraceLens's) of the op event TraceLens models whose count
     differs most from ours on the same recorded arguments, both counts above 0; ops without a model of ours
     are left out. "zero": the op names one side counts 0 FLOPs of and the other not, with the side of the 0."""
-    from analysis.torch_flops import op_work
+    from analysis.ops import op_work
 
     worst: dict = {"zero": set()}
     for name, dims, types, concrete, strides, flops, nbytes, _calls in ops:

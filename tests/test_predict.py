@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch (its CPU build) is not installed")
 
 from analysis import predict  # noqa: E402
+from analysis.ops.matrix import MATRIX_OPS  # noqa: E402
 from analysis.roofline import target_roofs  # noqa: E402
-from analysis.torch_flops import MATRIX_OPS  # noqa: E402
 
 MODELS = Path(__file__).parent / "data" / "predict" / "models.py"
 
@@ -226,7 +226,7 @@ def test_a_recorded_tensor_lists_dtype_is_its_own():
     cat = ops[ops["op"] == "aten::cat"].iloc[0]
     assert cat["bytes"] == 2 * 4 * 197 * 768 * 2
     calls = [c for c in predict.record(*predict.load_spec(spec("vit_base"))) if c.op == "aten::cat"]
-    from analysis.torch_flops import op_work
+    from analysis.ops import op_work
     work = op_work(calls[0].op, calls[0].dims, calls[0].types, calls[0].concrete, list_types=calls[0].list_types)
     assert work.assumed is None
     assert op_work(calls[0].op, calls[0].dims, calls[0].types, calls[0].concrete).bytes == 2 * 4 * 197 * 768 * 4

@@ -1,4 +1,4 @@
-"""analysis.recsys_ops: FLOPs and algorithmic bytes of fbgemm's and the recommendation-model aten ops.
+"""analysis.ops.recsys: FLOPs and algorithmic bytes of fbgemm's and the recommendation-model aten ops.
 
 Expected numbers come from independent arithmetic: element counts x itemsize written here for the fbgemm
 ops (their arguments as a trace records them, hand-written: fbgemm_gpu is not installed), and for the aten
@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis import recsys_ops, torch_flops
-from analysis.recsys_ops import (
+from analysis import ops
+from analysis.ops import elementwise, op_work
+from analysis.ops import recsys as recsys_ops
+from analysis.ops.base import LIST_NOTE
+from analysis.ops.recsys import (
     BAG_NOTE,
     BUCKETS_NOTE,
     INDEX_NOTE,
@@ -23,7 +26,6 @@ from analysis.recsys_ops import (
     TBE_DIM_NOTE,
     TBE_DTYPE_NOTE,
 )
-from analysis.torch_flops import op_work
 from tests.test_torch_ops import TRACES, _events, _work, nbytes
 
 I, L, F = 4, 8, 4  # noqa: E741 (int32, int64, fp32 bytes)
@@ -77,7 +79,7 @@ def _aten_cases(torch):
          3 * nbytes(src), INDEX_NOTE),
         ("aten::index_put_", lambda: target.clone().index_put_((index[:, 0],), src), 0, 2 * nbytes(src),
          INDEX_NOTE),
-        ("aten::concat", lambda: torch.concat([table, src]), 0, 2 * nbytes(cat), torch_flops.torch_ops.LIST_NOTE),
+        ("aten::concat", lambda: torch.concat([table, src]), 0, 2 * nbytes(cat), LIST_NOTE),
     ]
 
 
@@ -97,7 +99,7 @@ def test_aten_positions_match_the_schemas():
                                         7: "include_last_offset"},
               recsys_ops.IndexPut: {2: "values", 3: "accumulate"}}
     for name, rule in recsys_ops.OPS.items():
-        if not name.startswith("aten::") or isinstance(rule, recsys_ops.Concat):
+        if not name.startswith("aten::") or isinstance(rule, elementwise.Concat):
             continue
         args = [[a.name for a in s.arguments] for s in torch._C._jit_get_schemas_for_operator(name)]
         wanted = expect.get(type(rule)) or {2: "index", rule.counted: "index" if rule.counted == 2 else "source"}
@@ -199,7 +201,7 @@ def test_real_a100_trace_models_its_fbgemm_ops(monkeypatch):
     assert _work(event).bytes == 88 * I + 2 * 88 * 4096 * I + 2 * 702356 * I
 
     after, left = _no_model(path)
-    monkeypatch.setattr(torch_flops, "OPS", {k: v for k, v in torch_flops.OPS.items() if k not in recsys_ops.OPS})
+    monkeypatch.setattr(ops, "OPS", {k: v for k, v in ops.OPS.items() if k not in recsys_ops.OPS})
     before, unmodelled = _no_model(path)
     assert before == pytest.approx(11.219e-3) and after == pytest.approx(2.903e-3)
     assert left == {"aten::cat", "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>",

@@ -1,4 +1,4 @@
-"""Serving engines' ops (analysis.serving_ops): FLOPs from each op's formula counted by hand here, bytes from
+"""Serving engines' ops (analysis.ops.serving): FLOPs from each op's formula counted by hand here, bytes from
 numel x itemsize of the tensors the test writes; torch (CPU) gives the itemsize and numel where it is installed.
 The argument lists are those of real vLLM traces (TraceLens tests/traces/b200/eager_trace.json.gz: gpt-oss on
 B200, tensor parallel 8) and the engines' op schemas (vLLM csrc/torch_bindings.cpp)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.ncu import kernel_table
+from analysis.ops import OPS, op_work
 from analysis.roofline.budget import time_budget
-from analysis.torch_flops import OPS, op_work
 from tests.test_torch_trace import trace, x
 
 torch = pytest.importorskip("torch")
@@ -51,7 +51,7 @@ def test_gated_activations_read_twice_the_width_they_write():
 def test_fp8_quantisation_writes_one_byte_an_element():
     """static_scaled_fp8_quant(result, input, scale): a multiply and a clamp (3) an element; the input is a
     strided view of a wider tensor (stride 640 of 512): its elements are what is read. The 0-dim scale is a
-    value the kernel takes, not memory it streams (analysis.torch_ops' convention): no bytes."""
+    value the kernel takes, not memory it streams (analysis.ops.base's convention): no bytes."""
     work = op_work("_C::static_scaled_fp8_quant", [[T, 512], [T, 512], []], [FP8, BF16, FLOAT], ["", "", ""])
     assert work.flops == 3 * T * 512
     assert work.bytes == nbytes(meta([T, 512], torch.float8_e4m3fn), meta([T, 512]))
@@ -94,8 +94,8 @@ def test_kv_cache_store_writes_the_new_tokens_in_the_cache_dtype():
 
 
 def test_every_serving_op_has_a_model_or_says_what_is_missing():
-    from analysis.serving_ops import NOT_RECORDED
-    from analysis.serving_ops import OPS as SERVING
+    from analysis.ops.serving import NOT_RECORDED
+    from analysis.ops.serving import OPS as SERVING
     assert set(SERVING) <= set(OPS) and not set(NOT_RECORDED) & set(OPS)
 
 

@@ -1,4 +1,4 @@
-"""analysis.torch_flops: FLOPs and algorithmic bytes of torch.profiler ops from their recorded shapes.
+"""analysis.ops.matrix: FLOPs and algorithmic bytes of torch.profiler ops from their recorded shapes.
 
 Three tiers: hand arithmetic on trace args written out here; real traces from ../shared/torch-traces (skipped
 where absent); PyTorch itself as the oracle (skipped without torch): key_averages(with_flops=True), which is
@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from analysis.torch_flops import (
+from analysis.ops import OPS, op_work
+from analysis.ops.base import OpWork
+from analysis.ops.matrix import (
     MATRIX_OPS,
-    OPS,
     REMOVED_OPS,
     Attention,
     AttentionBackward,
     Conv,
     ConvBackward,
     Gemm,
-    OpWork,
-    op_work,
 )
 
 F32, F16, BF16 = "float", "c10::Half", "c10::BFloat16"

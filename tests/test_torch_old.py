@@ -15,8 +15,9 @@ import math
 import pytest
 
 from analysis.ncu import read_profile
+from analysis.ops import op_work
+from analysis.ops.matrix import _geometry
 from analysis.readers.torch_derive import CONV_NOTE, NORM_NOTE, PART_NOTE, POOL_NOTE
-from analysis.torch_flops import _geometry, op_work
 from tests.test_torch_trace import trace, x
 
 N, C, K, H, R = 4, 8, 16, 32, 3  # conv: N x C x H x H input, K x C x 3 x 3 weight, stride 2, padding 1
@@ -190,7 +191,7 @@ def test_conv_flops_match_torchs_flop_counter():
 def test_pool_positions_match_the_schemas():
     """The positions the pooling rules read name those arguments in the installed PyTorch's schemas."""
     torch = pytest.importorskip("torch")
-    from analysis.torch_pool import OPS, PoolBackward
+    from analysis.ops.pool import OPS, PoolBackward
 
     for name, rule in OPS.items():
         arg = [a.name for a in torch._C._jit_get_schemas_for_operator(name)[0].arguments]

@@ -1,4 +1,4 @@
-"""analysis.torch_ops: FLOPs and algorithmic bytes of the memory-bound ops of a torch.profiler trace.
+"""analysis.ops.elementwise: FLOPs and algorithmic bytes of the memory-bound ops of a torch.profiler trace.
 
 PyTorch counts none of these ops (FlopCounterMode has rules for matrix ops only: the first test shows it),
 so the expected numbers are written here: the FLOPs per element of each op's formula times torch's own
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import torch_ops
-from analysis.torch_flops import op_work
-from analysis.torch_ops import LIST_NOTE, Elementwise, Norm, NormBackward, Optimizer, Reduction
+from analysis.ops import elementwise, op_work
+from analysis.ops.base import LIST_NOTE
+from analysis.ops.elementwise import Elementwise, Norm, NormBackward, Optimizer, Reduction
 from tests.test_torch_trace import trace, x
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "torch-traces"
@@ -198,10 +198,10 @@ def test_broadcast_strides_and_promotion():
 
 
 def test_table_positions_match_the_schemas():
-    """Every op of torch_ops.OPS is an aten op of the installed PyTorch, and its rule's positions name the
-    arguments its schema has there."""
+    """Every op of analysis.ops.elementwise's OPS is an aten op of the installed PyTorch, and its rule's
+    positions name the arguments its schema has there."""
     torch = pytest.importorskip("torch")
-    for name, rule in torch_ops.OPS.items():
+    for name, rule in elementwise.OPS.items():
         schemas = torch._C._jit_get_schemas_for_operator(name)
         assert schemas, name
         args = [[a.name for a in s.arguments] for s in schemas]
@@ -302,7 +302,7 @@ def _placed_share(path: Path) -> float:
 def test_real_a100_trace_places_its_aten_time():
     """HTA's A100 training trace: with GEMMs only, 0.6 % of its kernel time (2.0 of 345 ms) had FLOPs and
     bytes; with the element-wise, reduction, copy and fill ops 9.1 % (31.3 ms); with fbgemm's sparse ops
-    (analysis.recsys_ops) 11.5 %. The rest: NCCL communication (47 %), torch.compile graphs (30 %, no
+    (analysis.ops.recsys) 11.5 %. The rest: NCCL communication (47 %), torch.compile graphs (30 %, no
     shapes), kernels without an op (9 %), fbgemm's embedding lookups, and cat (its tensor lists' shapes are
     not in this trace)."""
     path = TRACES / "a100_80gb_shapes_rank0.json.gz"

@@ -62,7 +62,7 @@ def test_flops_match_key_averages(tmp_path):
     """A training step on the CPU through roofline_profile: for every (op, input shapes) that PyTorch's
     key_averages(with_flops=True) gives FLOPs, the FLOPs operator_work rebuilds from the exported trace agree;
     the only op PyTorch counts otherwise is aten::add, one FLOP per element of the first input, which
-    analysis.torch_ops counts per element of the broadcast output (analysis.torch_flops says why)."""
+    analysis.ops.elementwise counts per element of the broadcast output (analysis.ops.matrix says why)."""
     torch = pytest.importorskip("torch")
     from analysis.torch_profile import operator_work
 

@@ -63,7 +63,7 @@ UNKNOWN_WORK = {
     "compiled graph": "a torch.compile graph or CUDA-graph replay: its kernels have no op with shapes "
                       "(an ncu profile counts their FLOPs and bytes)",
     "no op": "no operator around the launch (launched outside any op, or a CUDA graph replayed)",
-    "no op model": "an op without a model in the op tables (analysis/torch_flops.py joins them; docs/torch.md "
+    "no op model": "an op without a model in the op tables (analysis/ops/ joins them; docs/torch.md "
                    "lists them)",
     "work not recorded": "an op whose recorded arguments do not give its work (a serving engine's fused MoE: "
                          "the expert weights; its attention: the sequence lengths): an ncu profile counts them",

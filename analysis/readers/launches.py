@@ -44,7 +44,7 @@ def read_profile(path: str | os.PathLike, flops: str = "executed", *, each_launc
     module, source, name_truncated), then one column per metric in base units (bytes, seconds, hertz,
     counts; percentages in percent). `attrs["format"]` names the format read and `attrs["yields"]` what it
     holds (COUNTERS or TIMES, analysis.readers.contract). `flops`: how FLOPs rebuilt from a torch trace's
-    shapes count causal attention (analysis.torch_flops.FLOP_CONVENTIONS). What the caller uses, where less
+    shapes count causal attention (analysis.ops.matrix.FLOP_CONVENTIONS). What the caller uses, where less
     lets a reader do less (an nsys export of a million launches): `ranges`, each launch's NVTX ranges (else
     nvtx may be None); `each_launch`, rows per launch (else they may be sums per kernel, as summaries give).
     `max_inflated`: the GB a gzip'd file may decompress to (ceilings.inputs.max_decompressed_bytes).

@@ -1,5 +1,5 @@
 """What a torch <= 1.11 trace did not record of an op call, found in its other events: the `Derived` that
-analysis.torch_flops.op_work takes (its note becomes the work's `assumed`, which a warning names).
+analysis.ops.op_work takes (its note becomes the work's `assumed`, which a warning names).
 
 Such traces record no "Concrete Inputs" (a convolution's stride and padding, a batch norm's training flag,
 a pooling window) and no trace records outputs. A training step's backward pass shows them: the autograd node
@@ -7,7 +7,7 @@ that runs a backward op (the cpu_op around it with a "Sequence number") has the 
 forward ops that made it, and the backward op's "Input Dims" hold the forward's output shape:
 
 - convolution: `cudnn_convolution_backward(input, grad_output, weight, ...)` gives the output's shape
-  (grad_output), from which the convolution's stride and padding follow (torch_flops); its
+  (grad_output), from which the convolution's stride and padding follow (analysis.ops.matrix); its
   `cudnn_convolution_backward_input/_weight` children get their unrecorded size argument (the input's or the
   weight's shape) from it;
 - batch norm: `cudnn_batch_norm_backward` is what autograd runs only for a training one (derivatives.yaml:
@@ -24,9 +24,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from ..torch_flops import OPS, Conv
-from ..torch_ops import Derived, Norm
-from ..torch_pool import MaxPool
+from ..ops import OPS
+from ..ops.base import Derived
+from ..ops.elementwise import Norm
+from ..ops.matrix import Conv
+from ..ops.pool import MaxPool
 
 DERIVED = "_derived"  # the key of a cpu_op event holding its Derived (read by torch_trace's _work)
 SEQUENCE = "Sequence number"

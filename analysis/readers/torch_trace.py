@@ -13,8 +13,9 @@ Facts about the format: ../shared/torch-traces/MANIFEST.md. What this reader doe
 - Traces of torch 1.8-1.10 use Kineto's old names (Operator, Runtime, Kernel, Memcpy, Memset, "external
   id"): `_events` renames them to today's (CATEGORIES, ARGUMENTS) before anything reads them.
 - FLOPs and algorithmic bytes (inputs + outputs by dtype, a lower bound of DRAM traffic, never DRAM bytes)
-  come from "Input Dims" (analysis.torch_flops: matrix ops by PyTorch's own rules; analysis.torch_ops: the
-  memory-bound ops), for one operator per call tree: the outermost enclosing operator whose rule gives a
+  come from "Input Dims" (analysis.ops: matrix ops by PyTorch's own rules; the memory-bound ops,
+  pooling, recommendation and serving ops by this project's), for one operator per call tree: the outermost
+  enclosing operator whose rule gives a
   number (aten::conv2d, not also the aten::cudnn_convolution inside it; autograd nodes have no rule, so the
   aten ops they run count). Its work goes to its longest own kernel (one whose innermost op has a rule of
   its kind: a matrix op's GEMM, not a copy, clone or bias add inside it); its other kernels are
@@ -216,9 +217,10 @@ def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
 
-    from ..torch_flops import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS, NOT_RECORDED
-    from ..torch_flops import OPS as FLOP_OPS
-    from ..torch_flops import op_work as work_of
+    from ..ops import NOT_RECORDED
+    from ..ops import OPS as FLOP_OPS
+    from ..ops import op_work as work_of
+    from ..ops.matrix import ATTENTION_OPS, FLOP_CONVENTIONS, MATRIX_OPS
 
     # how causal attention is counted: kernel_table's `flops` (read_profile puts it in the memo)
     convention = source.memo.get("flops", "executed")
@@ -493,7 +495,7 @@ def _counter_rows(ranges: list[dict], device: dict, process: str | None) -> pd.D
 def operator_rows(source: Source) -> pd.DataFrame:
     """Every operator event of a trace (CPU-only traces too) that has a FLOP rule: name, input dims (as
     text), flops, precision, alg_bytes, cpu_time_s (analysis.torch_profile.operator_work reads a file)."""
-    from ..torch_flops import op_work
+    from ..ops import op_work
 
     if TRACE.recognise(source) is None:
         raise CeilingsError(f"{source.path}: not a torch.profiler trace")

@@ -1,13 +1,13 @@
 """Op models of torch.profiler's pooling ops: max pooling with its indices, adaptive average pooling, and
-their backward passes. Counted as analysis.torch_ops counts (a compare or an add is 1 FLOP; bytes are
-algorithmic: what the op reads and writes once); analysis.torch_flops joins `OPS` to its table."""
+their backward passes. Counted as analysis.ops.elementwise counts (a compare or an add is 1 FLOP; bytes are
+algorithmic: what the op reads and writes once); analysis.ops joins `OPS` to its table."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from .torch_ops import Args, OpWork, _flops, _precision, _size, _total
+from .base import Args, OpWork, flops_of, precision_of, size_of, total_of
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ class MaxPool:
         if len(out) != len(shape) or min(out) < 1:
             return None
         compares = math.prod(out) * math.prod(kernel) if kernel else math.prod(shape)
-        return OpWork(_flops(1, compares, dtype), _precision(dtype),
-                      _total(x.read(0), _size(out, dtype), _size(out, "long int")))
+        return OpWork(flops_of(1, compares, dtype), precision_of(dtype),
+                      total_of(x.read(0), size_of(out, dtype), size_of(out, "long int")))
 
 
 def _ints(v, n: int) -> bool:
@@ -69,9 +69,9 @@ class PoolBackward:
         if grad is None or inp is None or not grad[0] or not inp[0]:
             return None
         dtype = grad[1]
-        return OpWork(_flops(1, math.prod(inp[0] if self.per_input else grad[0]), dtype), _precision(dtype),
-                      _total(x.read(0), x.read(self.indices) if self.indices is not None else 0,
-                             _size(inp[0], dtype)))
+        return OpWork(flops_of(1, math.prod(inp[0] if self.per_input else grad[0]), dtype), precision_of(dtype),
+                      total_of(x.read(0), x.read(self.indices) if self.indices is not None else 0,
+                             size_of(inp[0], dtype)))
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,8 @@ class AdaptiveAvgPool:
             return None
         shape, dtype = inp
         out = shape[:len(shape) - len(size)] + size
-        return OpWork(_flops(1, math.prod(shape), dtype), _precision(dtype), _total(x.read(0), _size(out, dtype)))
+        return OpWork(flops_of(1, math.prod(shape), dtype), precision_of(dtype),
+                      total_of(x.read(0), size_of(out, dtype)))
 
 
 OPS = {

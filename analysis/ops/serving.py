@@ -3,7 +3,7 @@ SGLang's `sgl_kernel::` and `sglang::`), from the arguments a torch.profiler tra
 
 These ops write into tensors their caller passes (`out`, the KV cache, `input` in place), so a trace records
 every tensor the kernel touches: the bytes are each tensor read and each written, once (a KV-cache store
-writes the new tokens' rows, not the cache). FLOPs count as in analysis.torch_ops (every + - * / compare
+writes the new tokens' rows, not the cache). FLOPs count as in analysis.ops.elementwise (every + - * / compare
 and special function 1; a copy 0), per element of the tensor named in each rule. The signatures are the
 engines' op schemas: vLLM csrc/torch_bindings.cpp and csrc/ops.h, SGLang sgl-kernel/csrc/common_extension.cc.
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .torch_ops import Args, OpWork, _flops, _precision, _size, _total
+from .base import Args, OpWork, flops_of, precision_of, size_of, total_of
 
-# RMS norm per element: x * x summed (2), x * rstd (1), * weight (1): analysis.torch_ops' _RMS with a weight
+# RMS norm per element: x * x summed (2), x * rstd (1), * weight (1): analysis.ops.elementwise's _RMS with a weight
 _RMS = 4
-_SILU = 4  # x / (1 + exp(-x)): neg, exp, add, div (analysis.torch_ops' silu)
+_SILU = 4  # x / (1 + exp(-x)): neg, exp, add, div (analysis.ops.elementwise's silu)
 _GELU = 5  # x/2 * (1 + erf(x / sqrt 2))
 _GELU_TANH = 9  # x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
 _QUANT = 3  # x * (1 / scale), clamped to the fp8 range: a multiply, a min, a max
@@ -43,9 +43,9 @@ class Fused:
         over, computed = x.operand(self.over), x.operand(self.computes)
         if over is None or computed is None:
             return None
-        written = [_size(t[0], t[1]) if (t := x.operand(i)) is not None else None for i in self.writes]
-        return OpWork(_flops(self.flops, math.prod(over[0]), computed[1]), _precision(computed[1]),
-                      _total(*(x.read(i) for i in self.reads), *written))
+        written = [size_of(t[0], t[1]) if (t := x.operand(i)) is not None else None for i in self.writes]
+        return OpWork(flops_of(self.flops, math.prod(over[0]), computed[1]), precision_of(computed[1]),
+                      total_of(*(x.read(i) for i in self.reads), *written))
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,10 @@ class CacheStore:
         tokens = math.prod(slots[0]) if slots is not None and slots[0] else new[0][0][0]
         rows = [tokens * math.prod(t[0][1:]) for t in new]  # elements of the tokens stored
         quantised = any(c[1] != t[1] for c, t in zip(caches, new))
-        read = [_size([n], t[1]) for n, t in zip(rows, new)]
-        written = [_size([n], c[1]) for n, c in zip(rows, caches)]
-        return OpWork(_flops(1 if quantised else 0, sum(rows), new[0][1]), _precision(new[0][1]),
-                      _total(*read, x.read(self.slots), *written))
+        read = [size_of([n], t[1]) for n, t in zip(rows, new)]
+        written = [size_of([n], c[1]) for n, c in zip(rows, caches)]
+        return OpWork(flops_of(1 if quantised else 0, sum(rows), new[0][1]), precision_of(new[0][1]),
+                      total_of(*read, x.read(self.slots), *written))
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ class Rotary:
         rot_dim, dtype = cache[0][1], heads[0][1]
         rotated = sum(math.prod(t[0]) // head_size for t in heads) * rot_dim
         tokens = math.prod(positions[0])
-        return OpWork(_flops(3, rotated, dtype), _precision(dtype),
-                      _total(x.read(0), _size([tokens, rot_dim], cache[1]), 2 * _size([rotated], dtype)))
+        return OpWork(flops_of(3, rotated, dtype), precision_of(dtype),
+                      total_of(x.read(0), size_of([tokens, rot_dim], cache[1]), 2 * size_of([rotated], dtype)))
 
 
 _RMS_NORM = Fused(_RMS, over=1, reads=(1, 2), writes=(0,), computes=1)  # (out, input, weight, eps)

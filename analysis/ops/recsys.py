@@ -2,8 +2,8 @@
 (permute, bucketize, bounds check, cumsum, pooled-embedding permute), its table-batched embedding lookup
 (TBE), and the aten ops of embedding bags, scatters and index_put.
 
-The vocabulary is analysis.torch_ops' (Args, OpWork, its dtypes and rules; Concat for the cat variants);
-analysis.torch_flops joins this module's `OPS` to its table. FLOPs follow torch_ops' convention: every + - * /
+The vocabulary is analysis.ops.base's (Args, OpWork, its dtypes; elementwise's Concat for the cat variants);
+analysis.ops joins this module's `OPS` to its table. FLOPs follow analysis.ops.elementwise's convention: every + - * /
 and comparison of floating-point values is 1 (an embedding bag's pooling adds 1 per gathered element), a
 copy, permute, bucketize or index is 0, integer work 0. Bytes are ALGORITHMIC: each tensor the op reads and
 each it writes, once: indices, offsets, lengths, the gathered rows (not the table), the output. The
@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .torch_ops import DTYPES, FLOATING, Args, Concat, OpWork
+from .base import DTYPES, FLOATING, Args, OpWork
+from .elementwise import Concat
 
 
 def _numel(t) -> int:
@@ -37,12 +38,12 @@ def _sum(*parts: int | None) -> float | None:
     return None if any(p is None for p in parts) else float(sum(parts))
 
 
-def _precision(dtype: str) -> str | None:
+def precision_of(dtype: str) -> str | None:
     return DTYPES[dtype][0] if dtype in DTYPES else None
 
 
-def _flops(elements: int, dtype: str) -> float:
-    return float(elements) if _precision(dtype) in FLOATING else 0.0
+def flops_of(elements: int, dtype: str) -> float:
+    return float(elements) if precision_of(dtype) in FLOATING else 0.0
 
 
 def _join(*notes: str | None) -> str | None:
@@ -65,13 +66,13 @@ class Streams:
             return None
         reads = [x.read(i) for i in self.reads]
         if self.like is None:
-            precision = _precision(x.operand(self.reads[0])[1])
+            precision = precision_of(x.operand(self.reads[0])[1])
             return OpWork(0.0, precision, _sum(*reads))
         like = x.operand(self.like)
         if like is None:
             return None
         n = _numel(like) + self.extra
-        return OpWork(self.flops * _flops(_numel(like), like[1]), _precision(like[1]),
+        return OpWork(self.flops * flops_of(_numel(like), like[1]), precision_of(like[1]),
                       _sum(*reads, _bytes(n, like[1])))
 
 
@@ -93,7 +94,7 @@ class Permute2D:
         written = [_bytes(_numel(permute) * lengths[0][1], lengths[1]), _bytes(moved, values[1])]
         if weights is not None:
             written.append(_bytes(moved, weights[1]))
-        return OpWork(0.0, _precision(values[1]), _sum(x.read(0), x.read(1), x.read(2), x.read(3), *written))
+        return OpWork(0.0, precision_of(values[1]), _sum(x.read(0), x.read(1), x.read(2), x.read(3), *written))
 
 
 BUCKETS_NOTE = ("block_bucketize_sparse_features: my_size, bucketize_pos or sequence not recorded: lengths "
@@ -120,7 +121,7 @@ class BlockBucketize:
         written = [_bytes(_numel(lengths) * (buckets if recorded else 1), lengths[1]), _bytes(n, indices[1]),
                    _bytes(n, weights[1]) if weights is not None else 0,
                    _bytes(n * (recorded and pos + sequence), indices[1])]
-        return OpWork(0.0, _precision(indices[1]), _sum(x.read(0), x.read(1), x.read(4), x.read(6), *written),
+        return OpWork(0.0, precision_of(indices[1]), _sum(x.read(0), x.read(1), x.read(4), x.read(6), *written),
                       None if recorded else BUCKETS_NOTE)
 
 
@@ -155,7 +156,7 @@ class SplitLookup:
         out = gathered if pooling == 2 else bags * total_d
         flops = 0 if pooling == 2 else gathered + weighted * gathered + (pooling == 1) * out
         moved = _sum(x.read(11), x.read(12), x.read(14), x.read(16), _bytes(gathered, dtype), _bytes(out, dtype))
-        return OpWork(_flops(flops, dtype), _precision(dtype), moved,
+        return OpWork(flops_of(flops, dtype), precision_of(dtype), moved,
                       _join(TBE_DTYPE_NOTE, None if dim == max_d else TBE_DIM_NOTE))
 
 
@@ -192,7 +193,7 @@ class EmbeddingBag:
         d, dtype = weight[0][1], weight[1]
         gathered, out = _numel(indices) * d, bags * d
         flops = gathered + (mode == 1) * out + (x.operand(6) is not None) * gathered
-        return OpWork(_flops(flops, dtype), _precision(dtype),
+        return OpWork(flops_of(flops, dtype), precision_of(dtype),
                       _sum(x.read(1), x.read(2), x.read(6), _bytes(gathered, dtype), _bytes(out, dtype)), note)
 
 
@@ -217,7 +218,7 @@ class Scatter:
         src = x.operand(3)
         touched = _bytes(n, dtype)
         copy = [] if self.inplace else [x.read(0)] * 2
-        return OpWork(_flops(n, dtype) if self.add else 0.0, _precision(dtype),
+        return OpWork(flops_of(n, dtype) if self.add else 0.0, precision_of(dtype),
                       _sum(x.read(2), _bytes(n, src[1]) if src is not None else 0, touched,
                            touched if self.add else 0, *copy))
 
@@ -243,7 +244,7 @@ class IndexPut:
         n, dtype = _numel(values), target[1]
         touched = _bytes(n, dtype)
         copy = [] if self.inplace else [x.read(0)] * 2
-        return OpWork(_flops(n, dtype) if accumulate else 0.0, _precision(dtype),
+        return OpWork(flops_of(n, dtype) if accumulate else 0.0, precision_of(dtype),
                       _sum(x.read(2), touched, touched if accumulate else 0, *copy), INDEX_NOTE)
 
 

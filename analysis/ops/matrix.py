@@ -22,8 +22,8 @@ schema) and which rule counts it:
 `with_flops=True` also counts aten::add and aten::mul as the element count of their first input; that rule
 undercounts broadcasts (a [1] + [n] add is 1 FLOP to it), ignores alpha, and skips the in-place add_/mul_
 that dominate training traces. They, and every other memory-bound op (element-wise, norms, softmax,
-reductions, embeddings, losses, copies, optimizers), are modelled in analysis.torch_ops, whose table `OPS`
-joins: `MATRIX_OPS` holds the ones here.
+reductions, embeddings, losses, copies, optimizers), are modelled in analysis.ops.elementwise; analysis.ops
+joins every table into `OPS`: `MATRIX_OPS` holds the ones here.
 
 A number is the work of that one call, including the ops it calls: aten::linear's is that of the aten::addmm
 or aten::matmul inside it, aten::conv2d's that of its aten::convolution -> aten::_convolution ->
@@ -40,10 +40,9 @@ math variant's attention weights) are not counted: they are not the attention's 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from . import recsys_ops, serving_ops, torch_ops, torch_pool
-from .torch_ops import DTYPES, Args, Derived, OpWork
+from .base import DTYPES, Args, OpWork
 
 
 def _work(flops: int, tensors: list[tuple[list[int], str]], out_shape: list[int] | None) -> OpWork:
@@ -340,43 +339,3 @@ FLOP_CONVENTIONS = {"executed": "the unmasked pairs of the causal mask (about ha
 REMOVED_OPS = frozenset(name for name, rule in MATRIX_OPS.items() if isinstance(rule, ConvBackwardPart))
 ATTENTION_OPS = frozenset(name for name, rule in MATRIX_OPS.items()
                           if isinstance(rule, (Attention, AttentionBackward)))
-# every op with a model: the matrix ops above, the memory-bound ones of analysis.torch_ops, pooling,
-# recommendation models' (fbgemm, embedding bags, scatter) and serving engines' ops
-OPS = {**MATRIX_OPS, **torch_ops.OPS, **torch_pool.OPS, **recsys_ops.OPS, **serving_ops.OPS}
-# ops whose recorded arguments do not give their work, and what is missing
-NOT_RECORDED = serving_ops.NOT_RECORDED
-
-
-# the class of work of each kind of op model: ops recorded at different levels (a trace's aten::linear, a
-# recorded run's aten::addmm) compare by it; a model's kind not named here is its class name, lower case
-OP_CLASSES = {"Gemm": "matrix multiply", "Conv": "convolution", "ConvBackward": "convolution backward",
-              "Attention": "attention", "AttentionBackward": "attention backward", "Elementwise": "element-wise",
-              "ForEach": "element-wise (lists)",
-              "Norm": "normalisation", "NormBackward": "normalisation backward", "Reduction": "reduction",
-              "Gather": "gather", "EmbeddingBackward": "embedding backward", "Loss": "loss",
-              "LossBackward": "loss backward", "Optimizer": "optimizer", "Concat": "concatenation",
-              "Fused": "fused element-wise", "CacheStore": "KV-cache store", "Rotary": "rotary embedding"}
-
-
-def op_class(name: str | None) -> str | None:
-    """The class of work of an op with a model (OP_CLASSES); None for an op without one."""
-    rule = OPS.get(name) if name else None
-    return None if rule is None else OP_CLASSES.get(type(rule).__name__, type(rule).__name__.lower())
-
-
-def op_work(name: str, dims: list, types: list, concrete: list | None,
-            convention: str = "executed", strides: list | None = None, list_types: list | None = None,
-            derived: Derived | None = None) -> OpWork | None:
-    """FLOPs, precision and algorithmic bytes of one cpu_op from its trace args: `dims` "Input Dims", `types`
-    "Input type", `concrete` "Concrete Inputs" (None where the trace has none: older PyTorch); `convention`:
-    how a causal attention is counted (FLOP_CONVENTIONS); `strides` "Input Strides" (None: not recorded);
-    `list_types` each TensorList argument's element dtype where known (None: a trace does not record them);
-    `derived` what other events of the trace show of the call (its note becomes the work's `assumed`).
-
-    None: the op is not in `OPS`, or its recorded arguments do not determine the work (a convolution's stride
-    or an attention's is_causal not recorded, shapes that do not fit the op).
-    """
-    rule = OPS.get(name)
-    args = Args(dims, types, concrete, convention, strides, list_types=list_types, derived=derived)
-    work = None if rule is None else rule.work(args)
-    return replace(work, assumed=work.assumed or derived.note) if work is not None and derived else work
