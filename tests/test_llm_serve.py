@@ -220,3 +220,30 @@ def test_the_serve_plot_with_one_token_requests_says_there_is_no_tpot(tmp_path):
     assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--rate", "1", "--rate", "4",
                  "--requests", "30", "--prompt", "100", "--gen", "1", "--serve-plot", str(png)]) == 0
     assert png.stat().st_size > 5_000
+
+
+def test_a_closed_loop_keeps_its_clients_busy():
+    """Three clients, eight requests, 1 ms a step: never more than three in the system, and each request after
+    the first three arrives when one finishes (its client sends the next)."""
+    requests = [serve.Request(99.0, 20, 4)] * 8  # their own arrival times are not used
+    result = serve.simulate(requests, Spy(), serve.KvCache(1000, 16, 1.0, 1.0), serve.Limits(), concurrency=3)
+    arrivals = [r.arrival_s for r in result.requests]
+    ends = sorted(t[-1] for t in result.token_times)
+    assert arrivals[:3] == [0.0] * 3
+    assert all(any(a == pytest.approx(e) for e in ends) for a in arrivals[3:])
+    assert max(result.timeline.batch) <= 3 and all(len(t) == 4 for t in result.token_times)
+    # one client: the requests one after another, each arriving as the previous one's last token comes
+    one = serve.simulate(requests[:4], Spy(), serve.KvCache(1000, 16, 1.0, 1.0), serve.Limits(), concurrency=1)
+    assert [r.arrival_s for r in one.requests[1:]] == pytest.approx([t[-1] for t in one.token_times[:-1]])
+
+
+def test_serve_cli_at_fixed_concurrency(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--concurrency", "1", "--concurrency",
+                 "8", "--requests", "40", "--prompt", "256", "--gen", "16", "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["gpus"][0]["serve"]
+    assert [(m["rate"], m["concurrency"]) for m in runs] == [(None, 1), (None, 8)]
+    assert runs[0]["max_batch"] == 1 and runs[1]["output_tokens_per_s"] > runs[0]["output_tokens_per_s"]
+    assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--concurrency", "4", "--rate",
+                 "2"]) == 2
+    assert "--rate and --concurrency" in capsys.readouterr().err

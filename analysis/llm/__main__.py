@@ -142,6 +142,9 @@ def _parser() -> argparse.ArgumentParser:
                             "E2E percentiles, throughput, KV-cache capacity, preemptions")
     serve.add_argument("--rate", type=float, action="append", default=[], metavar="QPS",
                        help="requests a second, Poisson arrivals; repeat for a sweep")
+    serve.add_argument("--concurrency", type=int, action="append", default=[], metavar="N",
+                       help="closed-loop clients instead of --rate: N requests at once, each finishing one sending "
+                            "the next, as a fixed-concurrency benchmark runs; repeat for a sweep")
     serve.add_argument("--requests", type=int, default=1000, metavar="N",
                        help="requests simulated at each rate, of --prompt and --gen tokens (default 1000)")
     serve.add_argument("--workload", metavar="FILE", help="JSON lines or CSV of prompt_tokens, output_tokens and "
@@ -358,21 +361,29 @@ def _serving(args, model: Model) -> tuple[Limits, Traffic]:
     limits = Limits(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.chunked_prefill)
     if args.workload:
         lengths, arrivals = read_workload(args.workload, model)
-        if arrivals is not None and args.rate:
-            raise CeilingsError(f"--rate with {args.workload}, whose requests have arrival_s: give one or the other")
+        if arrivals is not None and (args.rate or args.concurrency):
+            raise CeilingsError(f"--rate or --concurrency with {args.workload}, whose requests have arrival_s: give "
+                                f"one or the other")
         if arrivals is not None and args.serve_plot:
             raise CeilingsError(f"--serve-plot draws latencies against --rate; {args.workload}'s requests arrive at "
                                 f"their own times (one run): leave it out, or drop arrival_s and give --rate")
     else:
         check_context(model, args.prompt + args.gen, "--prompt + --gen")
         lengths, arrivals = [(args.prompt, args.gen)] * args.requests, None
-    if arrivals is None and not args.rate:
-        raise CeilingsError("--serve: give --rate QPS (repeat for a sweep), or a --workload with arrival_s")
+    if arrivals is None and not args.rate and not args.concurrency:
+        raise CeilingsError("--serve: give --rate QPS or --concurrency N (repeat for a sweep), or a --workload with "
+                            "arrival_s")
+    if args.rate and args.concurrency:
+        raise CeilingsError("--rate and --concurrency: an open loop (arrivals at a rate) or a closed one (N clients); "
+                            "give one")
     for rate in args.rate:
         if not (math.isfinite(rate) and rate > 0):
             raise CeilingsError(f"--rate {rate}: give requests a second above 0")
+    for clients in args.concurrency:
+        if clients < 1:
+            raise CeilingsError(f"--concurrency {clients}: give 1 or more clients")
     return limits, Traffic(tuple(lengths), tuple(sorted(args.rate)), tuple(arrivals) if arrivals else None,
-                           args.seed, (args.slo_ttft, args.slo_tpot))
+                           args.seed, (args.slo_ttft, args.slo_tpot), tuple(sorted(args.concurrency)))
 
 
 def _write(out: Outputs, args, model, setup, results, calibration, sweep, stepped, warnings, serving) -> None:

@@ -71,7 +71,7 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
             notes=[not_on_plot(r, ops)]))
     if sweep is not None and len(sweep):
         sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
-    if serving and any(m["rate"] is not None for s in serving for m in s.runs):
+    if serving and any(m["rate"] is not None or m.get("concurrency") for s in serving for m in s.runs):
         sections.append(_serve_section(model, serving, GPU_COLORS))
     summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
                              "tps": r.tokens_per_s, "fits": {True: "yes", False: "no", None: "unknown"}[r.memory.fits],
@@ -134,12 +134,14 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
 def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
     """--serve's time to first token against the request rate, per GPU: P50 filled, P99 hollow; every metric of
     every rate in the table."""
-    rows = pd.DataFrame([{"gpu": s.gpu.label, "rate": m["rate"], "ttft50": m["ttft_s"]["p50"],
+    closed = any(m.get("concurrency") for s in serving for m in s.runs)
+    rows = pd.DataFrame([{"gpu": s.gpu.label, "rate": m["concurrency"] if closed else m["rate"],
+                          "ttft50": m["ttft_s"]["p50"],
                           "ttft99": m["ttft_s"]["p99"], "tpot50": m["tpot_s"]["p50"], "tpot99": m["tpot_s"]["p99"],
                           "itl99": m["itl_s"]["p99"], "e2e50": m["e2e_s"]["p50"], "e2e99": m["e2e_s"]["p99"],
                           "tokens": m["output_tokens_per_s"], "requests": m["requests_per_s"],
                           "batch": m["max_batch"], "preempted": m["preemptions"]}
-                         for s in serving for m in s.runs if m["rate"] is not None])
+                         for s in serving for m in s.runs if (m["concurrency"] if closed else m["rate"]) is not None])
     marks, joins, legend = [], [], []
     for i, s in enumerate(serving):
         color, label = colors[i % len(colors)], s.gpu.label
@@ -154,7 +156,7 @@ def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
     legend.append({"label": "hollow: P99, filled: P50", "kind": "hollow", "color": NEUTRAL_COLOR, "shape": "o",
                    "filter": None})
     ms = lambda v: f"{v * 1e3:.1f} ms"
-    table = frame_table(rows, [("gpu", "GPU", None), ("rate", "rate/s", lambda v: f"{v:g}"),
+    table = frame_table(rows, [("gpu", "GPU", None), ("rate", "clients" if closed else "rate/s", lambda v: f"{v:g}"),
                                ("ttft50", "TTFT p50", ms), ("ttft99", "TTFT p99", ms), ("tpot50", "TPOT p50", ms),
                                ("tpot99", "TPOT p99", ms), ("itl99", "ITL p99", ms), ("e2e50", "E2E p50", ms),
                                ("e2e99", "E2E p99", ms), ("tokens", "output tok/s", lambda v: f"{v:,.0f}"),
@@ -165,11 +167,13 @@ def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
     sources = "; ".join(dict.fromkeys(s.gpu.roofs.provenance for s in serving))
     kv = "; ".join(f"{s.gpu.label}: {s.kv.tokens:,} tokens in {s.kv.blocks:,} blocks" for s in serving)
     return chart_section(
-        "serve", f"{model.name}: time to first token against the request rate", subtitle=[f"roofs: {sources}",
+        "serve", f"{model.name}: time to first token against the {'clients' if closed else 'request rate'}",
+        subtitle=[f"roofs: {sources}",
                                                                                           f"KV cache: {kv}"],
         warning=not all(s.gpu.roofs.measured for s in serving),
         x_range=(rows["rate"].min() / SWEEP_MARGIN, rows["rate"].max() * SWEEP_MARGIN),
-        y_range=decades(min(y, default=1e-3), max(y, default=1.0), 2), xlabel="requests a second (Poisson)",
+        y_range=decades(min(y, default=1e-3), max(y, default=1.0), 2),
+        xlabel="clients (closed loop)" if closed else "requests a second (Poisson)",
         ylabel="time to first token (s)", y_unit="s", lines=[], marks=marks, joins=joins,
         filters=list(rows["gpu"]), legend=legend, legend_title="serving on each GPU", table=table)
 

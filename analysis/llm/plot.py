@@ -218,33 +218,44 @@ SERVE_LATENCIES = (("ttft_s", "time to first token"), ("tpot_s", "time per outpu
 
 
 def plot_serve(axes_pair, model: Model, serving: Sequence) -> None:
+    from matplotlib.ticker import FuncFormatter
+
     """--serve's latencies against the request rate: P50 (solid) and P99 (dashed) TTFT on the first ax, TPOT on
     the second, a colour per GPU; a hollow marker where the server preempted requests."""
+    closed = any(m.get("concurrency") for s in serving for m in s.runs)
+
+    def load(m):  # the x of a run: its rate, or its clients in a closed loop
+        return m.get("concurrency") if closed else m["rate"]
+
     for (key, what), ax in zip(SERVE_LATENCIES, axes_pair):
-        if not any(m["rate"] is not None and m[key]["p50"] is not None for s in serving for m in s.runs):
+        if not any(load(m) is not None and m[key]["p50"] is not None for s in serving for m in s.runs):
             ax.text(0.5, 0.5, f"no {what}: no request produced more than one token" if key == "tpot_s" else
                     f"no {what}", ha="center", va="center", transform=ax.transAxes, fontsize=FONT_SIZE)
             ax.set_axis_off()
             continue
         for color, s in zip(GPU_COLORS, serving):
-            runs = [m for m in s.runs if m["rate"] is not None and m[key]["p50"] is not None]
-            rates = [m["rate"] for m in runs]
+            runs = [m for m in s.runs if load(m) is not None and m[key]["p50"] is not None]
+            rates = [load(m) for m in runs]
             for p, style in (("p50", "-"), ("p99", "--")):
                 ax.plot(rates, [m[key][p] * 1e3 for m in runs], linestyle=style, color=color, marker="o",
                         markersize=4, label=f"{s.gpu.label} {p.upper()}")
             preempted = [m for m in runs if m["preemptions"]]
-            ax.scatter([m["rate"] for m in preempted], [m[key]["p99"] * 1e3 for m in preempted], s=60,
+            ax.scatter([load(m) for m in preempted], [m[key]["p99"] * 1e3 for m in preempted], s=60,
                        facecolors="none", edgecolors=color)
-        ax.set_xlabel("requests a second (Poisson arrivals)", fontsize=FONT_SIZE)
+        ax.set_xlabel("clients (closed loop: each sends its next request when one finishes)" if closed else
+                      "requests a second (Poisson arrivals)", fontsize=FONT_SIZE)
         ax.set_ylabel(f"{what} (ms)", fontsize=FONT_SIZE)
         ax.set_yscale("log")
+        for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):  # 20, not 2 x 10^1
+            axis(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
         ax.tick_params(labelsize=FONT_SIZE)
     axes_pair[0].legend(loc="upper left", fontsize=FONT_SIZE, frameon=False)
     sources = "; ".join(dict.fromkeys(s.gpu.roofs.provenance for s in serving))
     runs = serving[0].runs[0]
     axes_pair[0].figure.suptitle(
-        f"{model.name}: {runs['requests']} requests a rate, P50 solid, P99 dashed (hollow: preemptions)\n"
+        f"{model.name}: {runs['requests']} requests at each {'concurrency' if closed else 'rate'}, P50 solid, "
+        f"P99 dashed (hollow: preemptions)\n"
         f"roofs: {sources}", fontsize=10, x=0.01, ha="left",
         color="black" if all(s.gpu.roofs.measured for s in serving) else WARNING_COLOR)
 

@@ -161,15 +161,17 @@ def serving_text(serving: Sequence) -> str:
     for s in serving:
         head = (f"serving on {s.gpu.label}: KV cache {s.kv.tokens:,} tokens in {s.kv.blocks:,} blocks of "
                 f"{s.kv.block_size} ({si(s.kv.bytes_per_token, 'B')} a token, {si(s.kv.usable_bytes, 'B')} usable)")
-        rows = [[_na(m["rate"], lambda v: f"{v:g}"), ms(m["ttft_s"], "p50"), ms(m["ttft_s"], "p99"),
-                 ms(m["tpot_s"], "p50"), ms(m["tpot_s"], "p99"), ms(m["itl_s"], "p99"), ms(m["e2e_s"], "p50"),
-                 ms(m["e2e_s"], "p99"), _na(m["output_tokens_per_s"], lambda v: f"{v:,.0f}"),
-                 _na(m["requests_per_s"], lambda v: f"{v:.3g}"), str(m["max_batch"]), str(m["preemptions"])]
+        closed = any(m.get("concurrency") for m in s.runs)
+        rows = [[str(m["concurrency"]) if closed else _na(m["rate"], lambda v: f"{v:g}"),
+                 ms(m["ttft_s"], "p50"), ms(m["ttft_s"], "p99"), ms(m["tpot_s"], "p50"), ms(m["tpot_s"], "p99"),
+                 ms(m["itl_s"], "p99"), ms(m["e2e_s"], "p50"), ms(m["e2e_s"], "p99"),
+                 _na(m["output_tokens_per_s"], lambda v: f"{v:,.0f}"), _na(m["requests_per_s"], lambda v: f"{v:.3g}"),
+                 str(m["max_batch"]), str(m["preemptions"])]
                 + ([_na(m.get("goodput_rps"), lambda v: f"{v:.3g}")] if "goodput_rps" in m else [])
                 for m in s.runs]
-        header = ("rate/s", "TTFT p50 ms", "p99", "TPOT p50 ms", "p99", "ITL p99 ms", "E2E p50 ms", "p99",
-                  "out tok/s", "req/s", "max batch", "preempted") + (("goodput/s",) if "goodput_rps" in s.runs[0]
-                                                                       else ())
+        header = ("clients" if closed else "rate/s", "TTFT p50 ms", "p99", "TPOT p50 ms", "p99", "ITL p99 ms",
+                  "E2E p50 ms", "p99", "out tok/s", "req/s", "max batch", "preempted") + \
+            (("goodput/s",) if "goodput_rps" in s.runs[0] else ())
         out += ["", head, table(header, rows)]
         if s.slo_rate is not None or any("goodput_rps" in m for m in s.runs):
             out.append(f"highest rate meeting the P99 SLOs (within the --rate values given): "

@@ -305,9 +305,11 @@ class _Scheduler:
 
 
 def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, int]], int, bool], float],
-             cache: KvCache, limits: Limits) -> Served:
+             cache: KvCache, limits: Limits, concurrency: int | None = None) -> Served:
     """Run `requests` through the scheduler; `clock(sequences, logits, prefill)` the time of a step over (new
-    tokens, context) a sequence, `logits` of which produce a token, `prefill` when any computes a prompt."""
+    tokens, context) a sequence, `logits` of which produce a token, `prefill` when any computes a prompt. With
+    `concurrency` the clients are a closed loop, as a benchmark at fixed concurrency runs them: that many requests
+    arrive at 0, and each finishing one sends the next, in order (their own arrival times are not used)."""
     for r in requests:
         held = r.prompt + r.gen - 1  # the last token produced is never computed: its KV is never held
         need = math.ceil(held / cache.block_size)
@@ -319,8 +321,12 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
             raise CeilingsError(f"a request of {r.prompt} + {r.gen} tokens cannot be prefilled whole (recomputed "
                                 f"after a preemption) within --max-num-batched-tokens "
                                 f"{limits.max_num_batched_tokens}: raise it, or chunk prefills")
-    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
-    pending = deque(order)
+    requests = list(requests)
+    closed = deque(range(concurrency, len(requests))) if concurrency else deque()  # sent as others finish
+    if concurrency:
+        requests = [replace(r, arrival_s=0.0) if i < concurrency else r for i, r in enumerate(requests)]
+    pending = deque(sorted(range(min(concurrency or len(requests), len(requests))),
+                           key=lambda i: requests[i].arrival_s))
     scheduler = _Scheduler(cache, limits)
     times: list[tuple[float, ...] | None] = [None] * len(requests)
     now, finished = 0.0, 0
@@ -355,6 +361,10 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
                 scheduler.finish(seq)
                 times[seq.index] = tuple(seq.token_times)
                 finished += 1
+                if closed:  # its client sends the next request now
+                    i = closed.popleft()
+                    requests[i] = replace(requests[i], arrival_s=now)
+                    pending.append(i)
         ends.append(now)
         batches.append(len(step))
     return Served(tuple(requests), tuple(times), scheduler.preemptions,
@@ -431,13 +441,15 @@ def highest_rate(run: Callable[[float], dict], slo: tuple[float | None, float | 
 # ----------------------------------------------------------------------------------------- runs of a GPU
 @dataclass(frozen=True)
 class Traffic:
-    """What arrives: request lengths, at each `rates` (Poisson, `seed`), or at the workload's own `arrivals`."""
+    """What arrives: request lengths, at each `rates` (Poisson, `seed`), from each number of closed-loop clients
+    (`concurrencies`), or at the workload's own `arrivals`."""
 
     lengths: tuple[tuple[int, int], ...]
     rates: tuple[float, ...]
     arrivals: tuple[float, ...] | None = None
     seed: int = 0
     slo: tuple[float | None, float | None] = (None, None)  # P99 TTFT, P99 TPOT (s)
+    concurrencies: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -463,14 +475,21 @@ def serve_gpu(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Ma
         raise CeilingsError(f"{gpu.label}: {why['op']} cannot be placed ({why['why']}): --serve needs the time of "
                             f"every op of a step; measure that ceiling, or give the GPU's figures")
 
-    def run(rate: float | None) -> dict:
-        requests = [Request(t, p, g) for t, (p, g) in zip(traffic.arrivals, traffic.lengths)] if rate is None \
-            else poisson(rate, traffic.lengths, traffic.seed)
-        return metrics(simulate(requests, clock, kv, limits), kv, rate, traffic.slo)
+    def run(rate: float | None, concurrency: int | None = None) -> dict:
+        if rate is not None:
+            requests = poisson(rate, traffic.lengths, traffic.seed)
+        else:  # the workload's arrivals, or a closed loop that sets them
+            requests = [Request(t, p, g) for t, (p, g) in zip(traffic.arrivals or [0.0] * len(traffic.lengths),
+                                                              traffic.lengths)]
+        served = simulate(requests, clock, kv, limits, concurrency)
+        return {**metrics(served, kv, rate, traffic.slo), "concurrency": concurrency}
 
-    runs = tuple(run(rate) for rate in traffic.rates) if traffic.arrivals is None else (run(None),)
+    if traffic.arrivals is not None:
+        runs = (run(None),)
+    else:
+        runs = tuple(run(rate) for rate in traffic.rates) + tuple(run(None, c) for c in traffic.concurrencies)
     slo_rate = highest_rate(run, traffic.slo, min(traffic.rates), max(traffic.rates)) \
-        if any(v is not None for v in traffic.slo) and traffic.arrivals is None else None
+        if any(v is not None for v in traffic.slo) and traffic.rates and traffic.arrivals is None else None
     usd = None
     if gpu.usd_per_hour is not None:
         at = run(slo_rate) if slo_rate is not None else max(runs, key=lambda m: m["output_tokens_per_s"] or 0)
