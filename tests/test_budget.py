@@ -87,8 +87,8 @@ def test_the_a100_training_step_names_where_its_time_goes():
 
 
 def test_causes_of_a_hand_written_trace(tmp_path):
-    """An mm with shapes (placed, at the launch floor), its split-K helper, an op without a model, a kernel without an op, a
-    Triton kernel of a compiled graph, and an NCCL all-reduce overlapping the GEMM by 10 us."""
+    """An mm with shapes (placed, at the launch floor), its split-K helper, an op without a model, a kernel without
+    an op, a Triton kernel of a compiled graph, and an NCCL all-reduce overlapping the GEMM by 10 us."""
     events = [
         x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[256, 128], [128, 512]],
                                            "Input type": ["float", "float"]}),
@@ -139,7 +139,8 @@ def test_json_holds_the_budget_and_the_application(tmp_path, capsys):
     assert app["flops"] is None and app["bytes"] is None  # most kernels' work is unknown: no total, not a guess
     assert app["busy_time_s"] <= app["window_s"]
     assert len(doc["kernels"]) == 85
-    assert "of the kernel time is on the roofline, 41% on the interconnect; not placed: compiled graph 26%" in capsys.readouterr().err
+    said = "of the kernel time is on the roofline, 41% on the interconnect; not placed: compiled graph 26%"
+    assert said in capsys.readouterr().err
     assert roofline_main(["--roofs", ROOFS, str(A100_TRACE), "--json", str(out)]) == 2  # not overwritten
 
 

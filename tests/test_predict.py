@@ -121,7 +121,8 @@ def test_unmodelled_ops_are_missing_never_zero():
 
 @pytest.mark.parametrize("source", ["def make(:\n", "def make():\n    raise ValueError('no such layer')\n",
                                     "import not_a_module\n", "def make():\n    return 3\n",
-                                    "import torch\ndef make():\n    return torch.nn.Linear(4, 4), (torch.ones(3, 5),)\n"])
+                                    "import torch\ndef make():\n"
+                                    "    return torch.nn.Linear(4, 4), (torch.ones(3, 5),)\n"])
 def test_a_broken_model_file_is_one_line(source, tmp_path, capsys):
     path = tmp_path / "model.py"
     path.write_text(source)
