@@ -47,7 +47,10 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     from analysis.ncu import add_profile_filters
     from analysis.readers.registry import reads
 
-    p.add_argument("profiles", nargs="+", metavar="PROFILE", help=f"profile(s), or folders of them; {reads()}")
+    p.add_argument("profiles", nargs="+", metavar="PROFILE",
+                   help=f"profile(s), or folders of them; a torch.profiler trace given with an ncu profile of the "
+                        f"same program takes the profile's counters for the kernels it measured (docs/torch.md); "
+                        f"{reads()}")
     p.add_argument("--nsys", metavar="FILE", help="nsys kernel summary for kernel times (optional)")
     add_profile_filters(p)
 
