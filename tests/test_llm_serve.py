@@ -247,3 +247,18 @@ def test_serve_cli_at_fixed_concurrency(tmp_path, capsys):
     assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--concurrency", "4", "--rate",
                  "2"]) == 2
     assert "--rate and --concurrency" in capsys.readouterr().err
+
+
+def test_steps_pay_the_floors_as_single_steps_do(tmp_path):
+    """--no-floors: each kernel at its roofs alone, so every served token comes sooner than with the latency floor a
+    kernel (the step model's costs, the same for single steps and served ones); the page shows the closed loop."""
+    runs = {}
+    for flag in ("--floors", "--no-floors"):
+        out = tmp_path / f"{flag}.json"
+        assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--concurrency", "4", "--requests",
+                     "20", "--prompt", "256", "--gen", "16", flag, "--json", str(out), "--html",
+                     str(tmp_path / f"{flag}.html")]) == 0
+        runs[flag] = json.loads(out.read_text())["gpus"][0]["serve"][0]
+        assert "clients (closed loop)" in (tmp_path / f"{flag}.html").read_text()
+    assert runs["--no-floors"]["tpot_s"]["p50"] < runs["--floors"]["tpot_s"]["p50"]
+    assert runs["--no-floors"]["ttft_s"]["p50"] < runs["--floors"]["ttft_s"]["p50"]
