@@ -398,6 +398,25 @@ def as_kernels(ops: pd.DataFrame, gpu: Roofs, by: str = "op", depth: int | None 
     return out
 
 
+HF_PREFIX = "hf:"
+HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def hf_spec(spec: str, batch: int = 1, tokens: int = 2048, dtype: str = "bf16"):
+    """hf:CONFIG|NAME -> (a dense decoder built from that Hugging Face config.json, or a shipped one's, by
+    analysis.llm; input_ids of batch x tokens)."""
+    from analysis.llm.decoder import decoder
+    from analysis.llm.models import load_model
+    from analysis.llm.work import check_context
+
+    torch = _torch()
+    if batch < 1 or tokens < 1:
+        raise CeilingsError(f"--batch {batch} --tokens {tokens}: give 1 or more of each")
+    model, _ = load_model(spec.removeprefix(HF_PREFIX))
+    check_context(model, tokens, "--tokens")
+    return decoder(model, HF_DTYPES[dtype]), (torch.zeros(batch, tokens, dtype=torch.long),)
+
+
 def load_spec(spec: str):
     """FILE.py:FUNCTION -> FUNCTION() -> (model, inputs)."""
     file, sep, function = spec.rpartition(":")
@@ -427,7 +446,13 @@ def _parser() -> argparse.ArgumentParser:
                                 "aten op of one forward pass, recorded on the meta device, with its FLOPs and "
                                 "bytes from the op models a trace's ops use, and its time at each GPU's roofs "
                                 "(a lower bound).", epilog="docs/predict.md")
-    p.add_argument("spec", metavar="FILE.py:FUNCTION", help="a function returning (model, inputs)")
+    p.add_argument("spec", metavar="FILE.py:FUNCTION|hf:CONFIG", help="a function returning (model, inputs); or "
+                   "hf:config.json (or a shipped name, python -m analysis.llm --list-models): a dense decoder built "
+                   "from that Hugging Face config, no transformers and no weights, run on --batch x --tokens ids")
+    p.add_argument("--batch", type=int, default=1, help="with hf:, sequences (default 1)")
+    p.add_argument("--tokens", type=int, default=2048, help="with hf:, tokens a sequence (default 2048)")
+    p.add_argument("--dtype", choices=tuple(HF_DTYPES), default="bf16", help="with hf:, the weights' and "
+                   "activations' type (default bf16)")
     p.add_argument("--roofs", action="append", required=True, metavar="ROOFS.json|NAME",
                    help="a roofs file or a datasheet name; repeat for GPUs side by side")
     p.add_argument("--train", action="store_true",
@@ -461,7 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.depth is not None and args.depth < 1:
         raise CeilingsError(f"--depth {args.depth}: give 1 or more")
     out = check_outputs({"--csv": args.csv, "--json": args.json, "--html": args.html}, pictures={"-o": args.output},
-                        force=args.force, inputs=[args.spec.rpartition(":")[0], *args.roofs,
+                        force=args.force, inputs=[args.spec.removeprefix(HF_PREFIX) if args.spec.startswith(HF_PREFIX)
+                                                  else args.spec.rpartition(":")[0], *args.roofs,
                                                   *([args.against] if args.against else [])])
     if args.calibrate and not args.against:
         raise CeilingsError("--calibrate: give --against TRACE, a trace of the same model, whose efficiencies scale "
@@ -469,7 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     if args.fused_optimizer and not args.train:
         raise CeilingsError("--fused-optimizer: give --train, a training step, whose optimizer it fuses")
-    calls = record(*load_spec(args.spec), train=args.train, optimizer=args.optimizer,
+    made = hf_spec(args.spec, args.batch, args.tokens, args.dtype) if args.spec.startswith(HF_PREFIX) \
+        else load_spec(args.spec)
+    calls = record(*made, train=args.train, optimizer=args.optimizer,
                    fused_optimizer=args.fused_optimizer)
     ops = op_table(calls, args.flops)
     check = _against(args.against, ops, args.flops) if args.against else None

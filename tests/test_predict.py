@@ -331,3 +331,39 @@ def test_a_fused_optimizer_is_one_kernel_over_every_parameter():
     assert step["flops"].iloc[0] == 14 * params and step["bytes"].iloc[0] == 7 * 4 * params
     # dropout's masks and the indexing's backward have models too: nothing unmodelled in the step
     assert ops["modelled"].all(), set(ops.loc[~ops["modelled"], "op"])
+
+
+def test_hf_config_builds_the_decoder_the_step_model_counts():
+    """hf:Llama-3.2-1B (16 layers, hidden 2048, 32 query and 8 KV heads of 64, MLP 8192, vocab 128256, tied) on 64
+    tokens: every matrix FLOP from the config by hand (2 x tokens x each linear's in x out, the LM head over every
+    position), equal to torch's FlopCounterMode on the same module, and the layers' GEMMs and attention equal to
+    analysis.llm's prefill of that config (its LM head scores the last token only)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from analysis.llm.models import load_model
+    from analysis.llm.work import Setup, step_ops
+
+    model, inputs = predict.hf_spec("hf:Llama-3.2-1B", batch=1, tokens=64)
+    ops = predict.op_table(predict.record(model, inputs), convention="torch")
+    flops = ops.groupby("op")["flops"].sum()
+    layer = 2048 * (32 * 64) + 2 * 2048 * (8 * 64) + (32 * 64) * 2048 + 3 * 2048 * 8192
+    assert flops["aten::mm"] == 2 * 64 * (16 * layer + 2048 * 128256)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    counted = {str(op).replace("aten.", "aten::"): n for op, n in counter.get_flop_counts()["Global"].items()}
+    assert flops["aten::mm"] == counted["aten::mm"]
+    llm, _ = load_model("Llama-3.2-1B")
+    prefill = {op.name: op for op in step_ops(llm, Setup(batch=1, prompt=64), 64, 0)}
+    gemms = sum(prefill[n].flops["tensor.bf16"] for n in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"))
+    assert flops["aten::mm"] - 2 * 64 * 2048 * 128256 == gemms
+    executed = predict.op_table(predict.record(model, inputs))
+    attention = executed.loc[executed["op"] == "aten::scaled_dot_product_attention", "flops"].sum()
+    assert attention == prefill["attention"].flops["tensor.bf16"]
+
+
+def test_hf_refuses_what_it_does_not_build(capsys):
+    assert predict.main(["hf:Mixtral-8x7B-v0.1", "--roofs", "H100 SXM"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mixture of experts is not built" in err[0] and "analysis.llm" in err[0]
+    assert predict.main(["hf:Llama-3.2-1B", "--roofs", "H100 SXM", "--tokens", "200000"]) == 2
+    assert "200000 tokens exceeds" in capsys.readouterr().err
