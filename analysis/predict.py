@@ -403,9 +403,9 @@ HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def hf_spec(spec: str, batch: int = 1, tokens: int = 2048, dtype: str = "bf16"):
-    """hf:CONFIG|NAME -> (a dense decoder built from that Hugging Face config.json, or a shipped one's, by
-    analysis.llm; input_ids of batch x tokens)."""
-    from analysis.llm.decoder import decoder
+    """hf:CONFIG|NAME -> (the decoder built from that Hugging Face config.json, or a shipped one's, by
+    analysis.llm; input_ids of batch x tokens; the assumptions the build makes)."""
+    from analysis.llm.decoder import ROUTING, decoder
     from analysis.llm.models import load_model
     from analysis.llm.work import check_context
 
@@ -414,7 +414,8 @@ def hf_spec(spec: str, batch: int = 1, tokens: int = 2048, dtype: str = "bf16"):
         raise CeilingsError(f"--batch {batch} --tokens {tokens}: give 1 or more of each")
     model, _ = load_model(spec.removeprefix(HF_PREFIX))
     check_context(model, tokens, "--tokens")
-    return decoder(model, HF_DTYPES[dtype]), (torch.zeros(batch, tokens, dtype=torch.long),)
+    return decoder(model, HF_DTYPES[dtype]), (torch.zeros(batch, tokens, dtype=torch.long),), \
+        [ROUTING] if model.moe else []
 
 
 def load_spec(spec: str):
@@ -495,8 +496,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpus = [target_roofs(r, option="--roofs") for r in args.roofs]
     if args.fused_optimizer and not args.train:
         raise CeilingsError("--fused-optimizer: give --train, a training step, whose optimizer it fuses")
-    made = hf_spec(args.spec, args.batch, args.tokens, args.dtype) if args.spec.startswith(HF_PREFIX) \
-        else load_spec(args.spec)
+    if args.spec.startswith(HF_PREFIX):
+        *made, assumed = hf_spec(args.spec, args.batch, args.tokens, args.dtype)
+    else:
+        made, assumed = load_spec(args.spec), []
+    for note in assumed:
+        print(f"warning: {note}", file=sys.stderr)
     calls = record(*made, train=args.train, optimizer=args.optimizer,
                    fused_optimizer=args.fused_optimizer)
     ops = op_table(calls, args.flops)

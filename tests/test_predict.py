@@ -343,7 +343,8 @@ def test_hf_config_builds_the_decoder_the_step_model_counts():
     from analysis.llm.models import load_model
     from analysis.llm.work import Setup, step_ops
 
-    model, inputs = predict.hf_spec("hf:Llama-3.2-1B", batch=1, tokens=64)
+    model, inputs, assumed = predict.hf_spec("hf:Llama-3.2-1B", batch=1, tokens=64)
+    assert assumed == []
     ops = predict.op_table(predict.record(model, inputs), convention="torch")
     flops = ops.groupby("op")["flops"].sum()
     layer = 2048 * (32 * 64) + 2 * 2048 * (8 * 64) + (32 * 64) * 2048 + 3 * 2048 * 8192
@@ -361,9 +362,24 @@ def test_hf_config_builds_the_decoder_the_step_model_counts():
     assert attention == prefill["attention"].flops["tensor.bf16"]
 
 
+def test_hf_moe_routes_evenly_and_says_so(capsys):
+    """Mixtral-8x7B on 512 tokens, top-2 of 8 experts: each expert's gate+up and down as one batched GEMM over the
+    1,024 routed rows spread evenly, 128 an expert: 2 x 8 x 128 x 4096 x (2 x 14336 + 14336) FLOPs a layer; every
+    expert's weights read."""
+    model, inputs, assumed = predict.hf_spec("hf:Mixtral-8x7B-v0.1", batch=1, tokens=512)
+    assert len(assumed) == 1 and "evenly" in assumed[0]
+    ops = predict.op_table(predict.record(model, inputs))
+    bmm = ops[ops["op"] == "aten::bmm"]
+    assert bmm["flops"].sum() == 32 * 2 * 8 * 128 * 4096 * 3 * 14336
+    assert bmm["bytes"].sum() >= 32 * 8 * 3 * 4096 * 14336 * 2  # the experts' bf16 weights, every layer
+    assert ops["modelled"].all(), set(ops.loc[~ops["modelled"], "op"])
+    assert predict.main(["hf:Mixtral-8x7B-v0.1", "--roofs", "H100 SXM", "--tokens", "64"]) == 0
+    assert "warning: mixture of experts: the tokens routed evenly" in capsys.readouterr().err
+
+
 def test_hf_refuses_what_it_does_not_build(capsys):
-    assert predict.main(["hf:Mixtral-8x7B-v0.1", "--roofs", "H100 SXM"]) == 2
+    assert predict.main(["hf:gpt-oss-20b", "--roofs", "H100 SXM"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "mixture of experts is not built" in err[0] and "analysis.llm" in err[0]
+    assert len(err) == 1 and "sliding-window layers are not built" in err[0] and "analysis.llm" in err[0]
     assert predict.main(["hf:Llama-3.2-1B", "--roofs", "H100 SXM", "--tokens", "200000"]) == 2
     assert "200000 tokens exceeds" in capsys.readouterr().err

@@ -5,15 +5,25 @@ The module runs what Llama-family models run: embedding, per layer RMSNorm (or L
 (biased where the config says; per-head q/k RMSNorm where it says, as Qwen3), grouped-query causal
 scaled-dot-product attention, the output projection, RMSNorm and the gated MLP (act(gate) * up, then down), a
 final norm and the LM head (the embedding table when tied). Rotary embedding is left out: a few element-wise
-ops a layer that predict's op table would count, not a GEMM. Mixture-of-experts and multi-head latent attention
-models are not built: their routing needs values a meta run does not have (analysis.llm models them).
+ops a layer that predict's op table would count, not a GEMM.
+
+A mixture-of-experts layer runs its router (and top-k of the scores), then its experts as two batched GEMMs
+(gate and up, then down: what grouped-GEMM kernels run) over the tokens routed to them, taken as routing
+spreads them evenly (ROUTING: which tokens go where is in the values, which a meta run does not have): each
+of min(experts, tokens x k) experts gets tokens x k / that many rows; then the weighted sum of the k outputs,
+and the shared experts' MLP where the config has one. Multi-head latent attention and sliding-window models are
+not built (analysis.llm models them).
 """
 
 from __future__ import annotations
 
+import math
+
 from common.errors import CeilingsError
 
 from .models import Model
+
+ROUTING = "mixture of experts: the tokens routed evenly over the experts (which go where is not known before a run)"
 
 
 def decoder(model: Model, dtype: str = "bfloat16"):
@@ -21,27 +31,58 @@ def decoder(model: Model, dtype: str = "bfloat16"):
     import torch
     from torch import nn
 
-    if model.moe or model.mla or model.sliding_window:
-        kind = "mixture of experts" if model.moe else "latent attention" if model.mla else "sliding-window layers"
-        raise CeilingsError(f"{model.name}: its {kind} is not built as a torch module here (routing and windows "
-                            f"need values a meta run does not have): predict it with python -m analysis.llm")
+    if model.mla or model.sliding_window:
+        kind = "latent attention is" if model.mla else "sliding-window layers are"
+        raise CeilingsError(f"{model.name}: its {kind} not built as a torch module here: predict it with "
+                            f"python -m analysis.llm")
     norm = nn.RMSNorm if model.norm == "rms" else nn.LayerNorm
     act = {"silu": nn.functional.silu}[model.activation]
     d, hd, heads, kv = model.hidden, model.head_dim, model.heads, model.kv_heads
 
-    class Layer(nn.Module):
+    biased = "mlp" in model.biased
+
+    class Mlp(nn.Module):
+        def __init__(self, width: int):
+            super().__init__()
+            self.gate_proj = nn.Linear(d, width, bias=biased)
+            self.up_proj = nn.Linear(d, width, bias=biased)
+            self.down_proj = nn.Linear(width, d, bias=biased)
+
+        def forward(self, h):
+            return self.down_proj(act(self.gate_proj(h)) * self.up_proj(h))
+
+    class Experts(nn.Module):
         def __init__(self):
             super().__init__()
-            qkv, o, mlp = ("qkv" in model.biased), ("o" in model.biased), ("mlp" in model.biased)
+            e, f = model.experts, model.intermediate
+            self.router = nn.Linear(d, e, bias=model.router_bias)
+            self.gate_up = nn.Parameter(torch.empty(e, d, 2 * f))
+            self.down = nn.Parameter(torch.empty(e, f, d))
+            self.shared = Mlp(model.shared_intermediate) if model.shared_intermediate else None
+
+        def forward(self, h):
+            b, s, _ = h.shape
+            tokens, k = h.reshape(b * s, d), model.experts_per_token
+            weights, _ = torch.topk(self.router(tokens).softmax(-1), k)
+            used = min(model.experts, b * s * k)  # ROUTING
+            rows = math.ceil(b * s * k / used)
+            routed = tokens[:1].expand(used, rows, d)
+            gate, up = torch.bmm(routed, self.gate_up[:used]).chunk(2, dim=-1)
+            out = torch.bmm(act(gate) * up, self.down[:used]).reshape(-1, d)[:b * s * k]
+            mixed = (out.view(b * s, k, d) * weights.unsqueeze(-1)).sum(1).view(b, s, d)
+            return mixed + self.shared(h) if self.shared is not None else mixed
+
+    class Layer(nn.Module):
+        def __init__(self, dense: bool):
+            super().__init__()
+            qkv, o = ("qkv" in model.biased), ("o" in model.biased)
             self.attn_norm, self.mlp_norm = norm(d), norm(d)
             self.q_proj = nn.Linear(d, heads * hd, bias=qkv)
             self.k_proj = nn.Linear(d, kv * hd, bias=qkv)
             self.v_proj = nn.Linear(d, kv * hd, bias=qkv)
             self.q_norm, self.k_norm = (nn.RMSNorm(hd), nn.RMSNorm(hd)) if model.qk_norm else (None, None)
             self.o_proj = nn.Linear(heads * hd, d, bias=o)
-            self.gate_proj = nn.Linear(d, model.intermediate, bias=mlp)
-            self.up_proj = nn.Linear(d, model.intermediate, bias=mlp)
-            self.down_proj = nn.Linear(model.intermediate, d, bias=mlp)
+            self.mlp = Mlp(model.dense_intermediate or model.intermediate) if dense else Experts()
 
         def forward(self, x):
             b, s, _ = x.shape
@@ -54,14 +95,14 @@ def decoder(model: Model, dtype: str = "bfloat16"):
             a = nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                            is_causal=True, enable_gqa=kv != heads)
             x = x + self.o_proj(a.transpose(1, 2).reshape(b, s, heads * hd))
-            h = self.mlp_norm(x)
-            return x + self.down_proj(act(self.gate_proj(h)) * self.up_proj(h))
+            return x + self.mlp(self.mlp_norm(x))
 
     class Decoder(nn.Module):
         def __init__(self):
             super().__init__()
             self.embed_tokens = nn.Embedding(model.vocab, d)
-            self.layers = nn.ModuleList(Layer() for _ in range(model.layers))
+            # an MoE model's dense layers first (DeepSeek's first_k_dense_replace)
+            self.layers = nn.ModuleList(Layer(not model.moe or i < model.dense_layers) for i in range(model.layers))
             self.norm = norm(d)
             self.lm_head = nn.Linear(d, model.vocab, bias=False)
             if model.tied:

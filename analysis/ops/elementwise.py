@@ -331,6 +331,23 @@ class Optimizer:
 
 
 @dataclass(frozen=True)
+class TopK:
+    """topk(self, k, dim=-1, largest, sorted): a compare per input element (selection); reads self, writes the k
+    values (self's dtype) and their int64 indices along `dim`."""
+
+    def work(self, x: Args) -> OpWork | None:
+        inp, k, dim = x.operand(0), x.value(1), x.value(2)
+        dim = -1 if dim is None else dim
+        if inp is None or not inp[0] or type(k) is not int or type(dim) is not int or \
+                not -len(inp[0]) <= dim < len(inp[0]):
+            return None
+        shape, dtype = inp
+        out = [*shape[:dim % len(shape)], k, *shape[dim % len(shape) + 1:]]
+        return OpWork(flops_of(1, math.prod(shape), dtype), precision_of(dtype),
+                      total_of(x.read(0), size_of(out, dtype), size_of(out, "long int")))
+
+
+@dataclass(frozen=True)
 class SelectBackward:
     """select_backward(grad_output, input_sizes, dim, index): a tensor of input_sizes, zeros but for the slice
     the gradient is copied into: grad_output read, the whole output written once, 0 FLOPs."""
@@ -473,6 +490,7 @@ OPS: dict = {
     "aten::cat": Concat(),
     "aten::stack": Concat(),
     "aten::select_backward": SelectBackward(),
+    "aten::topk": TopK(),
     # m = b1 m + (1 - b1) g (3), v = b2 v + (1 - b2) g g (4), sqrt(v) / sqrt(bc2) + eps (3),
     # p -= lr / bc1 * m / denom (3); weight decay: g += wd p (2), AdamW p *= 1 - lr wd (1); amsgrad's max (1),
     # grad_scale's unscale (1). Reads p, g, m, v; writes p, m, v
