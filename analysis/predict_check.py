@@ -7,8 +7,6 @@ measures, can be shorter), so it is a lower bound of the kernel time and the eff
 
 from __future__ import annotations
 
-import math
-
 from ceilings.lazy import lazy
 
 pd = lazy("pandas")
@@ -25,10 +23,8 @@ def against(ops: pd.DataFrame, predicted_s: pd.Series, trace: pd.DataFrame) -> p
 
     def per_class(names: pd.Series, flops: pd.Series, time_s: pd.Series, prefix: str) -> pd.DataFrame:
         rows = pd.DataFrame({"class": names.map(lambda n: op_class(n) or OTHER), "flops": flops, "time_s": time_s})
-        grouped = rows.groupby("class")
-        sums = grouped[["flops", "time_s"]].sum(min_count=1)
-        for column in ("flops", "time_s"):  # a part unknown: the class's sum unknown, never a partial one
-            sums.loc[grouped[column].apply(lambda v: v.isna().any()), column] = math.nan
+        # a part unknown: the class's sum unknown, never a partial one
+        sums = rows.groupby("class")[["flops", "time_s"]].agg(lambda v: v.sum(skipna=False))
         return sums.rename(columns={"flops": f"{prefix}_flops", "time_s": f"{prefix}_s"})
 
     table = per_class(ops["op"], ops["flops"], predicted_s, "predicted").join(

@@ -184,15 +184,15 @@ def name_key(name: str) -> str:
     return "".join(name.split())
 
 
-def _threads(dim3) -> int:
+def _dim3_size(dim3) -> int:
     """Blocks in a grid (threads in a block) from "(x, y, z)" or a count; -1 where not known."""
     numbers = re.findall(r"\d+", str(dim3)) if isinstance(dim3, str) else []
     return math.prod(int(n) for n in numbers) if numbers else -1
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"name": frame["kernel"].map(name_key), "grid": frame["grid"].map(_threads),
-                         "block": frame["block"].map(_threads)}, index=frame.index)
+    return pd.DataFrame({"name": frame["kernel"].map(name_key), "grid": frame["grid"].map(_dim3_size),
+                         "block": frame["block"].map(_dim3_size)}, index=frame.index)
 
 
 def paired(paths: list[str], frames: list[pd.DataFrame], warnings: list[str]

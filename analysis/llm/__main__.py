@@ -376,9 +376,6 @@ def _serving(args, model: Model) -> tuple[Limits, Traffic]:
     if args.rate and args.concurrency:
         raise CeilingsError("--rate and --concurrency: an open loop (arrivals at a rate) or a closed one (N clients); "
                             "give one")
-    for rate in args.rate:
-        if not (math.isfinite(rate) and rate > 0):
-            raise CeilingsError(f"--rate {rate}: give requests a second above 0")
     for clients in args.concurrency:
         if clients < 1:
             raise CeilingsError(f"--concurrency {clients}: give 1 or more clients")

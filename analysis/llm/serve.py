@@ -18,6 +18,7 @@ its inter-token latencies (ITL), their mean its time per output token (TPOT).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -35,7 +36,7 @@ from .work import Setup, attention_ops, batch_ops, check_context, kv_bytes_per_t
 
 np = lazy("numpy")
 
-# vLLM's defaults (V1 engine, vllm/config/scheduler.py and vllm/config/cache.py)
+# the limits of a server not told otherwise (vLLM's own defaults depend on its version and the GPU: docs/llm.md)
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_BATCHED_TOKENS = 8192
 DEFAULT_BLOCK_SIZE = 16
@@ -270,10 +271,7 @@ class _Scheduler:
                 continue
             new = min(seq.length - seq.computed, budget)
             while self._blocks(seq, new) > self.free and self.running[-1] is not seq:
-                victim = self.running[-1]
-                step[:] = [(s, n) for s, n in step if s is not victim]
-                self.free += sum(n for s, n in step if s is victim)  # nothing: a victim comes after seq
-                self._preempt(victim)
+                self._preempt(self.running[-1])  # admitted after seq: not in this step yet
                 preempted = True
             if self._blocks(seq, new) > self.free:  # the last admitted itself: it waits for blocks
                 self._preempt(seq)
@@ -385,7 +383,9 @@ def metrics(served: Served, kv: KvCache, rate: float | None, slo: tuple[float | 
     time from the first arrival to the last token, the KV cache, the batch, preemptions; goodput with SLOs."""
     first = [t[0] - r.arrival_s for r, t in zip(served.requests, served.token_times)]
     e2e = [t[-1] - r.arrival_s for r, t in zip(served.requests, served.token_times)]
-    tpot = [(t[-1] - t[0]) / (len(t) - 1) for t in served.token_times if len(t) > 1]
+    # a request's time per output token after the first; None for a request of one token
+    per_token = [(t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None for t in served.token_times]
+    tpot = [v for v in per_token if v is not None]
     itl = np.concatenate([np.diff(t) for t in served.token_times if len(t) > 1] or [np.empty(0)])
     start = min(r.arrival_s for r in served.requests)
     duration = max(t[-1] for t in served.token_times) - start
@@ -401,19 +401,10 @@ def metrics(served: Served, kv: KvCache, rate: float | None, slo: tuple[float | 
            "preemptions": served.preemptions}
     slo_ttft, slo_tpot = slo
     if slo_ttft is not None or slo_tpot is not None:
-        good = sum((slo_ttft is None or f <= slo_ttft) and (slo_tpot is None or len(t) < 2 or
-                                                          (t[-1] - t[0]) / (len(t) - 1) <= slo_tpot)
-                   for f, t in zip(first, served.token_times))
+        good = sum((slo_ttft is None or f <= slo_ttft) and (slo_tpot is None or p is None or p <= slo_tpot)
+                   for f, p in zip(first, per_token))
         out["goodput_rps"] = good / duration if duration > 0 else None
     return out
-
-
-def mean_in_system(served: Served) -> float:
-    """The time-average of the requests in the system (arrived, not finished) from the first arrival to the last
-    token, from each request's own interval: Little's law makes it rate x mean latency."""
-    start = min(r.arrival_s for r in served.requests)
-    end = max(t[-1] for t in served.token_times)
-    return sum(t[-1] - r.arrival_s for r, t in zip(served.requests, served.token_times)) / (end - start)
 
 
 def highest_rate(run: Callable[[float], dict], slo: tuple[float | None, float | None], low: float, high: float,
@@ -475,6 +466,7 @@ def serve_gpu(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Ma
         raise CeilingsError(f"{gpu.label}: {why['op']} cannot be placed ({why['why']}): --serve needs the time of "
                             f"every op of a step; measure that ceiling, or give the GPU's figures")
 
+    @functools.cache  # the rate search meets the rates it is given, and the cost the rate it found
     def run(rate: float | None, concurrency: int | None = None) -> dict:
         if rate is not None:
             requests = poisson(rate, traffic.lengths, traffic.seed)

@@ -436,7 +436,7 @@ _VAR = {4: (1, None), 2: (None, None)}  # var.dim / var.correction(self, dim, _,
 _MAX = {3: (1, None), 1: (None, None)}  # max.dim(self, dim, keepdim), max(self)
 _DIM = {3: (1, None)}  # amax(self, dim, keepdim), argmax(self, dim, keepdim), logsumexp(self, dim, keepdim)
 _LAYER = dict(stats=3, normalise=2, saved=2, shape=1)  # mean and variance: x, x * x summed (3); (x - m) * r (2)
-_RMS = dict(stats=2, normalise=1, saved=1, shape=1, bias=None)  # x * x summed (2); x * r (1)
+RMS = dict(stats=2, normalise=1, saved=1, shape=1, bias=None)  # x * x summed (2); x * r (1)
 _BATCH = dict(stats=3, normalise=2, weight=1, bias=2, saved=2, training=5, running=(3, 4))
 # dx = r * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy (* w): x_hat 2, sums 3, the rest 4
 _DX, _DX_RMS = 9, 6  # RMS: x_hat 1, sum of g * x_hat 2, r * (g - x_hat * mean) 3
@@ -449,8 +449,8 @@ OPS: dict = {
                                           else ELEMENTWISE[f"{name}_"]) for name in FOREACH_INPLACE},
     "aten::layer_norm": Norm(weight=2, bias=3, **_LAYER),
     "aten::native_layer_norm": Norm(weight=2, bias=3, **_LAYER),
-    "aten::rms_norm": Norm(weight=2, **_RMS),
-    "aten::_fused_rms_norm": Norm(weight=2, **_RMS),
+    "aten::rms_norm": Norm(weight=2, **RMS),
+    "aten::_fused_rms_norm": Norm(weight=2, **RMS),
     "aten::batch_norm": Norm(**_BATCH),
     "aten::_batch_norm_impl_index": Norm(**_BATCH),
     "aten::native_batch_norm": Norm(**_BATCH),

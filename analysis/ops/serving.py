@@ -18,12 +18,12 @@ import math
 from dataclasses import dataclass
 
 from .base import Args, OpWork, flops_of, precision_of, size_of, total_of
+from .elementwise import ELEMENTWISE, RMS
 
-# RMS norm per element: x * x summed (2), x * rstd (1), * weight (1): analysis.ops.elementwise's _RMS with a weight
-_RMS = 4
-_SILU = 4  # x / (1 + exp(-x)): neg, exp, add, div (analysis.ops.elementwise's silu)
-_GELU = 5  # x/2 * (1 + erf(x / sqrt 2))
-_GELU_TANH = 9  # x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+# per element, as the aten ops count them: RMS norm's statistics and normalisation, and its weight's multiply
+_RMS = RMS["stats"] + RMS["normalise"] + 1
+_SILU, _GELU = ELEMENTWISE["silu"].flops, ELEMENTWISE["gelu"].flops
+_GELU_TANH = 9  # x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))): the form a trace's gelu cannot tell apart
 _QUANT = 3  # x * (1 / scale), clamped to the fp8 range: a multiply, a min, a max
 _ABSMAX = 2  # the abs and the max that find a dynamic scale
 
