@@ -202,6 +202,8 @@ def test_table_positions_match_the_schemas():
     positions name the arguments its schema has there."""
     torch = pytest.importorskip("torch")
     for name, rule in elementwise.OPS.items():
+        if name in elementwise.REMOVED_OPS:
+            continue
         schemas = torch._C._jit_get_schemas_for_operator(name)
         assert schemas, name
         args = [[a.name for a in s.arguments] for s in schemas]

@@ -430,6 +430,8 @@ FOREACH = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "ne
 FOREACH_INPLACE = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg", "abs", "exp",
                    "reciprocal", "sign", "clamp_min", "clamp_max", "maximum", "pow", "zero", "copy")
 
+# ops of older torch that today's schemas no longer have (the schema test cannot check their positions)
+REMOVED_OPS = frozenset({"aten::_cat"})
 # (dim, dtype) positions by argument count
 _SUM = {4: (1, 3), 5: (1, 3), 2: (None, 1)}  # sum.dim_IntList(self, dim, keepdim, dtype[, out]), sum(self, dtype)
 _VAR = {4: (1, None), 2: (None, None)}  # var.dim / var.correction(self, dim, _, keepdim), var(self, unbiased)
@@ -489,6 +491,8 @@ OPS: dict = {
     "aten::nll_loss_backward": LossBackward(),
     "aten::cat": Concat(),
     "aten::stack": Concat(),
+    "aten::_cat": Concat(),  # torch 1.x's cat (REMOVED_OPS)
+    "aten::concat": Concat(), "aten::concatenate": Concat(),
     "aten::select_backward": SelectBackward(),
     "aten::topk": TopK(),
     # m = b1 m + (1 - b1) g (3), v = b2 v + (1 - b2) g g (4), sqrt(v) / sqrt(bc2) + eps (3),

@@ -2,7 +2,7 @@
 (permute, bucketize, bounds check, cumsum, pooled-embedding permute), its table-batched embedding lookup
 (TBE), and the aten ops of embedding bags, scatters and index_put.
 
-The vocabulary is analysis.ops.base's (Args, OpWork, its dtypes; elementwise's Concat for the cat variants);
+The vocabulary is analysis.ops.base's (Args, OpWork, its dtypes and helpers);
 analysis.ops joins this module's `OPS` to its table. FLOPs follow analysis.ops.elementwise's convention: every + - * /
 and comparison of floating-point values is 1 (an embedding bag's pooling adds 1 per gathered element), a
 copy, permute, bucketize or index is 0, integer work 0. Bytes are ALGORITHMIC: each tensor the op reads and
@@ -22,28 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import DTYPES, FLOATING, Args, OpWork
-from .elementwise import Concat
-
-
-def _numel(t) -> int:
-    return math.prod(t[0])
-
-
-def _bytes(elements: int, dtype: str) -> int | None:
-    return elements * DTYPES[dtype][1] if dtype in DTYPES else None
-
-
-def _sum(*parts: int | None) -> float | None:
-    return None if any(p is None for p in parts) else float(sum(parts))
-
-
-def precision_of(dtype: str) -> str | None:
-    return DTYPES[dtype][0] if dtype in DTYPES else None
-
-
-def flops_of(elements: int, dtype: str) -> float:
-    return float(elements) if precision_of(dtype) in FLOATING else 0.0
+from .base import Args, OpWork, flops_of, precision_of, size_of, total_of
 
 
 def _join(*notes: str | None) -> str | None:
@@ -67,13 +46,13 @@ class Streams:
         reads = [x.read(i) for i in self.reads]
         if self.like is None:
             precision = precision_of(x.operand(self.reads[0])[1])
-            return OpWork(0.0, precision, _sum(*reads))
+            return OpWork(0.0, precision, total_of(*reads))
         like = x.operand(self.like)
         if like is None:
             return None
-        n = _numel(like) + self.extra
-        return OpWork(self.flops * flops_of(_numel(like), like[1]), precision_of(like[1]),
-                      _sum(*reads, _bytes(n, like[1])))
+        n = math.prod(like[0]) + self.extra
+        return OpWork(flops_of(self.flops, math.prod(like[0]), like[1]), precision_of(like[1]),
+                      total_of(*reads, size_of([n], like[1])))
 
 
 @dataclass(frozen=True)
@@ -88,13 +67,13 @@ class Permute2D:
         if permute is None or lengths is None or values is None or len(lengths[0]) != 2:
             return None
         weights = x.operand(3)
-        moved = _numel(values) if _numel(permute) == lengths[0][0] else x.value(4)
+        moved = math.prod(values[0]) if math.prod(permute[0]) == lengths[0][0] else x.value(4)
         if not isinstance(moved, int):
             return None
-        written = [_bytes(_numel(permute) * lengths[0][1], lengths[1]), _bytes(moved, values[1])]
+        written = [size_of([math.prod(permute[0]) * lengths[0][1]], lengths[1]), size_of([moved], values[1])]
         if weights is not None:
-            written.append(_bytes(moved, weights[1]))
-        return OpWork(0.0, precision_of(values[1]), _sum(x.read(0), x.read(1), x.read(2), x.read(3), *written))
+            written.append(size_of([moved], weights[1]))
+        return OpWork(0.0, precision_of(values[1]), total_of(x.read(0), x.read(1), x.read(2), x.read(3), *written))
 
 
 BUCKETS_NOTE = ("block_bucketize_sparse_features: my_size, bucketize_pos or sequence not recorded: lengths "
@@ -115,13 +94,14 @@ class BlockBucketize:
         if lengths is None or indices is None or blocks is None:
             return None
         weights = x.operand(6)
-        n = _numel(indices)
+        n = math.prod(indices[0])
         buckets, pos, sequence = x.value(5), x.value(2), x.value(3)
         recorded = isinstance(buckets, int) and isinstance(pos, bool) and isinstance(sequence, bool)
-        written = [_bytes(_numel(lengths) * (buckets if recorded else 1), lengths[1]), _bytes(n, indices[1]),
-                   _bytes(n, weights[1]) if weights is not None else 0,
-                   _bytes(n * (recorded and pos + sequence), indices[1])]
-        return OpWork(0.0, precision_of(indices[1]), _sum(x.read(0), x.read(1), x.read(4), x.read(6), *written),
+        written = [size_of([math.prod(lengths[0]) * (buckets if recorded else 1)], lengths[1]),
+                   size_of([n], indices[1]),
+                   size_of([n], weights[1]) if weights is not None else 0,
+                   size_of([n * (recorded and pos + sequence)], indices[1])]
+        return OpWork(0.0, precision_of(indices[1]), total_of(x.read(0), x.read(1), x.read(4), x.read(6), *written),
                       None if recorded else BUCKETS_NOTE)
 
 
@@ -142,21 +122,22 @@ class SplitLookup:
     def work(self, x: Args) -> OpWork | None:
         d_offsets, indices, offsets = x.operand(6), x.operand(11), x.operand(12)
         total_d, max_d, pooling = x.value(7), x.value(8), x.value(13)
-        rows = next((t for i in (1, 2, 3) if (t := x.operand(i)) is not None and _numel(t) > 0), None)
+        rows = next((t for i in (1, 2, 3) if (t := x.operand(i)) is not None and math.prod(t[0]) > 0), None)
         if (d_offsets is None or indices is None or offsets is None or rows is None or pooling not in (0, 1, 2)
                 or not isinstance(total_d, int) or not isinstance(max_d, int)):
             return None
-        tables, n, dtype = _numel(d_offsets) - 1, _numel(indices), rows[1]
-        if tables < 1 or (_numel(offsets) - 1) % tables:
+        tables, n, dtype = math.prod(d_offsets[0]) - 1, math.prod(indices[0]), rows[1]
+        if tables < 1 or (math.prod(offsets[0]) - 1) % tables:
             return None
-        bags = (_numel(offsets) - 1) // tables
+        bags = (math.prod(offsets[0]) - 1) // tables
         dim = max_d if total_d == tables * max_d else total_d / tables
         gathered = n * dim
-        weighted = x.operand(14) is not None and _numel(x.operand(14)) > 0
+        weighted = x.operand(14) is not None and math.prod(x.operand(14)[0]) > 0
         out = gathered if pooling == 2 else bags * total_d
         flops = 0 if pooling == 2 else gathered + weighted * gathered + (pooling == 1) * out
-        moved = _sum(x.read(11), x.read(12), x.read(14), x.read(16), _bytes(gathered, dtype), _bytes(out, dtype))
-        return OpWork(flops_of(flops, dtype), precision_of(dtype), moved,
+        moved = total_of(x.read(11), x.read(12), x.read(14), x.read(16), size_of([gathered], dtype),
+                         size_of([out], dtype))
+        return OpWork(flops_of(1, flops, dtype), precision_of(dtype), moved,
                       _join(TBE_DTYPE_NOTE, None if dim == max_d else TBE_DIM_NOTE))
 
 
@@ -185,16 +166,17 @@ class EmbeddingBag:
         if mode not in (0, 1, 2) or not isinstance(last, bool):
             return None
         if offsets is not None and len(indices[0]) == 1:
-            bags = _numel(offsets) - last
+            bags = math.prod(offsets[0]) - last
         elif len(indices[0]) == 2:
             bags = indices[0][0]
         else:
             return None
         d, dtype = weight[0][1], weight[1]
-        gathered, out = _numel(indices) * d, bags * d
+        gathered, out = math.prod(indices[0]) * d, bags * d
         flops = gathered + (mode == 1) * out + (x.operand(6) is not None) * gathered
-        return OpWork(flops_of(flops, dtype), precision_of(dtype),
-                      _sum(x.read(1), x.read(2), x.read(6), _bytes(gathered, dtype), _bytes(out, dtype)), note)
+        return OpWork(flops_of(1, flops, dtype), precision_of(dtype),
+                      total_of(x.read(1), x.read(2), x.read(6), size_of([gathered], dtype), size_of([out], dtype)),
+                      note)
 
 
 @dataclass(frozen=True)
@@ -214,12 +196,12 @@ class Scatter:
         target, counted = x.operand(0), x.operand(self.counted)
         if target is None or counted is None or x.operand(2) is None or len(x.types) != self.args:
             return None
-        n, dtype = _numel(counted), target[1]
+        n, dtype = math.prod(counted[0]), target[1]
         src = x.operand(3)
-        touched = _bytes(n, dtype)
+        touched = size_of([n], dtype)
         copy = [] if self.inplace else [x.read(0)] * 2
-        return OpWork(flops_of(n, dtype) if self.add else 0.0, precision_of(dtype),
-                      _sum(x.read(2), _bytes(n, src[1]) if src is not None else 0, touched,
+        return OpWork(flops_of(1, n, dtype) if self.add else 0.0, precision_of(dtype),
+                      total_of(x.read(2), size_of([n], src[1]) if src is not None else 0, touched,
                            touched if self.add else 0, *copy))
 
 
@@ -241,11 +223,11 @@ class IndexPut:
         target, values, accumulate = x.operand(0), x.operand(2), x.value(3)
         if target is None or values is None or not values[0] or not isinstance(accumulate, bool):
             return None
-        n, dtype = _numel(values), target[1]
-        touched = _bytes(n, dtype)
+        n, dtype = math.prod(values[0]), target[1]
+        touched = size_of([n], dtype)
         copy = [] if self.inplace else [x.read(0)] * 2
-        return OpWork(flops_of(n, dtype) if accumulate else 0.0, precision_of(dtype),
-                      _sum(x.read(2), touched, touched if accumulate else 0, *copy), INDEX_NOTE)
+        return OpWork(flops_of(1, n, dtype) if accumulate else 0.0, precision_of(dtype),
+                      total_of(x.read(2), touched, touched if accumulate else 0, *copy), INDEX_NOTE)
 
 
 # the optimizers whose TBE fbgemm_gpu generates (codegen/embedding_backward_code_generator.py, 2023): the
@@ -285,7 +267,4 @@ OPS: dict = {
     "aten::index_put": IndexPut(inplace=False),
     "aten::index_put_": IndexPut(inplace=True),
     "aten::_index_put_impl_": IndexPut(inplace=True),
-    "aten::_cat": Concat(),
-    "aten::concat": Concat(),
-    "aten::concatenate": Concat(),
 }
