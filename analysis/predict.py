@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from analysis.ops import op_work
+from analysis.ops.base import SCALAR_TYPES, TORCH_TYPES
 from analysis.ops.matrix import MATRIX_OPS
 from analysis.roofline import Roofs, seconds, si, target_roofs, time_at_roofs
 from analysis.roofline.inputs import check_outputs
@@ -38,14 +39,9 @@ from common.errors import CeilingsError, MissingDependency, cli_entry
 pd = lazy("pandas")
 
 PROG = "python -m analysis.predict"
-# the "Input type" a trace writes for a tensor of each dtype (caffe2 TypeMeta names: analysis.ops.base.DTYPES)
-TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-              "float8_e4m3fn": "c10::Float8_e4m3fn", "float8_e5m2": "c10::Float8_e5m2", "int8": "signed char",
-              "uint8": "unsigned char", "bool": "bool", "int16": "short int", "int32": "int", "int64": "long int",
-              "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
-# c10::ScalarType codes, as "Concrete Inputs" records a dtype argument (analysis.ops.base.SCALAR_TYPES)
-SCALAR_CODES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
-                "float64": 7, "bool": 11, "bfloat16": 15, "float8_e5m2": 23, "float8_e4m3fn": 24}
+# c10::ScalarType codes by torch's dtype names, as "Concrete Inputs" records a dtype argument
+SCALAR_CODES = {torch_name: code for code, dtype in SCALAR_TYPES.items()
+                for torch_name, named in TORCH_TYPES.items() if named == dtype}
 # ops that launch no kernel although their schema does not say they are views
 NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
                        "aten::_unsafe_view", "aten::detach", "aten::lift_fresh", "aten::alias",
@@ -97,7 +93,7 @@ def _recorded(value, torch) -> tuple[list, str, str, list]:
     """(dims, type, concrete value, strides) of one argument, as Kineto's record_shapes writes them."""
     if isinstance(value, torch.Tensor):
         name = str(value.dtype).removeprefix("torch.")
-        return list(value.shape), TYPE_NAMES.get(name, name), "", list(value.stride())
+        return list(value.shape), TORCH_TYPES.get(name, name), "", list(value.stride())
     if value is None:
         return [], "", "", []
     if isinstance(value, torch.dtype):
@@ -118,7 +114,7 @@ def _list_type(value, torch) -> str:
     trace does not record and a recorded run knows."""
     if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, torch.Tensor) for v in value):
         return ""
-    names = {TYPE_NAMES.get(n, n) for v in value if (n := str(v.dtype).removeprefix("torch."))}
+    names = {TORCH_TYPES.get(n, n) for v in value if (n := str(v.dtype).removeprefix("torch."))}
     return names.pop() if len(names) == 1 else ""
 
 

@@ -102,3 +102,16 @@ def test_whatif_home_checks_at_one_with_collectives(tmp_path):
     assert totals["speedup"].iloc[0] == pytest.approx(1.0)
     # H100 SXM's NVLink 4 moves 450 GB/s a direction against the A100's 300: 1.5x at the same efficiency
     assert totals["speedup"].iloc[1] == pytest.approx(1.5)
+
+
+def test_every_dtype_name_a_trace_writes_sizes_a_message():
+    """An int64 all-reduce recorded by c10d ("Input type" "long int", today's name), by record_param_comms
+    ("dtype" "Long") and an fp8 one ("c10::Float8_e4m3fnuz"): 1,000 elements of 8 and 1 bytes, 2(n-1)/n over 4."""
+    kernel = {"name": "ncclDevKernel_AllReduce_Sum_i64_RING_LL", "args": {}}
+    c10d = [{"name": "c10d::allreduce_", "args": {"Input Dims": [[1000]], "Input type": ["long int"]}}]
+    assert collective(kernel, "c10d::allreduce_", c10d, 4).bus_bytes == 1000 * 8 * 2 * 3 / 4
+    counted = {"name": kernel["name"], "args": {"Collective name": "allreduce", "In msg nelems": 1000,
+                                                "Out msg nelems": 1000, "Group size": 4, "dtype": "Long"}}
+    assert collective(counted, "record_param_comms", [], None).bus_bytes == 1000 * 8 * 2 * 3 / 4
+    fp8 = [{"name": "c10d::allreduce_", "args": {"Input Dims": [[1000]], "Input type": ["c10::Float8_e4m3fnuz"]}}]
+    assert collective(kernel, "c10d::allreduce_", fp8, 4).bus_bytes == 1000 * 2 * 3 / 4

@@ -53,6 +53,15 @@ DTYPES: dict[str, tuple[str | None, int]] = {
     "c10::complex<double>": (None, 16),
 }
 ALIASES = {"long": "long int"}  # older traces (torch 1.x) write int64 so
+# torch's names of dtypes (torch.float32 is "float32") -> the "Input type" a trace writes for them
+TORCH_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+               "float8_e4m3fn": "c10::Float8_e4m3fn", "float8_e5m2": "c10::Float8_e5m2", "int8": "signed char",
+               "uint8": "unsigned char", "bool": "bool", "int16": "short int", "int32": "int", "int64": "long int",
+               "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+# c10's ScalarType names, as record_param_comms writes a collective's "dtype" ("BFloat16", "Long")
+SCALAR_NAMES = {"Double": "double", "Float": "float", "Half": "c10::Half", "BFloat16": "c10::BFloat16",
+                "Float8_e4m3fn": "c10::Float8_e4m3fn", "Float8_e5m2": "c10::Float8_e5m2", "Char": "signed char",
+                "Byte": "unsigned char", "Bool": "bool", "Short": "short int", "Int": "int", "Long": "long int"}
 FLOATING = ("fp64", "fp32", "fp16", "bf16", "fp8")
 # c10::ScalarType codes, as "Concrete Inputs" records a dtype argument (torch.float32 is "6")
 SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int", 5: "c10::Half",
@@ -170,6 +179,18 @@ class Args:
         recorded (older traces record [] for a list)."""
         first = self.dims[0] if self.dims and self.types and self.types[0] == "TensorList" else None
         return len(first) if first and all(isinstance(d, list) for d in first) else None
+
+
+# every name above, lower case (traces differ in case and in a "torch." prefix) -> the "Input type" name
+_ANY_NAME = {name.lower(): dtype for names in ({d: d for d in DTYPES}, ALIASES, TORCH_TYPES, SCALAR_NAMES)
+             for name, dtype in names.items()}
+
+
+def itemsize(name) -> int | None:
+    """Bytes of one element of a dtype named as any trace or torch names it ("Input type", c10's ScalarType
+    name, torch's); None for a name none of them has."""
+    dtype = _ANY_NAME.get(str(name).lower().removeprefix("torch."))
+    return DTYPES[dtype][1] if dtype else None
 
 
 def size_of(shape: Sequence[int], dtype: str) -> int | None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import DTYPES, Args, OpWork
+from .base import DTYPES, Args, OpWork, precision_of, size_of, total_of
 
 
 def _work(flops: int, tensors: list[tuple[list[int], str]], out_shape: list[int] | None) -> OpWork:
@@ -283,12 +283,9 @@ class AttentionBackward:
         if shape is None or grad is None:
             return None
         batch, _, pairs, e, ev = shape
-        tensors = [q, k, v, grad] + [t for i in self.reads if (t := x.tensor(i)) is not None and t[0]]
-        if any(t not in DTYPES for _, t in tensors):
-            return OpWork(float(2 * math.prod(batch) * pairs * (3 * e + 2 * ev)), DTYPES.get(q[1], (None,))[0], None)
-        written = sum(math.prod(shape) * DTYPES[t][1] for shape, t in (q, k, v))
-        read = sum(math.prod(shape) * DTYPES[t][1] for shape, t in tensors)
-        return OpWork(float(2 * math.prod(batch) * pairs * (3 * e + 2 * ev)), DTYPES[q[1]][0], float(read + written))
+        read = [q, k, v, grad] + [t for i in self.reads if (t := x.tensor(i)) is not None and t[0]]
+        return OpWork(float(2 * math.prod(batch) * pairs * (3 * e + 2 * ev)), precision_of(q[1]),
+                      total_of(*(size_of(s, t) for s, t in (*read, q, k, v))))  # the gradients: q's, k's, v's
 
 
 _CONV = Conv(stride=3, padding=4, dilation=5, groups=6)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..ops.base import itemsize
 from .contract import COMMUNICATION
 
 # (collective, bus bytes per byte of S for a group of n), first match wins; any other collective moves S
@@ -33,11 +34,6 @@ BUS_FACTORS = ((re.compile(r"all_?reduce", re.IGNORECASE), lambda n: 2 * (n - 1)
 LOCAL_PART = re.compile(r"^vllm::all_gather$")
 RECORDS_SIZE = re.compile(r"^nccl:|c10d::|record_param_comms|::\w*(all_?reduce|all_?gather|reduce_?scatter|"
                           r"all_?to_?all)", re.IGNORECASE)
-# element sizes by the names traces give dtypes ("Input type" caffe2 names, "dtype" torch names), lower case
-ELEMENT_BYTES = {"double": 8, "float64": 8, "long": 8, "int64": 8, "float": 4, "float32": 4, "int": 4, "int32": 4,
-                 "c10::half": 2, "half": 2, "float16": 2, "c10::bfloat16": 2, "bfloat16": 2, "short": 2, "int16": 2,
-                 "unsigned char": 1, "uint8": 1, "signed char": 1, "int8": 1, "char": 1, "bool": 1, "byte": 1,
-                 "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
 @dataclass(frozen=True)
@@ -80,13 +76,13 @@ def _count(value) -> bool:
 def _message_bytes(args: Mapping) -> float | None:
     """The larger message the arguments record, in bytes: the in/out element counts with the dtype, else the
     largest tensor of "Input Dims" with its "Input type"; None where they record none."""
-    size = ELEMENT_BYTES.get(str(args.get("dtype", "")).lower().removeprefix("torch."))
+    size = itemsize(args.get("dtype", ""))
     counts = [args.get(k) for k in ("In msg nelems", "Out msg nelems")]
     if size and any(_count(c) for c in counts):
         return float(max(c for c in counts if _count(c)) * size)
     dims, types = args.get("Input Dims"), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
-    tensors = [math.prod(d) * ELEMENT_BYTES[str(t).lower()] for d, t in zip(dims, types)
-               if isinstance(d, list) and d and all(_count(x) for x in d) and str(t).lower() in ELEMENT_BYTES]
+    tensors = [math.prod(d) * itemsize(t) for d, t in zip(dims, types)
+               if isinstance(d, list) and d and all(_count(x) for x in d) and itemsize(t)]
     return float(max(tensors)) if tensors else None
