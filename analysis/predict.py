@@ -35,6 +35,7 @@ from analysis.roofline.inputs import check_outputs
 from ceilings.lazy import lazy
 from common.atomic import json_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
+from common.warn import add_verbose, print_warnings
 
 pd = lazy("pandas")
 
@@ -474,6 +475,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="the roofline on the first --roofs GPU: .png, .svg, .pdf")
     p.add_argument("--html", metavar="FILE.html", help="the same roofline as one self-contained interactive page")
     p.add_argument("--force", action="store_true", help="overwrite existing --csv, --json, -o and --html files")
+    add_verbose(p)
     return p
 
 
@@ -496,12 +498,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         *made, assumed = hf_spec(args.spec, args.batch, args.tokens, args.dtype)
     else:
         made, assumed = load_spec(args.spec), []
-    for note in assumed:
-        print(f"warning: {note}", file=sys.stderr)
     calls = record(*made, train=args.train, optimizer=args.optimizer,
                    fused_optimizer=args.fused_optimizer)
     ops = op_table(calls, args.flops)
-    check = _against(args.against, ops, args.flops) if args.against else None
+    check, checked = _against(args.against, ops, args.flops) if args.against else (None, [])
     times = time_on
     if args.calibrate:
         from analysis.predict_check import efficiencies
@@ -514,11 +514,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = ops.loc[~ops["modelled"], "op"].value_counts()
     print(f"{len(ops)} kernels ({views} views and allocations launch none); "
           f"{_left_out(args)}", file=sys.stderr)
-    for note, n in ops["assumed"].dropna().value_counts().items():
-        print(f"warning: {note} ({n} op call(s))", file=sys.stderr)
+    warnings = [*assumed, *(f"{note} ({n} op call(s))" for note, n in ops["assumed"].dropna().value_counts().items())]
     if len(unknown):
-        print(f"warning: {int(unknown.sum())} op call(s) without a model, their FLOPs, bytes and time unknown: "
-              + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()), file=sys.stderr)
+        warnings.append(f"{int(unknown.sum())} op call(s) without a model, their FLOPs, bytes and time unknown: "
+                        + ", ".join(f"{op} x{n}" for op, n in unknown.head(5).items()))
+    print_warnings(warnings + checked, args.verbose)
     if args.csv:
         out.text(args.csv, table.to_csv(index=False))
     if args.json:
@@ -556,9 +556,9 @@ def _left_out(args) -> str:
     return TRAIN_LEFT_OUT.format(how="one fused kernel" if args.fused_optimizer else "foreach ops")
 
 
-def _against(trace: str, ops: pd.DataFrame, convention: str) -> pd.DataFrame:
-    """predict_check.against on the trace's own GPU's roofs (measured ones here, else its datasheet), its
-    disagreements printed as warnings; attrs["gpu"] names the roofs."""
+def _against(trace: str, ops: pd.DataFrame, convention: str) -> tuple[pd.DataFrame, list[str]]:
+    """predict_check.against on the trace's own GPU's roofs (measured ones here, else its datasheet; attrs["gpu"]
+    names them), and the warnings: its disagreements, then the trace's own."""
     from analysis.ncu import kernel_table
     from analysis.predict_check import against, disagreements
     from analysis.roofline.inputs import profile_roofs
@@ -567,10 +567,8 @@ def _against(trace: str, ops: pd.DataFrame, convention: str) -> pd.DataFrame:
     gpu, said = profile_roofs(kernels.attrs["gpus"], option="--against's GPU")
     print(said, file=sys.stderr)
     check = against(ops, time_on(gpu, ops, floor=False), kernels)
-    for warning in disagreements(check):
-        print(f"warning: {warning}", file=sys.stderr)
     check.attrs["gpu"] = gpu.label
-    return check
+    return check, disagreements(check) + list(kernels.attrs["warnings"])
 
 
 JSON_FORMAT, JSON_VERSION = "ceilings.predict", 1  # a new field keeps the version; a changed one raises it
