@@ -19,7 +19,6 @@ read from there on the next run, so re-running after our op models change takes 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import subprocess
 import sys
@@ -81,17 +80,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _device(path: Path) -> str | None:
-    """The trace's GPU name, or None when it names none; AMD GPUs as 'AMD ...' (some vLLM traces leave the
-    name empty: a warp of 64 lanes is AMD's)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        doc = json.load(f)
-    props = (doc.get("deviceProperties") or [{}]) if isinstance(doc, dict) else [{}]
-    name = str(props[0].get("name") or "")
-    return f"AMD ({name or 'warp size 64'})" if props[0].get("warpSize") == 64 else (name or None)
-
-
 def tracelens_side(trace: Path, python: str | None, saved: Path | None) -> dict:
     """TraceLens's results for `trace`: saved ones when `saved` holds them for this file's size, else a run."""
     cached = saved / f"{trace.name}.tracelens.json" if saved else None
@@ -124,7 +112,8 @@ def our_side(trace: Path) -> dict:
             return {"error": (run.stderr.strip().splitlines() or ["no message"])[-1][:160]}
         doc = json.loads(out.read_text())
     budget = doc["time_budget"]
-    return {"kernel_s": sum(r["time_s"] for r in budget),
+    profiled = {k["profile_gpu"] for k in doc["kernels"] if k.get("profile_gpu")}
+    return {"gpu": "; ".join(sorted(profiled)) or None, "kernel_s": sum(r["time_s"] for r in budget),
             "placed": sum(r["share"] for r in budget if r["class"] in PLACED),
             "linked": sum(r["share"] for r in budget if r["cause"] == ON_LINK)}
 
@@ -203,17 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in map(Path, args.traces):
         if not path.is_file():
             raise CeilingsError(f"{path}: no such file; give torch.profiler traces")
-        gpu = _device(path)
-        if gpu and gpu.startswith("AMD"):
-            skipped.append(f"{path.name}: {gpu}, not an NVIDIA GPU")
-            continue
         ours = our_side(path)
-        if "error" in ours or not ours["kernel_s"]:  # a CPU-only trace, one of hardware counters only
+        if "error" in ours or not ours["kernel_s"]:  # an AMD or CPU-only trace, one of hardware counters only
             skipped.append(f"{path.name}: {ours.get('error', 'no kernel time')}")
             continue
         theirs = tracelens_side(path, args.tracelens_python, saved)
         commits.add(theirs.get("commit"))
-        rows.append({"name": path.name, "gpu": gpu, "ours": ours, "tracelens": theirs})
+        rows.append({"name": path.name, "gpu": ours["gpu"], "ours": ours, "tracelens": theirs})
     print(table(rows))
     print(f"\nTraceLens commit: {', '.join(sorted(c for c in commits if c)) or 'unknown'}; ours at '{ROOFS}'")
     for s in skipped:

@@ -513,3 +513,13 @@ def test_an_argument_of_the_wrong_type_is_one_line_naming_the_event(tmp_path, ca
     assert main([str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0] and said in err[0] and "traceEvents[" in err[0]
+
+
+def test_a_nameless_device_with_a_warp_of_64_is_amd(tmp_path, capsys):
+    """Some vLLM traces of MI300X leave the device's name empty; its warp of 64 lanes says AMD (NVIDIA's is 32)."""
+    from analysis.ncu import main as ncu_main
+
+    path = trace(tmp_path / "mi300.json", [x("kernel", "k", 0, 5, pid=0, tid=1, correlation=1)],
+                 device={"id": 0, "name": "", "warpSize": 64, "computeMajor": 9, "computeMinor": 4})
+    assert ncu_main([str(path)]) == 2
+    assert "a trace from an AMD GPU (a warp of 64 lanes)" in capsys.readouterr().err

@@ -168,15 +168,18 @@ ARG_TYPES = (("correlation", int, "an integer"), ("External id", int, "an intege
 
 
 def _device(doc: dict, path: str) -> dict:
-    """gpu, cc and SM count of the trace's first device; an AMD device is declined."""
+    """gpu, cc and SM count of the trace's first device; an AMD device is declined (by its name, or a warp of 64
+    lanes where the name is empty, as some vLLM traces leave it: an NVIDIA warp is 32)."""
     props = [d for d in doc.get("deviceProperties") or [] if isinstance(d, dict)]
     if not props:
         return {"gpu": None, "cc": None}
     first = props[0]
     name = str(first.get("name") or "") or None
-    if name and ("AMD" in name or "Radeon" in name or "Instinct" in name or first.get("gcnArchName")):
-        raise CeilingsError(f"{path}: a trace from an AMD GPU ({name}): the roofs of this project are measured on "
-                            f"NVIDIA GPUs; for AMD use rocprof-compute's roofline")
+    amd = name and ("AMD" in name or "Radeon" in name or "Instinct" in name) or first.get("gcnArchName") \
+        or first.get("warpSize") == 64
+    if amd:
+        raise CeilingsError(f"{path}: a trace from an AMD GPU ({name or 'a warp of 64 lanes'}): the roofs of this "
+                            f"project are measured on NVIDIA GPUs; for AMD use rocprof-compute's roofline")
     major, minor = first.get("computeMajor"), first.get("computeMinor")
     facts = {metric: float(first[key]) for key, metric in DEVICE_FACTS.items() if _is_number(first.get(key))}
     return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None, **facts}
