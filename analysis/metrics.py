@@ -460,6 +460,7 @@ def impossible_rates(table: pd.DataFrame, gpus: Sequence[Mapping]) -> list[str]:
 
 
 KNOWN = "known"  # the time_parts column of the time whose FLOPs are known
+COMMUNICATION_PART = "communication"  # the time_parts column of a collective's launches
 
 
 def time_parts(launches: pd.DataFrame) -> pd.DataFrame:
@@ -475,8 +476,17 @@ def time_parts(launches: pd.DataFrame) -> pd.DataFrame:
     codes, causes = pd.factorize(launches["unknown_work"].astype(object).fillna("no counters"))
     unknown_by_cause = {cause: np.where(codes == i, unknown, 0.0) for i, cause in enumerate(causes)
                         if (unknown[codes == i] > 0).any()}
-    return pd.DataFrame({KNOWN: known, "communication": np.where(comm, time, 0.0), **unknown_by_cause},
+    return pd.DataFrame({KNOWN: known, COMMUNICATION_PART: np.where(comm, time, 0.0), **unknown_by_cause},
                         index=launches.index)
+
+
+def communicating(table: pd.DataFrame) -> pd.Series:
+    """Whether each row of a kernel table is a collective's, as its time parts say (time_parts: the launch's
+    kernel or operator is communication); for a table without them, by its kernel's name."""
+    parts = getattr(table.attrs.get("time_parts"), "frame", None)
+    if parts is not None and set(table.index) <= set(parts.index):
+        return parts[COMMUNICATION_PART].reindex(table.index).fillna(0.0) > 0
+    return pd.Series(_matches(table["kernel"], COMMUNICATION), index=table.index)
 
 
 def _matches(values: pd.Series, pattern) -> np.ndarray:

@@ -115,3 +115,19 @@ def test_every_dtype_name_a_trace_writes_sizes_a_message():
     assert collective(counted, "record_param_comms", [], None).bus_bytes == 1000 * 8 * 2 * 3 / 4
     fp8 = [{"name": "c10d::allreduce_", "args": {"Input Dims": [[1000]], "Input type": ["c10::Float8_e4m3fnuz"]}}]
     assert collective(kernel, "c10d::allreduce_", fp8, 4).bus_bytes == 1000 * 2 * 3 / 4
+
+
+def test_a_kernel_a_collective_launches_is_communication_in_the_table_and_the_budget(tmp_path):
+    """A fill kernel launched by c10d::allreduce_ (no message size recorded): the time budget counts it as
+    communication, and the roofline's row says the same (not judged for want of a message size), not a
+    latency-bound kernel."""
+    events = [x("cpu_op", "c10d::allreduce_", 0, 50, **{"External id": 1}),
+              x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+              x("kernel", "vectorized_elementwise_kernel<FillFunctor>", 1000, 4, pid=0, tid=9, correlation=1,
+                device=0)]
+    kernels = kernel_table([trace(tmp_path / "fill.json", events)])
+    table = roofline_table(target_roofs("A100 SXM4 80GB"), kernels)
+    from analysis.roofline.links import NO_MESSAGE_SIZE
+    assert list(table.attrs["why_not_judged"].values()) == [NO_MESSAGE_SIZE]
+    budget = time_budget(table)
+    assert list(budget["class"]) == ["communication"]

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from analysis.metrics import communicating
 from analysis.names import readable_names, short_name
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
-from analysis.readers.contract import COMMUNICATION
 from analysis.roofline.links import NO_MESSAGE_SIZE, judge_link, link_warning
 from ceilings.datasheet import MEMORY_MATCH_REL_TOL
 from ceilings.lazy import lazy
@@ -434,6 +434,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     latency_bound = alone = linked = 0
     unjudged: dict = {}  # the index of a row not judged -> why
     names = readable_names([str(n) for n in kernels["kernel"]])  # told apart where two would read the same
+    communicates = communicating(kernels)  # decided once, as the time budget decides it
     for (index, k), name in zip(kernels.iterrows(), names):
         prec = dominant_precision(k)
         if precision is not None and prec not in (NO_FLOPS, None):
@@ -454,7 +455,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         if not pd.isna(k.get("comm_bytes", math.nan)):  # a collective's bus bytes: against the interconnect
             why, judged_time = judge_link(row, k, roofs.link), k["time_s"]
             linked += not why
-        elif COMMUNICATION.search(str(k["kernel"])):  # its work is the interconnect's, not FLOPs
+        elif communicates[index]:  # its work is the interconnect's, not FLOPs
             why = NO_MESSAGE_SIZE
         else:
             why = _judge(row, k, roofs, levels, forced=precision is not None)

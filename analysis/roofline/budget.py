@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from analysis.metrics import KNOWN
+from analysis.metrics import COMMUNICATION_PART, KNOWN
 from analysis.readers.contract import BEFORE_TRACE, UNKNOWN_WORK
 from ceilings.lazy import lazy
 from common.atomic import json_text
@@ -31,7 +31,7 @@ from .links import COMMUNICATION_BOUND
 pd = lazy("pandas")
 
 PLACED = ("compute-bound", "memory-bound", "latency-bound")
-COMMUNICATION = "communication"
+COMMUNICATION = COMMUNICATION_PART  # the class of the time of the time_parts column of that name
 UNPLACED = "unplaced"
 CLASSES = (*PLACED, COMMUNICATION, UNPLACED)
 BUDGET_COLUMNS = ("class", "cause", "time_s", "share", "remedy")
