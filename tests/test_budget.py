@@ -55,7 +55,6 @@ def test_the_budget_sums_to_all_of_the_kernel_time_of_every_shared_profile(path)
     kernel_time = float(table["time_s"].sum()) + (table.attrs["timeline"]["early_s"] or 0.0)
     assert float(budget["time_s"].sum()) == pytest.approx(kernel_time, rel=1e-6, abs=1e-12)
     if len(budget):
-        assert budget["share"].sum() == pytest.approx(1.0, abs=1e-6)
         assert set(budget["class"]) <= set(CLASSES) and (budget["time_s"] > 0).all()
     if path.suffix == ".gz" and "cpu_only" not in path.name:  # every kernel event of a trace is in the budget
         assert float(budget["time_s"].sum()) == pytest.approx(sum(e["dur"] for e in trace_kernels(path)) * 1e-6,
@@ -131,7 +130,6 @@ def test_json_holds_the_budget_and_the_application(tmp_path, capsys):
     assert doc["format"] == "ceilings.roofline" and doc["version"] == 1
     rows = doc["time_budget"]
     assert {tuple(sorted(r)) for r in rows} == {("cause", "class", "remedy", "share", "time_s")}
-    assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=1e-6)
     total = sum(e["dur"] for e in trace_kernels(A100_TRACE)) * 1e-6
     assert sum(r["time_s"] for r in rows) == pytest.approx(total, rel=1e-6)
     app = doc["application"]

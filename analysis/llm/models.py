@@ -128,7 +128,8 @@ SHIPPED: dict[str, tuple[str, dict]] = {
     # parameter counts match the model cards (tests/test_llm_models2026.py).
     # DeepSeek-V3: its num_nextn_predict_layers (the multi-token-prediction module, 14 B more in the checkpoint)
     # is not modelled, as the 671 B the card says leave it out; its fp8 checkpoint: run it with --weights fp8
-    "DeepSeek-V3": ("https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json", {
+    "DeepSeek-V3": ("https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (values read from "
+                    "DeepSeek-R1's file: the same architecture and sizes)", {
         "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
         "num_attention_heads": 128, "num_key_value_heads": 128, "vocab_size": 129280, "tie_word_embeddings": False,
         "rms_norm_eps": 1e-06, "hidden_act": "silu", "max_position_embeddings": 163840, "attention_bias": False,
@@ -145,7 +146,7 @@ SHIPPED: dict[str, tuple[str, dict]] = {
         "decoder_sparse_step": 1, "mlp_only_layers": [], "sliding_window": None, "use_sliding_window": False}),
     # gpt-oss keeps its experts in MXFP4 (quantization_config quant_method mxfp4), not a --weights type; the
     # layer_types, as published, alternate sliding_attention and full_attention from layer 0
-    **{f"gpt-oss-{size}": (f"https://huggingface.co/openai/gpt-oss-{size}/blob/main/config.json", {
+    **{f"gpt-oss-{size}": (f"https://huggingface.co/openai/gpt-oss-{size}/blob/main/config.json" + derived, {
         "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": layers,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
         "tie_word_embeddings": False, "rms_norm_eps": 1e-05, "hidden_act": "silu", "max_position_embeddings": 131072,
@@ -153,7 +154,9 @@ SHIPPED: dict[str, tuple[str, dict]] = {
         "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * (layers // 2),
         "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}})
-       for size, layers, experts in (("120b", 36, 128), ("20b", 24, 32))},
+       for size, layers, experts, derived in (
+           ("120b", 36, 128, " (values as gpt-oss-20b's, with GptOssConfig's 36 layers and 128 experts)"),
+           ("20b", 24, 32, ""))},
 }
 
 
