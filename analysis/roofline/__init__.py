@@ -434,8 +434,8 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
     latency_bound = alone = linked = 0
     unjudged: dict = {}  # the index of a row not judged -> why
     names = readable_names([str(n) for n in kernels["kernel"]])  # told apart where two would read the same
-    communicates = communicating(kernels)  # decided once, as the time budget decides it
-    for (index, k), name in zip(kernels.iterrows(), names):
+    communicates = communicating(kernels).to_numpy()  # decided once, as the time budget decides it
+    for position, ((index, k), name) in enumerate(zip(kernels.iterrows(), names)):
         prec = dominant_precision(k)
         if precision is not None and prec not in (NO_FLOPS, None):
             prec = precision
@@ -455,7 +455,7 @@ def roofline_table(roofs: Roofs, kernels: pd.DataFrame, *, level: str = "dram",
         if not pd.isna(k.get("comm_bytes", math.nan)):  # a collective's bus bytes: against the interconnect
             why, judged_time = judge_link(row, k, roofs.link), k["time_s"]
             linked += not why
-        elif communicates[index]:  # its work is the interconnect's, not FLOPs
+        elif communicates[position]:  # its work is the interconnect's, not FLOPs
             why = NO_MESSAGE_SIZE
         else:
             why = _judge(row, k, roofs, levels, forced=precision is not None)
