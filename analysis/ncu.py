@@ -25,6 +25,7 @@ from ceilings.inputs import add_max_inflated
 from ceilings.lazy import lazy
 from common.atomic import Outputs
 from common.errors import CeilingsError, cli_entry, listed
+from common.text import aligned
 from common.warn import add_verbose, print_warnings
 
 from .metrics import (
@@ -560,7 +561,7 @@ _PRINTED = (  # column, title, scale, format
 def format_table(table: pd.DataFrame, top: int = TOP_KERNELS) -> str:
     """Fixed-width text of the `top` kernels by time (missing values as '-')."""
     rows = table.sort_values("time_s", ascending=False, na_position="last", kind="stable").head(top)
-    cells = [[title for _, title, _, _ in _PRINTED] + ["kernel"]]
+    cells = []
     for _, row in rows.iterrows():
         name = str(row["kernel"])
         if "process" in table.columns:  # --per-process: the same kernel once per process
@@ -568,9 +569,7 @@ def format_table(table: pd.DataFrame, top: int = TOP_KERNELS) -> str:
         name = name if len(name) <= PRINT_NAME_WIDTH else name[:PRINT_NAME_WIDTH - 1] + "…"
         cells.append([("-" if pd.isna(row[col]) else fmt.format(row[col] * scale))
                       for col, _, scale, fmt in _PRINTED] + [name])
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]) - 1)]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in cells]
-    return "\n".join(lines)
+    return aligned([title for _, title, _, _ in _PRINTED] + ["kernel"], cells, left={"kernel"})
 
 
 @cli_entry(PROG)

@@ -25,12 +25,13 @@ from pathlib import Path
 from common import atomic
 from common.errors import CeilingsError, cli_entry
 from common.html import TAB10, cell_text, notes_section, page, strip_section, table_section, table_spec
+from common.text import markdown_table
 from common.warn import add_verbose, print_warnings
 from kernels.base import relative
 
 from .lazy import lazy
 from .nvml import LIMITING_REASONS
-from .report import format_rate, markdown_table
+from .report import format_rate
 from .roofs import RoofsRecord, load_record
 
 np = lazy("numpy")

@@ -18,10 +18,11 @@ from typing import Sequence
 
 from common.atomic import Outputs
 from common.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CeilingsError, MissingDependency, cli_entry
+from common.text import markdown_table
 
 from . import __version__
 from .ranks import Task, check_unique, detect, expand, file_safe, node_gpu_index
-from .report import ceilings_table, markdown_table, roofs_summary, sweeps_summary
+from .report import ceilings_table, roofs_summary, sweeps_summary
 from .roofs import CONCURRENT, SCHEMA_MINOR, SCHEMA_VERSION, SEQUENTIAL, SINGLE
 
 # the run went through and wrote its roofs file, but some ceiling is invalid: a result to look at, not a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from common.text import markdown_table
 from kernels.base import merit
 
 from .roofs import run_sm_hz
@@ -104,20 +105,15 @@ def ceilings_table(doc: dict) -> str:
 
 def roofs_summary(doc: dict) -> str:
     """The roofs a roofline will use: the best valid ceiling per level and per precision, and who gave it."""
-    from .roofs import best_ceiling
+    from .roofs import record
 
-    lines = []
+    rec, lines = record(doc, sweeps=False), []
     for level in ("dram", "l2", "l1", "host"):
-        c = best_ceiling(doc, kind="bandwidth", level=level)
-        if c:
-            lines.append(f"{level.upper()} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
-                         f"({c['backend']}:{c['kernel']})")
-    precisions = dict.fromkeys(c["precision"] for c in doc["ceilings"] if c["kind"] == "compute")
-    for precision in precisions:
-        c = best_ceiling(doc, kind="compute", precision=precision)
-        if c:
-            lines.append(f"{precision} roof: {format_rate(c['value'], c['unit'])} from {c['name']} "
-                         f"({c['backend']}:{c['kernel']})")
+        if c := rec.best(kind="bandwidth", level=level):
+            lines.append(f"{level.upper()} roof: {format_rate(c.value, c.unit)} from {c.name} ({c.backend}:{c.kernel})")
+    for precision in dict.fromkeys(c.precision for c in rec.ceilings if c.kind == "compute"):
+        if c := rec.best(kind="compute", precision=precision):
+            lines.append(f"{precision} roof: {format_rate(c.value, c.unit)} from {c.name} ({c.backend}:{c.kernel})")
     for c in best_per_name(doc["ceilings"]):  # the floors and the SFU (1.4): each by name
         if c["kind"] in ("latency", "special") and c["valid"] and c["value"] is not None:
             lines.append(f"{c['name']}: {format_rate(c['value'], c['unit'])} ({c['backend']}:{c['kernel']})")
@@ -135,10 +131,3 @@ def sweeps_summary(doc: dict) -> str:
         found = "; ".join(parts) or "no plateau found"
         lines.append(f"{s['name']} ({s['backend']}, {len(s['points'])} points): {found}")
     return "\n".join(lines)
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    def line(cells):
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

@@ -591,13 +591,3 @@ def dumps(doc: dict) -> str:
 def save_roofs(doc: dict, path: str | os.PathLike, *, force: bool = False) -> Path:
     """Validate, then write atomically; an existing file is kept unless force."""
     return atomic.write_text(path, dumps(doc), force=force)
-
-
-def best_ceiling(doc: dict, *, kind: str, level: str | None = None, precision: str | None = None,
-                 pipe: str | None = None) -> dict | None:
-    """The best valid measured ceiling matching every given field (kernels.base.merit), or None."""
-    wanted = {"kind": kind, "level": level, "precision": precision, "pipe": pipe}
-    candidates = [c for c in doc["ceilings"]
-                  if c["valid"] and c["value"] is not None
-                  and all(v is None or c.get(k) == v for k, v in wanted.items())]
-    return max(candidates, key=lambda c: merit(c["kind"], c["value"]), default=None)

@@ -19,7 +19,7 @@ from common.atomic import Outputs
 from kernels.base import format_bytes
 
 from .peaks import dram_peak
-from .roofs import best_ceiling
+from .roofs import record
 
 # --- plateau detection (all in log y: a threshold is a ratio, whatever the level) ----------------------
 LEVEL_STEP = 0.15  # a point more than 15% off its segment's median starts a new segment (a new level)
@@ -240,11 +240,6 @@ def plot_compute_sweep(ax, sweep: dict, bandwidth: float | None = None, peak: fl
     ax.legend(fontsize=8, loc="lower right")
 
 
-def _best_value(doc: dict, **fields) -> float | None:
-    best = best_ceiling(doc, **fields)
-    return best["value"] if best else None
-
-
 def figure_title(doc: dict) -> str:
     title = doc["device"].get("name") or "unknown device"
     return f"SIMULATED (Numba simulator: numbers are meaningless) - {title}" if doc["simulated"] else title
@@ -277,7 +272,7 @@ def stage_sweep_figures(out: Outputs, doc: dict, roofs_path: str | Path) -> None
     caller has `want`ed their paths before its work (measure: before measuring, not after)."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
-    device, title = doc["device"], figure_title(doc)
+    device, title, rec = doc["device"], figure_title(doc), record(doc, sweeps=False)
     for unit, path in sweep_figure_paths(roofs_path).items():
         sweeps = [s for s in doc["sweeps"] if s["y"]["unit"] == unit]
         if not sweeps:
@@ -288,7 +283,8 @@ def stage_sweep_figures(out: Outputs, doc: dict, roofs_path: str | Path) -> None
                 plot_bandwidth_sweep(ax, sweep, dram_theoretical(device), device.get("l2_bytes"))
             else:
                 precision = sweep["name"].rsplit(".", 1)[-1]
-                plot_compute_sweep(ax, sweep, _best_value(doc, kind="bandwidth", level="dram"),
-                                   _best_value(doc, kind="compute", precision=precision, pipe="cuda-core"))
+                dram = rec.best(kind="bandwidth", level="dram")
+                flat = rec.best(kind="compute", precision=precision, pipe="cuda-core")
+                plot_compute_sweep(ax, sweep, dram and dram.value, flat and flat.value)
         fig.suptitle(title)
         out.figure(path, fig, dpi=120)

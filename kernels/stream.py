@@ -6,7 +6,7 @@ and/or stores per array, so the declared bytes are elements x 4 B x arrays and `
 trip count. Arrays are >= 8x L2 and >= 1 GiB each when free memory allows (docs/bandwidth.md), in --quick
 too. Each operation comes in launch variants (`Variant`): one wave of blocks, an oversubscribed grid of
 several waves, and more bytes in flight per SM; every variant is its own ceiling, and the best valid one
-is the DRAM roof (`ceilings.roofs.best_ceiling`).
+is the DRAM roof (`ceilings.roofs.RoofsRecord.best`).
 Importing this module imports no CUDA package: cupy and numba are imported when a benchmark is prepared.
 """
 

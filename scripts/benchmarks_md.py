@@ -19,10 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ceilings.report import ceiling_status, format_rate, markdown_table
+from ceilings.report import ceiling_status, format_rate
 from ceilings.roofs import run_sm_hz
 from common.atomic import STDOUT, write_text
 from common.errors import CeilingsError, cli_entry
+from common.text import markdown_table
 from scripts.outdir_cli import existing_folder, script_parser
 
 PROG = "benchmarks_md"

@@ -1,9 +1,11 @@
 """Same numbers out: save the outputs of `analysis.ncu --csv` (per kernel, --per-launch and --per-process) on every real
-Nsight Compute sample and every ncu test file, and of `ceilings.fleet --json` on the test roofs files and a
-synthetic cluster, then compare a later tree's outputs with them byte for byte.
+Nsight Compute sample and every ncu test file, of `ceilings.fleet --json` on the test roofs files and a
+synthetic cluster, of `analysis.roofline --csv` and `--json` on every real torch trace (and those of --traces
+folders), of `analysis.llm --json` (a step, a serving run) and of `analysis.predict --json` (with torch), then
+compare a later tree's outputs with them byte for byte.
 
-    python scripts/golden_outputs.py save DIR     # before a change
-    python scripts/golden_outputs.py check DIR    # after: exit 1 naming every output that differs
+    python scripts/golden_outputs.py save DIR [--traces FOLDER]     # before a change
+    python scripts/golden_outputs.py check DIR [--traces FOLDER]    # after: exit 1 naming every output that differs
 
 A file the tools refuse is recorded as its one-line error (the refusal must stay the same too). Warnings
 are not compared (their wording may change); the CSV and JSON are.
@@ -17,13 +19,20 @@ import io
 import random
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-SAMPLES = ROOT.parent.parent / "shared" / "ncu-samples"  # /work/shared/ncu-samples from /work/wt/NAME
+SHARED = ROOT.parent / "shared"  # ../shared, as the tests find it
+SAMPLES = SHARED / "ncu-samples"
+TRACES = SHARED / "torch-traces"
+TRACE_ROOFS = "A100 SXM4 80GB"  # one roofs for every trace: the numbers compared are the same either way
+LLM_RUNS = {"step": ["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--roofs", "A100 SXM4 80GB"],
+            "serve": ["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--rate", "2", "--rate", "8",
+                      "--requests", "300", "--seed", "3"]}
 NCU_SUFFIXES = (".csv", ".txt", ".log", ".pro", ".profile")
 MULTI_RUNS = 12  # processes in the synthetic multi-run ncu text
 FLEET_CLUSTER = 40  # synthetic roofs files (bench_fleet's) with a slow GPU or two: outliers in the JSON
@@ -79,16 +88,45 @@ def _run(main, argv: list[str], out: Path) -> bytes:
     """The file `main(argv)` writes to `out`, or its one-line refusal."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = main([*argv, "--force"])
+        try:
+            rc = main([*argv, "--force"])
+        except SystemExit as exc:  # argparse's refusal of the command line
+            rc = exc.code
     if out.exists():
         data = out.read_bytes()
         out.unlink()
-        return data
-    return f"exit {rc}: {err.getvalue().strip().splitlines()[-1:]}\n".encode()
+    else:
+        data = f"exit {rc}: {err.getvalue().strip().splitlines()[-1:]}\n".encode()
+    # the same inputs in another checkout (a worktree of the tree before) are the same inputs
+    for place, name in ((SHARED, b"SHARED"), (SHARED.resolve(), b"SHARED"), (ROOT, b"ROOT")):
+        data = data.replace(str(place).encode(), name)
+    return data
 
 
-def outputs() -> dict[str, bytes]:
+def trace_inputs(folders: Sequence[Path]) -> list[Path]:
+    return sorted(p for folder in (TRACES, *folders) for p in folder.glob("*.json*"))
+
+
+def model_outputs(tmp: Path, out: Path) -> dict[str, bytes]:
+    """analysis.llm's JSON (a step on two GPUs, a serving run) and, with torch, analysis.predict's."""
+    from analysis import predict
+    from analysis.llm import __main__ as llm
+
+    found = {f"llm/{name}.json": _run(llm.main, [*argv, "--json", str(out)], out) for name, argv in LLM_RUNS.items()}
+    try:
+        import torch  # noqa: F401  (predict needs it)
+    except ImportError:
+        return found
+    models = ROOT / "tests" / "data" / "predict" / "models.py"
+    for name in ("cnn", "encoder"):
+        found[f"predict/{name}.json"] = _run(predict.main, [f"{models}:{name}", "--roofs", "H100 SXM", "--json",
+                                                            str(out)], out).replace(str(tmp).encode(), b"TMP")
+    return found
+
+
+def outputs(trace_folders: Sequence[Path] = ()) -> dict[str, bytes]:
     from analysis import ncu
+    from analysis.roofline import __main__ as roofline
     from ceilings import fleet
 
     found = {}
@@ -107,6 +145,11 @@ def outputs() -> dict[str, bytes]:
         for name, inputs in fleet_inputs(tmp).items():
             found[f"fleet/{name}.json"] = _run(fleet.main, [*inputs, "--json", str(out)], out).replace(
                 str(tmp).encode(), b"TMP")  # the cluster's folder: a new temporary name each time
+        for trace in trace_inputs(trace_folders):
+            for suffix in ("csv", "json"):
+                found[f"roofline/{trace.name}.{suffix}"] = _run(
+                    roofline.main, [str(trace), "--roofs", TRACE_ROOFS, f"--{suffix}", str(out)], out)
+        found.update(model_outputs(tmp, out))
     return found
 
 
@@ -114,8 +157,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("save", "check"))
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--traces", type=Path, action="append", default=[], metavar="FOLDER",
+                        help="more torch traces (*.json, *.json.gz) to draw rooflines of")
     args = parser.parse_args()
-    now = outputs()
+    now = outputs(args.traces)
     if args.action == "save":
         for name, data in now.items():
             target = args.folder / name

@@ -262,7 +262,7 @@ def compare(work: dict, launches) -> tuple[list[dict], list[str]]:
 
 
 def render(rows: list[dict]) -> str:
-    from ceilings.report import markdown_table
+    from common.text import markdown_table
 
     def num(v):
         return "-" if v is None else f"{v:.6g}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v)}"

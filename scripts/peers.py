@@ -223,7 +223,8 @@ def judge(record: dict, roofs: dict | None) -> dict:
 
 
 def table(records: Sequence[dict]) -> str:
-    from ceilings.report import format_rate, markdown_table
+    from ceilings.report import format_rate
+    from common.text import markdown_table
 
     rows = []
     for r in records:

@@ -7,7 +7,6 @@ import pytest
 from ceilings.roofs import (
     Clocks,
     Launch,
-    best_ceiling,
     dumps,
     load_record,
     load_roofs,
@@ -94,11 +93,11 @@ def test_invalid_document_writes_nothing(tmp_path):
     assert not path.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_best_ceiling_prefers_the_highest_valid():
+def test_best_prefers_the_highest_valid():
     d = doc(ceilings=[ceiling(value=3.0e12), ceiling(value=3.5e12, backend="numba"),
                       ceiling(value=9.0e12, valid=False), ceiling("l2.read", 9.9e12, level="l2")])
-    assert best_ceiling(d, kind="bandwidth", level="dram")["value"] == 3.5e12
-    assert best_ceiling(d, kind="compute") is None
+    assert record(d).best(kind="bandwidth", level="dram").value == 3.5e12
+    assert record(d).best(kind="compute") is None
     assert dumps(d).endswith("\n")
 
 

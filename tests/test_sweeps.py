@@ -6,6 +6,7 @@ import pytest
 
 from ceilings import sweeps
 from common.errors import CeilingsError
+from tests.test_roofs import doc as roofs_doc
 
 KiB, MiB = 2**10, 2**20
 L2 = 50 * MiB
@@ -149,10 +150,7 @@ def test_plot_compute_sweep_marks_knee_and_ideal():
 
 @pytest.mark.parametrize("simulated", [False, True])
 def test_save_sweep_figures(tmp_path, simulated):
-    doc = {"simulated": simulated, "device": H100_DEVICE, "sweeps": [bandwidth_sweep(), compute_sweep()],
-           "ceilings": [{"kind": "bandwidth", "level": "dram", "value": 3e12, "valid": True},
-                        {"kind": "compute", "precision": "fp32", "pipe": "cuda-core", "value": 60e12,
-                         "valid": True, "level": None}]}
+    doc = roofs_doc(simulated=simulated, device=H100_DEVICE, sweeps=[bandwidth_sweep(), compute_sweep()])
     written = sweeps.save_sweep_figures(doc, tmp_path / "h100.json")
     assert sorted(p.name for p in written) == ["h100-bandwidth-sweep.png", "h100-compute-sweep.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
@@ -162,7 +160,7 @@ def test_save_sweep_figures(tmp_path, simulated):
 
 
 def test_save_sweep_figures_without_force_keeps_an_existing_figure(tmp_path):
-    doc = {"simulated": False, "device": H100_DEVICE, "sweeps": [bandwidth_sweep()], "ceilings": []}
+    doc = roofs_doc(device=H100_DEVICE, sweeps=[bandwidth_sweep()], ceilings=[])
     earlier = tmp_path / "run-bandwidth-sweep.png"
     earlier.write_text("an earlier run's figure")
     with pytest.raises(CeilingsError, match="exists; pass --force"):

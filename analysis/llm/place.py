@@ -25,7 +25,6 @@ from analysis.llm.work import (
     weights_bytes,
 )
 from analysis.roofline import AtRoof, Roofs, target_roofs, time_at_roofs
-from ceilings import datasheet
 from ceilings.lazy import lazy
 
 pd = lazy("pandas")
@@ -72,13 +71,6 @@ class Link:
     source: str
 
 
-def _serving(roofs: Roofs, spec: str) -> datasheet.Serving | None:
-    """The serving.csv row of the GPU: its datasheet row's key (by name, or by device name and memory)."""
-    row = datasheet.find_datasheet(spec) if roofs.from_datasheet_row else \
-        datasheet.match_device(roofs.device, roofs.memory_bytes)
-    return datasheet.load_serving().get(row.key) if row else None
-
-
 @dataclass(frozen=True)
 class TargetGpu:
     """A GPU to place the work on: its roofs, its memory and, when given, its price."""
@@ -100,7 +92,7 @@ def gpu_of(spec: str) -> TargetGpu:
     roofs file's device total (what the GPU shows), else serving.csv's visible memory, else the datasheet's
     marketed size (more than the GPU shows); the link from serving.csv."""
     roofs = target_roofs(spec, option="--roofs")
-    row = _serving(roofs, spec)
+    row = roofs.serving
     link = Link(row.link, row.link_gbs * 1e9,
                 row.allreduce_latency_us * 1e-6 if row.allreduce_latency_us else None,
                 row.source) if row and row.link_gbs else None

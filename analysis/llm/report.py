@@ -11,6 +11,7 @@ from analysis.llm.place import Result
 from analysis.llm.work import CUDA_CORE, Setup, kv_bytes_per_token, parameters
 from analysis.roofline import seconds, si
 from ceilings.lazy import lazy
+from common.text import aligned
 
 pd = lazy("pandas")
 
@@ -31,14 +32,6 @@ def _num(value) -> float | int | bool | str | None:
 
 def _na(value, fmt) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt(value)
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Fixed-width columns: text left-aligned, numbers right-aligned."""
-    cells = [list(header), *rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
-                               for c, w, h in zip(r, widths, header)).rstrip() for r in cells)
 
 
 def model_lines(model: Model, setup: Setup) -> list[str]:
@@ -106,7 +99,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
             for c in cal.table.itertuples()]
     return [f"calibration: {cal.phase} profile against the roofs of {cal.gpu}: measured = kernels x floor + time at "
             f"the roofs / efficiency, per class (kernels: a step's in the profile; expected: the model's ops); "
-            f"applied to the {cal.phase} ops of every GPU", table(header, rows)]
+            f"applied to the {cal.phase} ops of every GPU", aligned(header, rows, left=TEXT_CELLS)]
 
 
 def floor_text(result: Result, floors: bool) -> str:
@@ -130,7 +123,7 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
             f"{setup.prompt + setup.gen} tokens a sequence against the usable memory (--memory-fraction of what the "
             f"GPU shows, less workspace and a prompt's activations); GEMMs compute-bound from batch: where decode's "
             f"weight GEMMs cross the ridge (attention at a context never does)",
-            table(HARDWARE_HEADER, hardware_rows(results))]
+            aligned(HARDWARE_HEADER, hardware_rows(results), left=TEXT_CELLS)]
     if calibration is not None:
         out += [""] + calibration_lines(calibration)
     if sweep is not None:
@@ -138,17 +131,17 @@ def render_text(model: Model, setup: Setup, results: Sequence[Result], calibrati
                  _na(r.gemms, str), {True: "yes", False: "NO", None: "unknown"}[r.fits]]
                 for r in sweep.itertuples()]
         out += ["", f"batch sweep: the decode step at context {setup.prompt}",
-                table(("GPU", "batch", "step", "tokens/s", "GEMMs", "fits"), rows)]
+                aligned(("GPU", "batch", "step", "tokens/s", "GEMMs", "fits"), rows, left=TEXT_CELLS)]
     if steps is not None:
         rows = [[r.gpu, str(r.tokens), str(r.context), _na(r.time_s, seconds), _na(r.time_at_roof_s, seconds),
                  _na(r.time_per_token_s, seconds)] for r in steps.itertuples()]
         out += ["", f"steps of T tokens a sequence at context C, batch {setup.batch} (speculative decoding: T - 1 "
                     f"drafts verified, the draft model's own steps not counted; chunked prefill: a chunk after C); "
                     f"per token: if every token is kept",
-                table(("GPU", "T", "C", "step", "at roofs", "per token"), rows)]
+                aligned(("GPU", "T", "C", "step", "at roofs", "per token"), rows, left=TEXT_CELLS)]
     for r in results:
         out += ["", f"ops on {r.gpu.label} (x: instances, all of them in each number; decode: its first step)",
-                table(OP_HEADER, op_rows(r))]
+                aligned(OP_HEADER, op_rows(r), left=TEXT_CELLS)]
     return "\n".join(out) + "\n"
 
 
@@ -172,7 +165,7 @@ def serving_text(serving: Sequence) -> str:
         header = ("clients" if closed else "rate/s", "TTFT p50 ms", "p99", "TPOT p50 ms", "p99", "ITL p99 ms",
                   "E2E p50 ms", "p99", "out tok/s", "req/s", "max batch", "preempted") + \
             (("goodput/s",) if "goodput_rps" in s.runs[0] else ())
-        out += ["", head, table(header, rows)]
+        out += ["", head, aligned(header, rows, left=TEXT_CELLS)]
         if s.slo_rate is not None or any("goodput_rps" in m for m in s.runs):
             out.append(f"highest rate meeting the P99 SLOs (within the --rate values given): "
                        f"{_na(s.slo_rate, lambda v: f'{v:.3g} requests/s')}")

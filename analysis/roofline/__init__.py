@@ -21,7 +21,7 @@ from analysis.metrics import communicating
 from analysis.names import readable_names, short_name
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
 from analysis.roofline.links import NO_MESSAGE_SIZE, judge_link, link_warning
-from ceilings.datasheet import MEMORY_MATCH_REL_TOL
+from ceilings.datasheet import MEMORY_MATCH_REL_TOL, Serving
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord, Sweep
 from common.errors import CeilingsError, listed
@@ -109,7 +109,9 @@ class Roofs:
     # "tensor" flat is the best of them, for kernels whose tensor type a profile does not say
     tensor_flats: tuple[Roof, ...] = ()
     launch_floor: Roof | None = None  # seconds a kernel (LAUNCH_FLOOR_CEILING); None: not measured
-    link: Roof | None = None  # the interconnect's bytes a second a direction (key "link"), for collectives
+    # the GPU's serving figures (ceilings/data/serving.csv: visible memory, interconnect), found once with its
+    # datasheet row; None: no row
+    serving: Serving | None = None
 
     @property
     def floor(self) -> tuple[float, str]:
@@ -152,7 +154,7 @@ class Roofs:
                    memory_bytes=rec.device.memory_bytes, sweeps=sweeps,
                    compute_capability=rec.device.compute_capability, sm_count=rec.device.sm_count,
                    max_sm_clock_hz=rec.device.max_sm_clock_hz, launch_floor=roof("launch", floor),
-                   link=datasheet_link(datasheet.match_device(rec.device.name or "", rec.device.memory_bytes)))
+                   serving=serving_of(datasheet.match_device(rec.device.name or "", rec.device.memory_bytes)))
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -170,7 +172,7 @@ class Roofs:
                    sm_count=row.sm_count, max_sm_clock_hz=row.boost_clock_mhz * 1e6,
                    source=f"datasheet figures for {row.display_name}",
                    origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability,
-                   link=datasheet_link(row))
+                   serving=serving_of(row))
 
     def bandwidth(self, level: str) -> Roof | None:
         return next((r for r in self.bandwidths if r.key == level), None)
@@ -210,6 +212,14 @@ class Roofs:
         return text
 
     @property
+    def link(self) -> Roof | None:
+        """The interconnect's bytes a second a direction (key "link"), for collectives: serving.csv's figure,
+        labelled as a datasheet figure; None without a cited figure."""
+        if self.serving is None or self.serving.link_gbs is None:
+            return None
+        return Roof("link", self.serving.link_gbs * 1e9, f"{self.serving.link} a direction ({DATASHEET}, not measured)")
+
+    @property
     def measured(self) -> bool:
         return not self.simulated and not self.source
 
@@ -223,15 +233,11 @@ class Roofs:
         return f"{self.device} (CC {self.compute_capability or 'unknown'})"
 
 
-def datasheet_link(row) -> Roof | None:
-    """A datasheet row's interconnect a direction (ceilings/data/serving.csv), labelled as a datasheet figure;
-    None without a row or a cited figure."""
+def serving_of(row) -> Serving | None:
+    """The serving.csv row of a datasheet row; None without either."""
     from ceilings import datasheet
 
-    serving = datasheet.load_serving().get(row.key) if row is not None else None
-    if serving is None or serving.link_gbs is None:
-        return None
-    return Roof("link", serving.link_gbs * 1e9, f"{serving.link} a direction ({DATASHEET}, not measured)")
+    return datasheet.load_serving().get(row.key) if row is not None else None
 
 
 def load(path: str | Path) -> Roofs:

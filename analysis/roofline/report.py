@@ -25,6 +25,7 @@ from analysis.roofline import (
 from analysis.roofline.budget import application, budget_lines, headline, time_budget
 from analysis.roofline.links import COMMUNICATION_BOUND
 from ceilings.lazy import lazy
+from common.text import aligned
 
 np = lazy("numpy")
 pd = lazy("pandas")
@@ -96,15 +97,12 @@ def kernel_rows(roofs: Roofs, table: pd.DataFrame, limit: int | None = None) -> 
 def render_kernels(roofs: Roofs, table: pd.DataFrame) -> str:
     """Every kernel as a fixed-width text table (the report's columns and units), for a terminal, under the
     roofs' GPU and provenance and the profile's GPU."""
-    cells = [list(KERNEL_HEADER), *kernel_rows(roofs, table)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(KERNEL_HEADER))]
     head = [f"roofs: {roofs.label}: {roofs.provenance}", profile_line(table.attrs.get("gpus", []), roofs), ""]
     budget = time_budget(table)
     if len(budget):
         head += [f"time budget (all {seconds(budget['time_s'].sum())} of kernel time):",
                  *(f"  {line}" for line in budget_lines(budget)), ""]
-    return "\n".join(head + ["  ".join(c.ljust(w) if h in TEXT_CELLS else c.rjust(w)
-                                       for c, w, h in zip(row, widths, KERNEL_HEADER)).rstrip() for row in cells])
+    return "\n".join(head) + "\n" + aligned(KERNEL_HEADER, kernel_rows(roofs, table), left=TEXT_CELLS)
 
 
 def _md(text: str) -> str:
