@@ -156,8 +156,9 @@ def check_setup(model: Model, setup: Setup) -> None:
     longest = setup.prompt + setup.gen
     check_context(model, longest, f"--prompt {setup.prompt} + --gen {setup.gen}")
     if model.sliding_window is not None and not model.window_layers and longest > model.sliding_window:
-        raise CeilingsError(f"{model.name}: sliding-window attention (window {model.sliding_window}) is not "
-                            f"modelled; keep --prompt + --gen ({longest}) within the window")
+        raise CeilingsError(f"{model.name}: which layers of a {model.model_type} model its sliding_window "
+                            f"({model.sliding_window}) covers is not modelled without layer_types in its config; keep "
+                            f"--prompt + --gen ({longest}) within the window, or give layer_types")
 
 
 def shard(model: Model, tp: int, ep: int = 1) -> Model:
