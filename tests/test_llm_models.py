@@ -110,6 +110,12 @@ def test_qwen2_windows_cover_the_layers_from_max_window_layers(change, covered):
     assert (model.window_layers, model.sliding_window) == (covered, 4096 if covered else None)
 
 
+def test_a_negative_max_window_layers_is_named():
+    config = {**SHIPPED["Qwen2.5-7B"][1], "use_sliding_window": True, "max_window_layers": -1}
+    with pytest.raises(CeilingsError, match="max_window_layers = -1 must be a whole number, 0 or more"):
+        model_from_config(config, "q", "test")
+
+
 def test_gpt_oss_without_layer_types_slides_on_even_layers_and_with_none_sliding_has_no_window():
     config = {**SHIPPED["gpt-oss-20b"][1]}
     del config["layer_types"]
