@@ -94,6 +94,35 @@ def test_layernorm_without_weights_and_attention_bias():
     assert biased.biased == {"qkv", "o"}
 
 
+
+@pytest.mark.parametrize("change, covered", [
+    ({}, 0),  # Qwen2Config: use_sliding_window defaults to false, whatever sliding_window says
+    ({"use_sliding_window": True}, 0),  # max_window_layers defaults to 28: no layer of 28 past it
+    ({"use_sliding_window": True, "max_window_layers": 20}, 8),  # layers 20 ... 27 slide
+    ({"use_sliding_window": True, "max_window_layers": 0}, 28),
+    ({"use_sliding_window": True, "layer_types": ["full_attention"] * 25 + ["sliding_attention"] * 3}, 3),
+])
+def test_qwen2_windows_cover_the_layers_from_max_window_layers(change, covered):
+    """transformers' Qwen2Config without layer_types: layer i slides when i >= max_window_layers."""
+    config = {k: v for k, v in SHIPPED["Qwen2.5-7B"][1].items() if k != "use_sliding_window"}
+    config.update(sliding_window=4096, **change)
+    model = model_from_config(config, "q", "test")
+    assert (model.window_layers, model.sliding_window) == (covered, 4096 if covered else None)
+
+
+def test_a_negative_max_window_layers_is_named():
+    config = {**SHIPPED["Qwen2.5-7B"][1], "use_sliding_window": True, "max_window_layers": -1}
+    with pytest.raises(CeilingsError, match="max_window_layers = -1 must be a whole number, 0 or more"):
+        model_from_config(config, "q", "test")
+
+
+def test_gpt_oss_without_layer_types_slides_on_even_layers_and_with_none_sliding_has_no_window():
+    config = {**SHIPPED["gpt-oss-20b"][1]}
+    del config["layer_types"]
+    assert load_model("gpt-oss-20b")[0].window_layers == model_from_config(config, "g", "t").window_layers == 12
+    config["layer_types"] = ["full_attention"] * 24
+    assert model_from_config(config, "g", "t").sliding_window is None
+
 @pytest.mark.parametrize("change, needle", [
     ({"model_type": "gpt2"}, "model_type 'gpt2' is not modelled"),
     ({"hidden_size": None}, "hidden_size is missing"),

@@ -166,12 +166,45 @@ def test_setups_that_cannot_be_modelled(tiny, setup, needle):
         check_setup(tiny, setup)
 
 
-def test_sliding_window_attention_past_its_window_is_refused():
-    mistral_v01 = {"model_type": "mistral", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-                   "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 10, "sliding_window": 4096}
+# Mistral-7B-v0.1's config.json (huggingface.co/mistralai/Mistral-7B-v0.1): a sliding_window and no layer_types,
+# which transformers' MistralAttention applies in every layer
+MISTRAL_V01 = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+               "max_position_embeddings": 32768, "sliding_window": 4096}
+
+
+def test_a_window_on_every_layer_caps_its_cache_and_its_attention():
+    """Mistral-7B-v0.1: every one of 32 layers holds at most 4,096 tokens of K and V (8 KV heads of 128, bf16)
+    and a query reads at most 4,096 keys, so a decode step at context 8,192 does the attention of one at 4,096."""
+    from analysis.llm.models import model_from_config
+    from analysis.llm.work import context_fit, kv_cache_bytes
+
+    model = model_from_config(MISTRAL_V01, "m", "test")
+    assert (model.window_layers, model.sliding_window) == (32, 4096)
+    check_setup(model, Setup(prompt=8000, gen=192))  # past the window: modelled, not refused
+    assert kv_cache_bytes(model, Setup(), 8192) == 32 * 4096 * 2 * 8 * 128 * 2 == 536_870_912
+    assert kv_cache_bytes(model, Setup(batch=3), 1000) == 3 * 32 * 1000 * 2 * 8 * 128 * 2  # within: every token
+    assert context_fit(model, Setup(), 1e12) == 32768  # the cache stops growing: max_position_embeddings bounds it
+    long, at_window = (step_ops(model, Setup(batch=1), 1, c) for c in (8192, 4096))
+    assert [o.name for o in long if o.op_class == "attention"] == ["attention_sliding"]
+    assert op(long, "attention_sliding").flops == op(at_window, "attention_sliding").flops
+    assert op(long, "attention_sliding").flops["tensor.bf16"] == 32 * 4 * 32 * 128 * 4096  # 4 nh d FLOPs a pair
+    assert op(long, "attention_sliding").nbytes["kv_read"] == 32 * 4096 * 2 * 8 * 128 * 2
+    below = op(step_ops(model, Setup(batch=1), 1, 1000), "attention_sliding")
+    assert below.flops["tensor.bf16"] == 32 * 4 * 32 * 128 * 1001  # within the window: every cached key and itself
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe"])
+def test_a_window_on_layers_not_known_is_refused_past_it(model_type):
+    """Llama's attention has no window in transformers; Qwen3-MoE's covered layers changed between versions:
+    their sliding_window is kept, and refused past its length, naming the field and the remedy."""
     from analysis.llm.models import model_from_config
 
-    model = model_from_config(mistral_v01, "m", "test")
+    config = {**MISTRAL_V01, "model_type": model_type, "use_sliding_window": True, "num_experts": 8,
+              "num_experts_per_tok": 2, "moe_intermediate_size": 256}
+    model = model_from_config(config, "m", "test")
+    assert (model.window_layers, model.sliding_window) == (0, 4096)
     check_setup(model, Setup(prompt=4000, gen=96))  # within the window: what it computes is full attention
-    with pytest.raises(CeilingsError, match="sliding-window attention .window 4096. is not modelled"):
+    with pytest.raises(CeilingsError, match=f"which layers of a {model_type} model its sliding_window .4096. covers "
+                                            r"is not modelled .*within the window, or give layer_types"):
         check_setup(model, Setup(prompt=4000, gen=97))

@@ -10,7 +10,7 @@ error naming it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +37,58 @@ class Architecture:
     experts_key: str = "num_local_experts"  # the config key of the routed experts' number
     expert_size_key: str = "intermediate_size"  # an expert's MLP size (moe_intermediate_size where dense layers
     # have their own intermediate_size)
+    shared_experts_key: str | None = None  # the config key of the experts every token runs beside its routed ones
     mla: bool = False  # DeepSeek's multi-head latent attention (kv_lora_rank ...)
     qk_norm: bool = False  # an RMSNorm over each head of q and of k (Qwen3)
     sinks: bool = False  # a learned logit a head in the softmax's denominator (gpt-oss)
     router_bias: bool = False
+    # how many layers of an MoE model have a dense MLP, from (config fields, layers, source); None: none has
+    dense_layers: Callable[[Mapping, int, str], int] | None = None
+    # how many layers a sliding_window covers in a config without layer_types, from (config fields, layers,
+    # source); None: not known here, so the window is refused past its length
+    window_layers: Callable[[Mapping, int, str], int] | None = None
+
+
+def _count(fields: Mapping, key: str, source: str, default: int | None = None) -> int:
+    """A whole number that may be 0 (a number of layers or shared experts); CeilingsError when it is not one."""
+    value = fields.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CeilingsError(f"{source}: {key} = {value!r} must be a whole number, 0 or more")
+    if value > SIZE_LIMITS[key]:
+        raise CeilingsError(f"{source}: {key} = {value} is beyond any model (at most {SIZE_LIMITS[key]})")
+    return value
+
+
+def _deepseek_dense(fields: Mapping, layers: int, source: str) -> int:
+    """DeepSeek's MoE layers are those from first_k_dense_replace on, every moe_layer_freq-th; the rest dense."""
+    first = _count(fields, "first_k_dense_replace", source)
+    freq = _count(fields, "moe_layer_freq", source) or 1
+    return sum(1 for i in range(layers) if i < first or i % freq)
+
+
+def _qwen3_moe_dense(fields: Mapping, layers: int, source: str) -> int:
+    """Qwen3-MoE's dense layers: those in mlp_only_layers or off every decoder_sparse_step-th (layer i is MoE
+    when (i + 1) % step == 0)."""
+    step = _count(fields, "decoder_sparse_step", source) or 1
+    only = fields["mlp_only_layers"]
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise CeilingsError(f"{source}: mlp_only_layers = {only!r} must be a list of layer numbers")
+    return sum(1 for i in range(layers) if i in only or (i + 1) % step)
+
+
+def _every_layer(fields: Mapping, layers: int, source: str) -> int:
+    """Mistral's and Mixtral's attention applies the config's sliding_window in every layer."""
+    return layers
+
+
+def _even_layers(fields: Mapping, layers: int, source: str) -> int:
+    """GptOssConfig without layer_types: sliding on the even layers, full on the odd."""
+    return (layers + 1) // 2
+
+
+def _past_max_window_layers(fields: Mapping, layers: int, source: str) -> int:
+    """Qwen2Config without layer_types: layer i slides when i >= max_window_layers."""
+    return layers - min(layers, _count(fields, "max_window_layers", source))
 
 
 _LLAMA_DEFAULTS = {"tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False}
@@ -49,25 +97,31 @@ _LLAMA_DEFAULTS = {"tie_word_embeddings": False, "hidden_act": "silu", "attentio
 ARCHITECTURES = {
     "llama": Architecture("rms", True, False, bias_keys={"attention_bias": ("qkv", "o"), "mlp_bias": ("mlp",)},
                           defaults={**_LLAMA_DEFAULTS, "mlp_bias": False}),
-    "mistral": Architecture("rms", True, False, defaults=_LLAMA_DEFAULTS),
+    "mistral": Architecture("rms", True, False, defaults=_LLAMA_DEFAULTS, window_layers=_every_layer),
     "mixtral": Architecture("rms", True, True, defaults={**_LLAMA_DEFAULTS, "num_local_experts": 8,
-                                                         "num_experts_per_tok": 2}),
-    "qwen2": Architecture("rms", True, False, fixed_bias=("qkv",), defaults=_LLAMA_DEFAULTS),
+                                                         "num_experts_per_tok": 2}, window_layers=_every_layer),
+    "qwen2": Architecture("rms", True, False, fixed_bias=("qkv",), window_layers=_past_max_window_layers,
+                          defaults={**_LLAMA_DEFAULTS, "use_sliding_window": False, "max_window_layers": 28}),
     "olmo": Architecture("layer", False, False, bias_keys={"attention_bias": ("qkv", "o")},
                          defaults=_LLAMA_DEFAULTS),
-    # Qwen3's MoE (modeling_qwen3_moe.py): q/k norms, layers in mlp_only_layers or off decoder_sparse_step dense
+    # Qwen3's MoE (modeling_qwen3_moe.py): q/k norms, layers in mlp_only_layers or off decoder_sparse_step dense;
+    # which layers its sliding window covers changed between transformers versions (max_window_layers, then all)
     "qwen3_moe": Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, qk_norm=True,
                               experts_key="num_experts", expert_size_key="moe_intermediate_size",
-                              defaults={**_LLAMA_DEFAULTS, "decoder_sparse_step": 1, "mlp_only_layers": []}),
+                              dense_layers=_qwen3_moe_dense,
+                              defaults={**_LLAMA_DEFAULTS, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                                        "use_sliding_window": False}),
     # gpt-oss (modeling_gpt_oss.py): biases on attention (attention_bias), the router and every expert, attention
-    # sinks; layer_types defaults to sliding on even layers, full on odd (GptOssConfig)
+    # sinks
     "gpt_oss": Architecture("rms", True, True, fixed_bias=("mlp",), bias_keys={"attention_bias": ("qkv", "o")},
-                            sinks=True, router_bias=True,
+                            sinks=True, router_bias=True, window_layers=_even_layers,
                             defaults={**_LLAMA_DEFAULTS, "attention_bias": True, "head_dim": 64}),
     # DeepSeek-V2/V3 (their modeling_deepseek.py): MLA, shared experts, first_k_dense_replace dense layers
     **{t: Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, mla=True,
                        experts_key="n_routed_experts", expert_size_key="moe_intermediate_size",
-                       defaults={**_LLAMA_DEFAULTS, "moe_layer_freq": 1}) for t in ("deepseek_v3", "deepseek_v2")},
+                       shared_experts_key="n_shared_experts", dense_layers=_deepseek_dense,
+                       defaults={**_LLAMA_DEFAULTS, "moe_layer_freq": 1})
+       for t in ("deepseek_v3", "deepseek_v2")},
 }
 # the largest value a size may take: a config beyond it is corrupt or hostile (10^12 experts), not a model.
 # Each is far above every published model's (hidden 16384, 256 experts, vocab 256k, 10M positions).
@@ -78,7 +132,7 @@ SIZE_LIMITS = {"hidden_size": 1 << 18, "intermediate_size": 1 << 20, "num_hidden
                "num_experts": 1 << 14, "n_routed_experts": 1 << 14, "n_shared_experts": 1 << 10,
                "kv_lora_rank": 1 << 16, "q_lora_rank": 1 << 16, "qk_nope_head_dim": 1 << 12,
                "qk_rope_head_dim": 1 << 12, "v_head_dim": 1 << 12, "first_k_dense_replace": 1 << 12,
-               "moe_layer_freq": 1 << 12, "decoder_sparse_step": 1 << 12}
+               "moe_layer_freq": 1 << 12, "decoder_sparse_step": 1 << 12, "max_window_layers": 1 << 12}
 FLAGS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")  # JSON booleans only
 # hidden_act -> FLOPs per element of act(gate) * up: silu(x) = x / (1 + exp(-x)) is exp, add, divide (3),
 # then the product with up (1)
@@ -195,8 +249,9 @@ class Model:
     experts: int = 1
     experts_per_token: int = 1
     max_context: int | None = None  # max_position_embeddings
-    sliding_window: int | None = None  # in effect when set: on window_layers layers, or every layer when that is 0
-    window_layers: int = 0  # layers that layer_types names sliding_attention
+    sliding_window: int | None = None  # the window of the window_layers layers (with 0 of them: on layers not
+    # known here, refused past the window)
+    window_layers: int = 0  # layers whose attention slides: as layer_types names them, else as the architecture
     mla: Mla | None = None
     shared_intermediate: int = 0  # the MLP size of the shared experts every token runs (all of them together)
     dense_layers: int = 0  # layers of an MoE model whose MLP is dense, of dense_intermediate
@@ -275,14 +330,15 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
         experts, per_token = whole(arch.experts_key), whole("num_experts_per_tok")
         if per_token > experts:
             raise CeilingsError(f"{source}: num_experts_per_tok {per_token} exceeds {arch.experts_key} {experts}")
-        dense = _dense_layers(model_type, fields, layers, source)
+        dense = arch.dense_layers(fields, layers, source) if arch.dense_layers else 0
         moe = {"dense_layers": dense, "dense_intermediate": intermediate if dense else 0,
-               "shared_intermediate": _count(fields, "n_shared_experts", source, 0) * whole(arch.expert_size_key)
-               if arch.mla else 0}
+               "shared_intermediate": _count(fields, arch.shared_experts_key, source, 0) * whole(arch.expert_size_key)
+               if arch.shared_experts_key else 0}
         intermediate = whole(arch.expert_size_key)
     window = fields.get("sliding_window") if fields.get("use_sliding_window", True) else None
     window = None if window is None else size("sliding_window", window)
-    window_layers = _window_layers(model_type, fields, layers, source) if window is not None else 0
+    covered = None if window is None else _window_layers(arch, fields, layers, source)
+    window = None if covered == 0 else window  # no layer slides
     max_context = fields.get("max_position_embeddings")
     max_context = None if max_context is None else size("max_position_embeddings", max_context)
     head_dim, mla = whole("head_dim", hidden // heads), None
@@ -297,43 +353,17 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
                  layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=whole("vocab_size"),
                  tied=bool(fields["tie_word_embeddings"]), norm=arch.norm, norm_weights=arch.norm_weights,
                  activation=activation, biased=frozenset(biased), experts=experts, experts_per_token=per_token,
-                 max_context=max_context, sliding_window=window, window_layers=window_layers, mla=mla,
+                 max_context=max_context, sliding_window=window, window_layers=covered or 0, mla=mla,
                  qk_norm=arch.qk_norm, sinks=arch.sinks, router_bias=arch.router_bias, **moe)
 
 
-def _count(fields: Mapping, key: str, source: str, default: int | None = None) -> int:
-    """A whole number that may be 0 (a number of layers or shared experts); CeilingsError when it is not one."""
-    value = fields.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CeilingsError(f"{source}: {key} = {value!r} must be a whole number, 0 or more")
-    if value > SIZE_LIMITS[key]:
-        raise CeilingsError(f"{source}: {key} = {value} is beyond any model (at most {SIZE_LIMITS[key]})")
-    return value
 
-
-def _dense_layers(model_type: str, fields: Mapping, layers: int, source: str) -> int:
-    """How many layers of an MoE model have a dense MLP, as its modeling code decides layer by layer: DeepSeek's
-    MoE from first_k_dense_replace on, every moe_layer_freq-th; Qwen3-MoE's unless in mlp_only_layers or off
-    every decoder_sparse_step-th."""
-    if model_type.startswith("deepseek"):
-        first = _count(fields, "first_k_dense_replace", source)
-        freq = _count(fields, "moe_layer_freq", source) or 1
-        return sum(1 for i in range(layers) if i < first or i % freq)
-    if model_type == "qwen3_moe":
-        step = _count(fields, "decoder_sparse_step", source) or 1
-        only = fields["mlp_only_layers"]
-        if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
-            raise CeilingsError(f"{source}: mlp_only_layers = {only!r} must be a list of layer numbers")
-        return sum(1 for i in range(layers) if i in only or (i + 1) % step)
-    return 0
-
-
-def _window_layers(model_type: str, fields: Mapping, layers: int, source: str) -> int:
-    """The layers layer_types names sliding_attention (0 without layer_types: then the window is every layer's);
-    gpt-oss without layer_types: even layers sliding, as GptOssConfig builds it."""
+def _window_layers(arch: Architecture, fields: Mapping, layers: int, source: str) -> int | None:
+    """The layers a sliding window covers: those layer_types names sliding_attention, else the architecture's
+    layout; None when neither says (then the window is kept and refused past its length)."""
     kinds = fields.get("layer_types")
     if kinds is None:
-        return (layers + 1) // 2 if model_type == "gpt_oss" else 0
+        return arch.window_layers(fields, layers, source) if arch.window_layers else None
     known = ("sliding_attention", "full_attention")
     if not isinstance(kinds, list) or len(kinds) != layers or any(k not in known for k in kinds):
         raise CeilingsError(f"{source}: layer_types must list {layers} entries, each one of {', '.join(known)}")

@@ -11,7 +11,7 @@ is counted and what is not.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from analysis.llm.models import ACTIVATION_FLOPS, Model
@@ -156,8 +156,9 @@ def check_setup(model: Model, setup: Setup) -> None:
     longest = setup.prompt + setup.gen
     check_context(model, longest, f"--prompt {setup.prompt} + --gen {setup.gen}")
     if model.sliding_window is not None and not model.window_layers and longest > model.sliding_window:
-        raise CeilingsError(f"{model.name}: sliding-window attention (window {model.sliding_window}) is not "
-                            f"modelled; keep --prompt + --gen ({longest}) within the window")
+        raise CeilingsError(f"{model.name}: which layers of a {model.model_type} model its sliding_window "
+                            f"({model.sliding_window}) covers is not modelled without layer_types in its config; keep "
+                            f"--prompt + --gen ({longest}) within the window, or give layer_types")
 
 
 def shard(model: Model, tp: int, ep: int = 1) -> Model:
@@ -246,27 +247,25 @@ def parameters(model: Model, active: bool = False) -> int:
     """Every stored parameter (all experts; a tied table once); `active`: those a token is multiplied by, its
     num_experts_per_tok routed experts and the LM head, not the embedding table it only reads a row of (as
     OpenAI counts gpt-oss's 5.1 B)."""
-    per_expert = model.experts_per_token if active else model.experts
-    layers = sum(layers_holding(model, name) * (per_expert if name.startswith("experts_") else 1)
-                 * sum(m.n_in * m.n_out + (m.n_out if m.bias else 0) for m in ms)
-                 for name, ms in layer_matrices(model).items())
-    table = model.vocab * model.hidden
-    return table * (1 if model.tied or active else 2) + layers + model.layers * _layer_vectors(model) + _norm_vector(
-        model)
+    return _stored(model, model.experts_per_token if active else model.experts, 1 if model.tied or active else 2,
+                   lambda m: m.n_in * m.n_out + (m.n_out if m.bias else 0), 1)
 
 
 def weights_bytes(model: Model, setup: Setup) -> float:
     """Bytes of every stored weight one GPU holds (1/--tp of them, the norms whole): the layers' matrices at
     --weights (with their metadata), every expert, the norms, the embedding table and the LM head in the
     activation type (quantised checkpoints keep them in 16 bits), a tied table once."""
-    experts = local_experts(model, setup)
-    model = shard(model, setup.tp, setup.ep)
-    a = DTYPE_BYTES[setup.activations]
+    return _stored(shard(model, setup.tp, setup.ep), local_experts(model, setup), 1 if model.tied else 2,
+                   lambda m: matrix_bytes(m, setup), DTYPE_BYTES[setup.activations])
+
+
+def _stored(model: Model, experts: int, tables: int, matrix: Callable[[Matrix], float], element: float) -> float:
+    """The one walk over what a model stores: the layers' matrices, `matrix` each, `experts` copies of an
+    expert's; `tables` vocabulary tables (embedding, LM head) and the norms' vectors at `element` each."""
     layers = sum(layers_holding(model, name) * (experts if name.startswith("experts_") else 1)
-                 * sum(matrix_bytes(m, setup) for m in ms) for name, ms in layer_matrices(model).items())
-    table = model.vocab * model.hidden * a
-    return (table * (1 if model.tied else 2) + layers + model.layers * _layer_vectors(model) * a
-            + _norm_vector(model) * a)
+                 * sum(matrix(m) for m in ms) for name, ms in layer_matrices(model).items())
+    return (model.vocab * model.hidden * element * tables + layers + model.layers * _layer_vectors(model) * element
+            + _norm_vector(model) * element)
 
 
 def _kv_elements(model: Model) -> int:
