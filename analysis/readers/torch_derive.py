@@ -7,7 +7,7 @@ that runs a backward op (the cpu_op around it with a "Sequence number") has the 
 forward ops that made it, and the backward op's "Input Dims" hold the forward's output shape:
 
 - convolution: `cudnn_convolution_backward(input, grad_output, weight, ...)` gives the output's shape
-  (grad_output), from which the convolution's stride and padding follow (analysis.ops.matrix); its
+  (grad_output), which fixes the convolution's work without its stride and padding (analysis.ops.matrix); its
   `cudnn_convolution_backward_input/_weight` children get their unrecorded size argument (the input's or the
   weight's shape) from it;
 - batch norm: `cudnn_batch_norm_backward` is what autograd runs only for a training one (derivatives.yaml:
@@ -32,7 +32,7 @@ from ..ops.pool import MaxPool
 
 DERIVED = "_derived"  # the key of a cpu_op event holding its Derived (read by torch_trace's _work)
 SEQUENCE = "Sequence number"
-CONV_NOTE = ("convolution stride and padding not recorded (torch <= 1.11 trace): derived from the output shape "
+CONV_NOTE = ("convolution stride and padding not recorded (torch <= 1.11 trace): its work from the output shape "
              "its backward's grad_output shows")
 PART_NOTE = ("cudnn convolution gradient's size argument not recorded (torch <= 1.10 trace): the input or weight "
              "shape of the cudnn_convolution_backward around it")
