@@ -134,9 +134,27 @@ def test_a_forward_whose_shapes_its_backward_does_not_show_stays_without_a_numbe
     assert not any(n.startswith(CONV_NOTE) for n in notes)
 
 
+def test_ops_that_touch_in_an_integer_microsecond_trace_nest_as_kernels_find_their_ops(tmp_path):
+    """Integer-microsecond ties: the autograd node and its backward op open at the same microsecond and last
+    as long (the node's smaller External id puts it outside), and the weight's gradient starts at the
+    microsecond the input's gradient ends (it follows that one, inside the cudnn_convolution_backward)."""
+    events = old_step()
+    at = {e["name"]: e for e in events if e["cat"] == "Operator"}
+    at["aten::cudnn_convolution_backward"].update(ts=1400, dur=300)
+    at["aten::cudnn_convolution_backward_input"].update(ts=1400, dur=150)
+    at["aten::cudnn_convolution_backward_weight"].update(ts=1550, dur=100)
+    t, notes = rows(tmp_path, events)
+    assert t.loc["implicit_convolve_sgemm", "flops_fp32"] == CONV_FLOPS
+    assert t.loc["dgrad_engine", "op"] == "aten::cudnn_convolution_backward_input"
+    assert t.loc["wgrad_alg0_engine", "op"] == "aten::cudnn_convolution_backward_weight"
+    assert t.loc["dgrad_engine", "flops_fp32"] == t.loc["wgrad_alg0_engine", "flops_fp32"] == CONV_FLOPS
+    assert any(n.startswith(f"{PART_NOTE} (2 op call(s))") for n in notes)
+
+
 def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
     """native_batch_norm_backward's saved statistics are empty in eval mode: the forward gets training False."""
     from analysis.readers.torch_derive import derive
+    from analysis.readers.torch_trace import _enclosing
 
     def ops(saved):
         return [op("aten::native_batch_norm", 0, 10, [Y, [K], [K], [K], [K], [], [], []],
@@ -147,7 +165,7 @@ def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
 
     for saved, training, per in (([0], False, 4), ([K], True, 7)):
         events = ops(saved)
-        derive(events)
+        derive(events, _enclosing)
         forward = events[0]
         assert forward["_derived"].values == {5: training}
         work = op_work(forward["name"], forward["args"]["Input Dims"], forward["args"]["Input type"], None,
