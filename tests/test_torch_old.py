@@ -1,4 +1,4 @@
-"""Traces of torch <= 1.11 (no "Concrete Inputs"): a convolution's stride and padding, a batch norm's training
+"""Traces of torch <= 1.11 (no "Concrete Inputs"): a convolution's output, a batch norm's training
 flag and a max pooling's output are derived from the backward ops of the same step (analysis.readers.
 torch_derive), and said so; pooling ops have models.
 
@@ -16,7 +16,7 @@ import pytest
 
 from analysis.ncu import read_profile
 from analysis.ops import op_work
-from analysis.ops.matrix import _geometry
+from analysis.ops.base import Derived
 from analysis.readers.torch_derive import CONV_NOTE, NORM_NOTE, PART_NOTE, POOL_NOTE
 from tests.test_torch_trace import trace, x
 
@@ -134,9 +134,27 @@ def test_a_forward_whose_shapes_its_backward_does_not_show_stays_without_a_numbe
     assert not any(n.startswith(CONV_NOTE) for n in notes)
 
 
+def test_ops_that_touch_in_an_integer_microsecond_trace_nest_as_kernels_find_their_ops(tmp_path):
+    """Integer-microsecond ties: the autograd node and its backward op open at the same microsecond and last
+    as long (the node's smaller External id puts it outside), and the weight's gradient starts at the
+    microsecond the input's gradient ends (it follows that one, inside the cudnn_convolution_backward)."""
+    events = old_step()
+    at = {e["name"]: e for e in events if e["cat"] == "Operator"}
+    at["aten::cudnn_convolution_backward"].update(ts=1400, dur=300)
+    at["aten::cudnn_convolution_backward_input"].update(ts=1400, dur=150)
+    at["aten::cudnn_convolution_backward_weight"].update(ts=1550, dur=100)
+    t, notes = rows(tmp_path, events)
+    assert t.loc["implicit_convolve_sgemm", "flops_fp32"] == CONV_FLOPS
+    assert t.loc["dgrad_engine", "op"] == "aten::cudnn_convolution_backward_input"
+    assert t.loc["wgrad_alg0_engine", "op"] == "aten::cudnn_convolution_backward_weight"
+    assert t.loc["dgrad_engine", "flops_fp32"] == t.loc["wgrad_alg0_engine", "flops_fp32"] == CONV_FLOPS
+    assert any(n.startswith(f"{PART_NOTE} (2 op call(s))") for n in notes)
+
+
 def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
     """native_batch_norm_backward's saved statistics are empty in eval mode: the forward gets training False."""
     from analysis.readers.torch_derive import derive
+    from analysis.readers.torch_trace import _enclosing
 
     def ops(saved):
         return [op("aten::native_batch_norm", 0, 10, [Y, [K], [K], [K], [K], [], [], []],
@@ -147,7 +165,7 @@ def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
 
     for saved, training, per in (([0], False, 4), ([K], True, 7)):
         events = ops(saved)
-        derive(events)
+        derive(events, _enclosing)
         forward = events[0]
         assert forward["_derived"].values == {5: training}
         work = op_work(forward["name"], forward["args"]["Input Dims"], forward["args"]["Input type"], None,
@@ -155,22 +173,30 @@ def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
         assert work.flops == per * ACT and work.assumed == NORM_NOTE
 
 
-@pytest.mark.parametrize("size, k, out, fit", [
-    (224, 7, 112, ([2, 2], [3, 3])),  # ResNet's stem: 7x7 stride 2 padding 3
-    (56, 3, 56, ([1, 1], [1, 1])),
-    (56, 1, 28, ([2, 2], [0, 0])),  # the downsampling 1x1, stride 2
-    (32, 3, 30, ([1, 1], [0, 0])),  # no padding: k // 2 does not fit, 0 does
+def conv_work(inp, weight, out):
+    """An aten::conv2d of a torch 1.9 trace (no Concrete Inputs) whose output its backward showed."""
+    types = ["float", "float", "", "GenericList", "GenericList", "GenericList", "Int"]
+    return op_work("aten::conv2d", [inp, weight, [], [], [], [], []], types, None,
+                   derived=Derived(CONV_NOTE, output=tuple(out)))
+
+
+@pytest.mark.parametrize("size, k, out", [
+    (224, 7, 112),  # ResNet's stem: 7x7 stride 2 padding 3
+    (56, 3, 56),
+    (56, 1, 28),  # the downsampling 1x1, stride 2
+    (32, 3, 30),  # no padding
 ])
-def test_stride_and_padding_reproduce_the_output_size(size, k, out, fit):
-    groups, (stride, padding, dilation, output_padding) = _geometry([size, size], [k, k], 64, 64, [out, out])
-    assert (stride, padding) == fit and groups == 1 and dilation == [1, 1] and output_padding == [0, 0]
-    assert all((size + 2 * p - k) // s + 1 == out for s, p in zip(stride, padding))
-    assert _geometry([size], [k], 64, 64, [size * 4]) is None  # no stride makes an output larger than the input
+def test_the_derived_output_alone_gives_a_convolutions_work(size, k, out):
+    """Whatever stride and padding made the output, the FLOPs count its positions: 2 x N x weight x output."""
+    work = conv_work([2, 64, size, size], [128, 64, k, k], [2, 128, out, out])
+    assert work.flops == 2 * 2 * 128 * 64 * k * k * out * out and work.assumed == CONV_NOTE
+    assert work.bytes == (2 * 64 * size * size + 128 * 64 * k * k + 2 * 128 * out * out) * FP32
 
 
 def test_a_grouped_convolution_takes_its_groups_from_the_channels():
-    assert _geometry([14], [3], 64, 16, [14])[0] == 4
-    assert _geometry([14], [3], 64, 24, [14]) is None  # 64 channels are no whole number of 24-channel groups
+    """A 64-channel input and a weight of 16 channels: 4 groups, each output channel reading 16 of them."""
+    assert conv_work([1, 64, 14, 14], [64, 16, 3, 3], [1, 64, 14, 14]).flops == 2 * 64 * 16 * 3 * 3 * 14 * 14
+    assert conv_work([1, 64, 14, 14], [64, 24, 3, 3], [1, 64, 14, 14]) is None  # 64 is no whole number of 24s
 
 
 def test_conv_flops_match_torchs_flop_counter():

@@ -125,34 +125,37 @@ class Conv:
             return None
         shape = inp[0] if batched else [1] + inp[0]
         transposed = x.value(self.transposed_arg) if self.transposed_arg is not None else self.transposed
-        lists = [x.value(self.stride), x.value(self.padding), x.value(self.dilation)]
-        lists.append(x.value(self.output_padding) if transposed else [0])  # only a transposed one has it
         groups = x.value(self.groups)
-        # aten::convolution repeats a one-value list over every spatial dimension
-        lists = [v * spatial if isinstance(v, list) and len(v) == 1 else v for v in lists]
         n, c_in, sizes = shape[0], shape[1], shape[2:]
         w_out, w_in, kernel = weight[0][0], weight[0][1], weight[0][2:]
-        if groups is None and not transposed and x.derived is not None and x.derived.output is not None:
-            derived = _geometry(sizes, kernel, c_in, w_in, list(x.derived.output)[-spatial:])
-            if derived is None:
+        derived = x.derived.output if x.derived is not None and groups is None and not transposed else None
+        if derived is not None:
+            # torch <= 1.11 recorded no stride, padding, dilation or groups, but the output (its backward's
+            # grad_output; only cudnn_convolution_backward, a convolution that is not transposed, shows one)
+            # fixes the work without them. The weight's C_in still has to divide the input's (into groups).
+            out, transposed, c_out = list(derived)[-spatial:], False, w_out
+            ok = len(out) == spatial and all(isinstance(o, int) for o in out) and w_in >= 1 and c_in % w_in == 0
+        else:
+            lists = [x.value(self.stride), x.value(self.padding), x.value(self.dilation)]
+            lists.append(x.value(self.output_padding) if transposed else [0])  # only a transposed one has it
+            # aten::convolution repeats a one-value list over every spatial dimension
+            lists = [v * spatial if isinstance(v, list) and len(v) == 1 else v for v in lists]
+            if not isinstance(transposed, bool) or not isinstance(groups, int) or groups < 1:
                 return None
-            (groups, lists), transposed = derived, False  # the output of a backward that is not transposed
-        if not isinstance(transposed, bool) or not isinstance(groups, int) or groups < 1:
-            return None
-        if not all(isinstance(v, list) and len(v) == spatial and all(isinstance(e, int) for e in v)
-                   for v in lists):
-            return None
-        stride, padding, dilation, output_padding = lists
-        if transposed:  # weight [C_in, C_out/groups, k...]
-            c_out = w_in * groups
-            out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1
-                   for i, s, p, d, k, o in zip(sizes, stride, padding, dilation, kernel, output_padding)]
-            ok = c_in == w_out
-        else:  # weight [C_out, C_in/groups, k...]
-            c_out = w_out
-            out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 if s > 0 else 0
-                   for i, s, p, d, k in zip(sizes, stride, padding, dilation, kernel)]
-            ok = c_in == w_in * groups
+            if not all(isinstance(v, list) and len(v) == spatial and all(isinstance(e, int) for e in v)
+                       for v in lists):
+                return None
+            stride, padding, dilation, output_padding = lists
+            if transposed:  # weight [C_in, C_out/groups, k...]
+                c_out = w_in * groups
+                out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                       for i, s, p, d, k, o in zip(sizes, stride, padding, dilation, kernel, output_padding)]
+                ok = c_in == w_out
+            else:  # weight [C_out, C_in/groups, k...]
+                c_out = w_out
+                out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 if s > 0 else 0
+                       for i, s, p, d, k in zip(sizes, stride, padding, dilation, kernel)]
+                ok = c_in == w_in * groups
         if not ok or min(out) < 1:
             return None
         flops = 2 * n * math.prod(weight[0]) * math.prod(sizes if transposed else out)
@@ -184,25 +187,6 @@ class ConvBackward:
         writes = ([i] if mask[0] else []) + ([w] if mask[1] else []) + ([[g[1]]] if mask[2] else [])
         return OpWork(float(forward * (mask[0] + mask[1])), DTYPES[dtype][0],
                       float(sum(math.prod(t) for t in reads + writes) * size))
-
-
-def _geometry(sizes: list[int], kernel: list[int], c_in: int, w_in: int, out: list[int]):
-    """(groups, [stride, padding, dilation, output_padding]) of a convolution whose output size is known but
-    whose arguments were not recorded: groups C_in / the weight's C_in, dilation 1, and per dimension the
-    first stride (1, 2, ...) that, with padding k // 2 (the common convention) or else the smallest that
-    fits, reproduces the output: (in + 2p - (k - 1) - 1) // s + 1. Its FLOPs depend on the output only, so
-    another (stride, padding) giving it would count the same. None where none does."""
-    if w_in < 1 or c_in % w_in or len(out) != len(sizes):
-        return None
-    stride, padding = [], []
-    for i, k, o in zip(sizes, kernel, out):
-        fit = next(((s, p) for s in range(1, max(i, 1) + 1) for p in (k // 2, *range(k))
-                    if (i + 2 * p - k) // s + 1 == o), None)
-        if fit is None:
-            return None
-        stride.append(fit[0])
-        padding.append(fit[1])
-    return c_in // w_in, [stride, padding, [1] * len(sizes), [0] * len(sizes)]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ that runs a backward op (the cpu_op around it with a "Sequence number") has the 
 forward ops that made it, and the backward op's "Input Dims" hold the forward's output shape:
 
 - convolution: `cudnn_convolution_backward(input, grad_output, weight, ...)` gives the output's shape
-  (grad_output), from which the convolution's stride and padding follow (analysis.ops.matrix); its
+  (grad_output), which fixes the convolution's work without its stride and padding (analysis.ops.matrix); its
   `cudnn_convolution_backward_input/_weight` children get their unrecorded size argument (the input's or the
   weight's shape) from it;
 - batch norm: `cudnn_batch_norm_backward` is what autograd runs only for a training one (derivatives.yaml:
@@ -32,7 +32,7 @@ from ..ops.pool import MaxPool
 
 DERIVED = "_derived"  # the key of a cpu_op event holding its Derived (read by torch_trace's _work)
 SEQUENCE = "Sequence number"
-CONV_NOTE = ("convolution stride and padding not recorded (torch <= 1.11 trace): derived from the output shape "
+CONV_NOTE = ("convolution stride and padding not recorded (torch <= 1.11 trace): its work from the output shape "
              "its backward's grad_output shows")
 PART_NOTE = ("cudnn convolution gradient's size argument not recorded (torch <= 1.10 trace): the input or weight "
              "shape of the cudnn_convolution_backward around it")
@@ -48,12 +48,18 @@ POOL_BACKWARDS = ("aten::max_pool1d_with_indices_backward", "aten::max_pool2d_wi
 BACKWARDS = frozenset((CONV_BACKWARD, *NORM_BACKWARDS, *POOL_BACKWARDS))
 
 
-def derive(ops: list[dict]) -> None:
-    """Set DERIVED on the cpu_op events of `ops` whose unrecorded arguments or output their backward shows."""
+def derive(ops: list[dict], enclosing) -> None:
+    """Set DERIVED on the cpu_op events of `ops` whose unrecorded arguments or output their backward shows.
+    `enclosing` is the trace reader's nesting (readers.torch_trace._enclosing: the events open at a time on a
+    thread, outermost first, with its tie rules), so an op finds its autograd node as a kernel finds its op."""
     backwards = [e for e in ops if e.get("name") in BACKWARDS and not _recorded(e)]
     if not backwards:
         return
-    parent = _parents(ops)
+    parts = [e for e in ops if e.get("name") in PARTS and not _recorded(e)]
+    asked = {id(e) for e in backwards + parts}
+    chains, _ = enclosing(ops, [(e.get("pid"), e.get("tid"), e["ts"], i) for i, e in enumerate(ops)
+                                if id(e) in asked])
+    around = {id(ops[i]): _around(ops, i, chain) for i, chain in chains.items()}  # innermost first
     forward = defaultdict(list)  # sequence number -> forward ops with a rule that needs what was not recorded
     for e in ops:
         rule = OPS.get(e.get("name"))
@@ -61,10 +67,8 @@ def derive(ops: list[dict]) -> None:
             forward[_args(e)[SEQUENCE]].append(e)
     for b in backwards:
         dims = _dims(b)
-        node = parent.get(id(b))
-        while node is not None and SEQUENCE not in _args(node):
-            node = parent.get(id(node))
-        made = forward.get(_args(node).get(SEQUENCE), []) if node is not None else []
+        node = next((a for a in around[id(b)] if SEQUENCE in _args(a)), None)
+        made = forward.get(_args(node)[SEQUENCE], []) if node is not None else []
         name = b["name"]
         if name == CONV_BACKWARD and len(dims) >= 3:
             inp, grad, weight = dims[:3]
@@ -79,11 +83,19 @@ def derive(ops: list[dict]) -> None:
         elif name in POOL_BACKWARDS and len(dims) >= 2:
             _give([f for f in made if isinstance(OPS[f["name"]], MaxPool) and _dims(f)[:1] == dims[1:2]],
                   Derived(POOL_NOTE, output=tuple(dims[0])))
-    for e in ops:
-        around = parent.get(id(e))
-        if e.get("name") in PARTS and around is not None and around["name"] == CONV_BACKWARD and not _recorded(e) \
-                and len(_dims(around)) >= 3:
-            e[DERIVED] = Derived(PART_NOTE, values={0: _dims(around)[PARTS[e["name"]]]})
+    for e in parts:
+        parent = next(iter(around[id(e)]), None)
+        if parent is not None and parent["name"] == CONV_BACKWARD and len(_dims(parent)) >= 3:
+            e[DERIVED] = Derived(PART_NOTE, values={0: _dims(parent)[PARTS[e["name"]]]})
+
+
+def _around(ops: list[dict], i: int, chain: tuple[int, ...]) -> list[dict]:
+    """The ops around ops[i], innermost first: of the events open at its start (`chain`, outermost first),
+    those before it that are still open after its start. One that ends where it begins (in an
+    integer-microsecond trace, the sibling before it) is not around it, though a launch at that time would be
+    inside it: a launch is a point, an op has a length."""
+    before = chain[:chain.index(i)] if i in chain else ()
+    return [ops[j] for j in reversed(before) if ops[j]["ts"] + ops[j].get("dur", 0) > ops[i]["ts"]]
 
 
 def _give(events: list[dict], derived: Derived) -> None:
@@ -101,21 +113,3 @@ def _dims(e: dict) -> list:
 
 def _recorded(e: dict) -> bool:
     return "Concrete Inputs" in _args(e)
-
-
-def _parents(ops: list[dict]) -> dict[int, dict]:
-    """id(op) -> the op around it on its thread (ops nest: the one opened last and not yet closed)."""
-    by_thread = defaultdict(list)
-    for e in ops:
-        by_thread[(e.get("pid"), e.get("tid"))].append(e)
-    parent = {}
-    for members in by_thread.values():
-        members.sort(key=lambda e: (e["ts"], -e.get("dur", 0), _args(e).get("External id") or 0))
-        stack: list[dict] = []
-        for e in members:
-            while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) <= e["ts"]:
-                stack.pop()
-            if stack:
-                parent[id(e)] = stack[-1]
-            stack.append(e)
-    return parent

@@ -250,7 +250,7 @@ def _read(source: Source, _found) -> pd.DataFrame:
             if corr is not None:
                 launches[corr] = e
     flows_start = {f.get("id"): f for f in by_cat.get(FLOW_START, [])}
-    derive(by_cat.get("cpu_op", []))  # what old traces did not record, from their backward ops
+    derive(by_cat.get("cpu_op", []), _enclosing)  # what old traces did not record, from their backward ops
     ops_by_external = {(e.get("args") or {}).get("External id"): e for e in by_cat.get("cpu_op", [])}
     around = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", []) + [
         e for e in by_cat.get("python_function", []) if str(e.get("name", "")).startswith(MODULE_PREFIX)]
@@ -504,7 +504,7 @@ def operator_rows(source: Source) -> pd.DataFrame:
         raise CeilingsError(f"{source.path}: not a torch.profiler trace")
     rows = []
     ops = _events(_load(source), source.path).get("cpu_op", [])
-    derive(ops)
+    derive(ops, _enclosing)
     for e in ops:
         dims = (e.get("args") or {}).get("Input Dims") or []
         work = _work(e, op_work)
