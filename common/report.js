@@ -415,13 +415,20 @@
     return k;
   }
 
-  // a chart section (a roofline, say): heading (warning-coloured when the roofs or the profile are not what
-  // they seem), chart, legend (its keys with a filter hide their points), the table, one selection for both
-  function chartSection(parent, s) {
-    const sec = el("section", { class: "chart-section", id: s.id });
+  // a section of class `cls` in `parent`: its heading (warning-coloured when the roofs or the profile are not
+  // what they seem) and subtitle lines
+  function section(parent, s, cls) {
+    const sec = el("section", { class: cls, id: s.id });
     parent.appendChild(sec);
     if (s.heading) sec.appendChild(el("h2", { class: s.warning ? "warning" : "" }, s.heading));
     lines(sec, s.subtitle, s.warning ? "warning" : "sub");
+    return sec;
+  }
+
+  // a chart section (a roofline, say): heading and subtitle, chart, legend (its keys with a filter hide their
+  // points), the table, one selection for both
+  function chartSection(parent, s) {
+    const sec = section(parent, s, "chart-section");
     const body = el("div", { class: "plot-row" });
     sec.appendChild(body);
     const hidden = new Set();
@@ -469,10 +476,7 @@
   // one row per category (a ceiling), a dot per value (a run, a GPU) on a shared axis, linear or log; dots
   // with a name (outliers) are drawn in their colour and labelled; a dashed line marks a threshold
   function strip(parent, s) {
-    const sec = el("section", { class: "strip", id: s.id });
-    parent.appendChild(sec);
-    if (s.heading) sec.appendChild(el("h2", { class: s.warning ? "warning" : "" }, s.heading));
-    lines(sec, s.subtitle, s.warning ? "warning" : "sub");
+    const sec = section(parent, s, "strip");
     const body = el("div", { class: "plot-row" });
     sec.appendChild(body);
     const RH = 24, L = 250, R = 200, T = 8, B = 40, SW = 960;
@@ -559,10 +563,7 @@
     chart: chartSection,
     strip,
     table(parent, s) {
-      const sec = el("section", { class: "plain", id: s.id });
-      parent.appendChild(sec);
-      if (s.heading) sec.appendChild(el("h2", { class: s.warning ? "warning" : "" }, s.heading));
-      lines(sec, s.subtitle, s.warning ? "warning" : "sub");
+      const sec = section(parent, s, "plain");
       if (s.bar && s.bar.length) shares(sec, s.bar);
       table(sec, s.table, null);
       lines(sec, s.notes, "note");

@@ -252,20 +252,12 @@ def _prepare(op: TensorOp) -> Callable[[Plan, Runtime], Prepared]:
                         accumulator_fragments(initial_accumulators(nacc)), dtype=np.float32)),
                     "out": cupy.empty(warps * nacc * WARP * C_REGS, dtype=np.float32)}
 
-        def run(trips: int, store: int, frag: str = "frag") -> None:
+        def run(trips: int, store: int, frag: str) -> None:
             with runtime.cupy_stream:
                 kernel((plan.grid,), (plan.block,),
                        (bufs[frag], bufs["acc0"], bufs["out"], np.int32(trips), np.int32(store)))
 
-        def poison() -> None:
-            with runtime.cupy_stream:
-                bufs["out"].fill(np.nan)
-
-        def check() -> str | None:
-            poison()
-            run(VERIFY_TRIPS, 1, "exact")
-            with runtime.cupy_stream:
-                got = bufs["out"].get().reshape(warps, nacc, WARP, C_REGS)
+        def compare(got: np.ndarray) -> str | None:
             want = expected_accumulators(op, nacc, VERIFY_TRIPS * unroll)
             bad = np.argwhere(got != want[None])
             if not len(bad):
@@ -275,10 +267,33 @@ def _prepare(op: TensorOp) -> Callable[[Plan, Runtime], Prepared]:
                     f"launch; first: warp {w} set {s} lane {lane} c{i} = {got[w, s, lane, i]!r}, "
                     f"expected {want[s, lane, i]!r}")
 
-        return Prepared(launch=lambda: run(plan.loop_trips, 0), poison=poison, check=check,
-                        release=bufs.clear)
+        return verified_launches(runtime, plan, bufs, run, "frag", VERIFY_TRIPS, (warps, nacc, WARP, C_REGS),
+                                 compare)
 
     return prepare
+
+
+def verified_launches(runtime: Runtime, plan: Plan, bufs: dict, run: Callable[[int, int, str], None],
+                      operands: str, verify_trips: int, shape: tuple[int, ...],
+                      compare: Callable[[np.ndarray], str | None]) -> Prepared:
+    """How a tensor-core kernel (mma.sync here, wgmma in kernels.wgmma) is launched and checked: `run(trips,
+    store, key)` launches it on bufs[key]; the timed launch runs plan.loop_trips trips on bufs[operands] and
+    stores nothing; the check poisons bufs["out"], runs verify_trips trips on the exact bufs["exact"] with the
+    store on and returns `compare` of the accumulators, reshaped to `shape`."""
+
+    def poison() -> None:
+        with runtime.cupy_stream:
+            bufs["out"].fill(np.nan)
+
+    def check() -> str | None:
+        poison()
+        run(verify_trips, 1, "exact")
+        with runtime.cupy_stream:
+            got = bufs["out"].get().reshape(shape)
+        return compare(got)
+
+    return Prepared(launch=lambda: run(plan.loop_trips, 0, operands), poison=poison, check=check,
+                    release=bufs.clear)
 
 
 def tensor_benchmark(name: str, kernel: str, precision: str, description: str, plans, prepare, source,

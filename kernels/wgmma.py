@@ -208,23 +208,16 @@ def _prepare(op: WgmmaOp) -> Callable[[Plan, Runtime], Prepared]:
                     "exact": cupy.asarray(operand_image(op)),
                     "out": cupy.empty(plan.grid * THREADS * ACC, dtype=np.float32)}
 
-        def run(trips: int, store: int, image: str = "image") -> None:
+        def run(trips: int, store: int, image: str) -> None:
             with runtime.cupy_stream:
                 kernel((plan.grid,), (plan.block,), (bufs[image], bufs["out"], np.int32(trips), np.int32(store)))
 
-        def poison() -> None:
-            with runtime.cupy_stream:
-                bufs["out"].fill(np.nan)
-
-        def check() -> str | None:
-            poison()
-            run(VERIFY_TRIPS, 1, "exact")
-            with runtime.cupy_stream:
-                got = bufs["out"].get().reshape(plan.grid, THREADS, ACC)
+        def compare(got: np.ndarray) -> str | None:
             want = expected_accumulators(op, VERIFY_TRIPS * plan.params["unroll"])
             return mismatch(got, want, f"a {VERIFY_TRIPS}-trip verification launch")
 
-        return Prepared(launch=lambda: run(plan.loop_trips, 0), poison=poison, check=check, release=bufs.clear)
+        return tensor.verified_launches(runtime, plan, bufs, run, "image", VERIFY_TRIPS, (plan.grid, THREADS, ACC),
+                                        compare)
 
     return prepare
 

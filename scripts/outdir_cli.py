@@ -1,5 +1,5 @@
-"""What the device-check scripts share: a parser whose help is the script's docstring, and an OUTDIR that
-must exist."""
+"""What the scripts share: a parser whose help is the script's docstring, and (the device-check scripts) an
+OUTDIR that must exist."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ from pathlib import Path
 from common.errors import CeilingsError
 
 
-def script_parser(prog: str, doc: str, outdir_help: str) -> argparse.ArgumentParser:
-    """`python scripts/PROG.py ... OUTDIR`: description = the docstring's first paragraph, epilog = the rest."""
+def doc_parser(script: str, doc: str) -> argparse.ArgumentParser:
+    """`python SCRIPT ...`: description = the docstring's first paragraph, epilog = the rest."""
     first, _, rest = doc.partition("\n\n")
-    p = argparse.ArgumentParser(prog=f"python scripts/{prog}.py", description=first, epilog=rest,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    return argparse.ArgumentParser(prog=f"python {script}", description=first, epilog=rest,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def script_parser(prog: str, doc: str, outdir_help: str) -> argparse.ArgumentParser:
+    """`python scripts/PROG.py ... OUTDIR`, its help from `doc` (doc_parser)."""
+    p = doc_parser(f"scripts/{prog}.py", doc)
     p.add_argument("outdir", metavar="OUTDIR", help=outdir_help)
     return p
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.roofline.budget import ON_LINK, PLACED
 from common.atomic import write_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
+from scripts.outdir_cli import doc_parser
 
 PROG = "tracelens_compare"
 ROOFS = "H100 SXM"
@@ -70,9 +71,7 @@ print(json.dumps({"commit": commit.strip() or None, "kernel_s": kernel_us * 1e-6
 
 
 def _parser() -> argparse.ArgumentParser:
-    first, _, rest = __doc__.partition("\n\n")
-    p = argparse.ArgumentParser(prog=f"python scripts/{PROG}.py", description=first, epilog=rest,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = doc_parser(f"scripts/{PROG}.py", __doc__)
     p.add_argument("traces", nargs="+", metavar="TRACE", help="torch.profiler traces (.json or .json.gz)")
     p.add_argument("--tracelens-python", metavar="PYTHON",
                    help="the python of a virtual environment with TraceLens installed")

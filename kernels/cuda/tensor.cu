@@ -10,41 +10,23 @@
 // Shapes (PTX ISA "Matrix shape" / "Matrix fragments for mma.m16n8k*"): A 16xK row-major, B Kx8
 // column-major, C/D 16x8 fp32; per lane 4 A registers, 2 B registers, 4 accumulators for all four ops.
 
-struct Fp16 {  // m16n8k16, two fp16 per register
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
-
-struct Bf16 {  // m16n8k16, two bf16 per register
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
-
-struct Tf32 {  // m16n8k8, one tf32 (an fp32 bit pattern, low 13 mantissa bits ignored) per register
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
-
-struct Fp8 {  // m16n8k32, four e4m3 per register (sm_89 and later only)
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
+// Op::mma(d, a, b): d += A x B, one mma.sync. The four ops differ only in the instruction's shape and
+// operand type (its string must be a literal, hence a macro).
+#define MMA_OP(NAME, SHAPE, TYPE)                                                                        \
+    struct NAME {                                                                                        \
+        static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4],               \
+                                                   const unsigned (&b)[2]) {                            \
+            asm("mma.sync.aligned." SHAPE ".row.col.f32." TYPE "." TYPE ".f32 "                         \
+                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                 \
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                        \
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                    \
+        }                                                                                                \
+    };
+MMA_OP(Fp16, "m16n8k16", "f16")   // two fp16 per register
+MMA_OP(Bf16, "m16n8k16", "bf16")  // two bf16 per register
+MMA_OP(Tf32, "m16n8k8", "tf32")   // one tf32 (an fp32 bit pattern, low 13 mantissa bits ignored) per register
+MMA_OP(Fp8, "m16n8k32", "e4m3")   // four e4m3 per register (sm_89 and later only)
+#undef MMA_OP
 
 template <class Op, int NACC, int UNROLL>
 __global__ void tensor_mma(const unsigned* __restrict__ frag, const float* __restrict__ acc0,

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from app_common import add_common_args, emit, require_torch, resolve_device, run_steps
 
 from common.errors import CeilingsError, cli_entry
+from scripts.outdir_cli import doc_parser
 
 PROG = "decode_step"
 HEAD_DIM = 128
@@ -42,9 +43,7 @@ def ffn_dim(d_model: int) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python scripts/apps/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = doc_parser(f"scripts/apps/{PROG}.py", __doc__)
     p.add_argument("--layers", type=int, default=32, help="transformer layers (default 32)")
     p.add_argument("--d-model", type=int, default=4096, help=f"model width, a multiple of {HEAD_DIM} (default 4096)")
     p.add_argument("--batch", type=int, default=4, help="sequences decoded together (default 4)")

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from app_common import add_common_args, emit, require_torch, resolve_device, run_steps
 
 from common.errors import MissingDependency, cli_entry
+from scripts.outdir_cli import doc_parser
 
 PROG = "resnet50_step"
 CLASSES = 1000
@@ -28,9 +29,7 @@ DRY_RUN = {"batch": 2, "image": 64}  # a tiny step: ResNet-50 accepts any image 
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python scripts/apps/{PROG}.py", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = doc_parser(f"scripts/apps/{PROG}.py", __doc__)
     p.add_argument("--batch", type=int, default=64, help="images per step (default 64)")
     p.add_argument("--image", type=int, default=224, help="image side in pixels (default 224)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for forward and loss")
