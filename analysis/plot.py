@@ -205,8 +205,9 @@ class _Placer:
     inside the axes and overlaps no earlier text (labels, the note, the legend), marker or roof line. When
     every candidate collides, a label that may be left out (a kernel's or a ridge's: the table and the axes
     say them) takes the one that crosses the fewest line samples among those inside that cover no text and
-    no marker, or is left out; one that may not (a roof's value) takes the candidate that overlaps least:
-    no text first, then markers, then lines. Without a canvas that can measure text the first candidate is
+    no marker (a ridge's opaque box hides the line behind it), or, a kernel's (its box lets the line show
+    through its text, a strike-through) crossing any, is left out; one that may not (a roof's value) takes
+    the candidate that overlaps least: no text first, then markers, then lines. Without a canvas that can measure text the first candidate is
     taken."""
 
     def __init__(self, ax):
@@ -243,10 +244,10 @@ class _Placer:
                 samples.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
         self.points = np.concatenate(samples) if samples else self.points
 
-    def place(self, make, candidates, avoid=(), required=True):
+    def place(self, make, candidates, avoid=(), required=True, over_lines=True):
         """`make(*candidate)` draws a label; keep the best candidate's label, or none (None returned) where
-        every candidate overlaps text or leaves the axes and the label is not `required`. `avoid`: boxes
-        (e.g. the label's own marker) not counted as collisions."""
+        every candidate overlaps text or leaves the axes (or, not `over_lines`, crosses a roof line) and the
+        label is not `required`. `avoid`: boxes (e.g. the label's own marker) not counted as collisions."""
         best = None
         for candidate in candidates:
             label = make(*candidate)
@@ -260,7 +261,7 @@ class _Placer:
             if best is None or cost < best[0]:
                 best = (cost, candidate)
             label.remove()
-        if not required and any(best[0][:3]):
+        if not required and any(best[0] if not over_lines else best[0][:3]):
             return None
         label = make(*best[1])
         self.texts.append(_text_box(label, self.renderer).padded(LABEL_PAD_PX))
@@ -360,7 +361,7 @@ def _place_labels(ax, lines: tuple[Line, ...], ridges: tuple[Ridge, ...], x_rang
                                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
                                      "alpha": 0.7}, **_align(dx, dy))
 
-        placer.place(kernel_label, _around(k.radius), avoid=own, required=False)
+        placer.place(kernel_label, _around(k.radius), avoid=own, required=False, over_lines=False)
 
 
 def _around(radius: float) -> list[tuple[float, float]]:

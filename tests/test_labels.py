@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from analysis import roofline
@@ -89,6 +90,35 @@ def test_no_two_texts_of_the_png_overlap(name):
         for c in ax.collections:
             for x, y in ax.transData.transform(c.get_offsets()):
                 assert not (e.x0 <= x <= e.x1 and e.y0 <= y <= e.y1)
+
+
+@pytest.mark.parametrize("name", PLACED)
+def test_no_roof_line_runs_through_a_kernel_label(name):
+    """A roof line through a kernel label's text (its box lets the line show) reads as a strike-through: a
+    kernel label has none (the line's drawn segments, sampled every pixel, against the label's text box)."""
+    from matplotlib.text import Text
+
+    from analysis.plot import roofline_figure
+
+    roofs, table = table_of(name)
+    fig = roofline_figure(roofs, table, top=TOP)
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    points = []
+    for line in ax.lines:
+        if (line.get_gid() or "").startswith("roof") and line.get_marker() in (None, "None", "none", ""):
+            xy = ax.transData.transform(np.column_stack(line.get_data()))
+            for a, b in zip(xy[:-1], xy[1:]):
+                points += list(a + np.linspace(0, 1, int(np.hypot(*(b - a))) + 2)[:, None] * (b - a))
+    assert points
+    labels = [t for t in ax.texts if t.get_gid() == "kernel-label"]
+    assert labels
+    for label in labels:
+        label.get_window_extent(renderer)
+        e = Text.get_window_extent(label, renderer)
+        through = [(x, y) for x, y in points if e.x0 < x < e.x1 and e.y0 < y < e.y1]
+        assert through == [], label.get_text()
 
 
 def test_the_a100_trace_names_its_rows_apart():
