@@ -204,11 +204,11 @@ class _Placer:
     """Greedy label placement in display space: each label takes the first candidate position that stays
     inside the axes and overlaps no earlier text (labels, the note, the legend), marker or roof line. When
     every candidate collides, a label that may be left out (a kernel's or a ridge's: the table and the axes
-    say them) takes the one that crosses the fewest line samples among those inside that cover no text and
-    no marker (a ridge's opaque box hides the line behind it), or, a kernel's (its box lets the line show
-    through its text, a strike-through) crossing any, is left out; one that may not (a roof's value) takes
-    the candidate that overlaps least: no text first, then markers, then lines. Without a canvas that can measure text the first candidate is
-    taken."""
+    say them) is left out unless a candidate inside covers no text and no marker: a ridge's then takes the
+    one crossing the fewest line samples (its opaque box hides the line), a kernel's only one crossing none
+    (its box lets a line show through its text, a strike-through). One that may not be left out (a roof's
+    value) takes the candidate that overlaps least: no text first, then markers, then lines. Without a
+    canvas that can measure text the first candidate is taken."""
 
     def __init__(self, ax):
         canvas = ax.figure.canvas

@@ -114,9 +114,9 @@ def roofs_summary(doc: dict) -> str:
     for precision in dict.fromkeys(c.precision for c in rec.ceilings if c.kind == "compute"):
         if c := rec.best(kind="compute", precision=precision):
             lines.append(f"{precision} roof: {format_rate(c.value, c.unit)} from {c.name} ({c.backend}:{c.kernel})")
-    for c in best_per_name(doc["ceilings"]):  # the floors and the SFU (1.4): each by name
-        if c["kind"] in ("latency", "special") and c["valid"] and c["value"] is not None:
-            lines.append(f"{c['name']}: {format_rate(c['value'], c['unit'])} ({c['backend']}:{c['kernel']})")
+    for c in rec.best_by_name().values():  # the floors and the SFU (1.4): each by name
+        if c.kind in ("latency", "special"):
+            lines.append(f"{c.name}: {format_rate(c.value, c.unit)} ({c.backend}:{c.kernel})")
     prefix = "SIMULATED, meaningless: " if doc["simulated"] else ""
     return "\n".join(prefix + line for line in lines)
 

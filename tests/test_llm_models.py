@@ -94,7 +94,6 @@ def test_layernorm_without_weights_and_attention_bias():
     assert biased.biased == {"qkv", "o"}
 
 
-
 @pytest.mark.parametrize("change, covered", [
     ({}, 0),  # Qwen2Config: use_sliding_window defaults to false, whatever sliding_window says
     ({"use_sliding_window": True}, 0),  # max_window_layers defaults to 28: no layer of 28 past it
@@ -122,6 +121,7 @@ def test_gpt_oss_without_layer_types_slides_on_even_layers_and_with_none_sliding
     assert load_model("gpt-oss-20b")[0].window_layers == model_from_config(config, "g", "t").window_layers == 12
     config["layer_types"] = ["full_attention"] * 24
     assert model_from_config(config, "g", "t").sliding_window is None
+
 
 @pytest.mark.parametrize("change, needle", [
     ({"model_type": "gpt2"}, "model_type 'gpt2' is not modelled"),
@@ -202,3 +202,50 @@ def test_configs_that_are_not_utf8_or_not_files_are_one_line_errors(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(CeilingsError, match="is not a regular file"):
         load_model(str(fifo))  # returns at once: nothing is read from the pipe
+
+
+@pytest.mark.parametrize("model_type, extra, covered, window", [
+    ("mistral", {}, 2, 4096),  # MistralConfig: sliding_window=4096 when the config leaves it out, every layer
+    ("mistral", {"sliding_window": None}, 0, None),  # an explicit null (Mistral-7B-v0.3's) is no window
+    ("qwen2", {"use_sliding_window": True, "max_window_layers": 1}, 1, 4096),  # Qwen2Config's 4096 from layer 1
+    ("qwen2", {}, 0, None),  # use_sliding_window false by default
+    ("qwen3_moe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}, 0, None),
+])
+def test_a_config_without_sliding_window_takes_its_config_class_default(model_type, extra, covered, window):
+    config = {**json.loads((DATA / "tiny-llama" / "config.json").read_text()), "model_type": model_type, **extra}
+    model = model_from_config(config, "m", "test")
+    assert (model.window_layers, model.sliding_window) == (covered, window)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["--prompt", "200", "--gen", "100"], "--prompt 200 + --gen 100: 300 tokens is past"),
+    (["--prompt", "10", "--gen", "10", "--step", "1:500"], "--step 1:500: 501 tokens is past"),
+    (["--serve", "--rate", "1", "--prompt", "250", "--gen", "10"], "--prompt 250 + --gen 10: 260 tokens is past"),
+    (["--serve", "--prompt", "10", "--gen", "10", "--workload", "WORKLOAD"],
+     "w.csv:3: prompt_tokens + output_tokens: 301 tokens is past"),
+])
+def test_a_window_on_layers_not_known_is_refused_past_it_on_every_path(tmp_path, capsys, argv, names):
+    """A llama config with a sliding_window and no layer_types: which layers slide is not known, so every
+    length past the window (the prompt and output, a --step, a workload's request) is refused, naming it."""
+    from analysis.llm.__main__ import main
+
+    config = {**json.loads((DATA / "tiny-llama" / "config.json").read_text()), "sliding_window": 256}
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    (tmp_path / "w.csv").write_text("prompt_tokens,output_tokens\n100,10\n300,1\n")
+    argv = [str(tmp_path / "w.csv") if a == "WORKLOAD" else a for a in argv]
+    assert main(["--model", str(tmp_path / "c.json"), "--roofs", "H100 SXM", *argv]) == 2
+    err = capsys.readouterr().err
+    assert names in err and "sliding_window (256)" in err and "give layer_types" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_the_text_report_says_which_layers_slide():
+    from analysis.llm.report import model_lines
+    from analysis.llm.work import Setup
+
+    config = SHIPPED["gpt-oss-20b"][1]
+    sliding = config["layer_types"].count("sliding_attention")
+    line = model_lines(load_model("gpt-oss-20b")[0], Setup())[0]
+    assert f"{config['num_hidden_layers']} layers, a sliding window of {config['sliding_window']} tokens on " \
+           f"{sliding} of them" in line
+    assert "sliding window" not in model_lines(load_model("Llama-3.1-8B")[0], Setup())[0]

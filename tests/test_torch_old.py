@@ -154,7 +154,6 @@ def test_ops_that_touch_in_an_integer_microsecond_trace_nest_as_kernels_find_the
 def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
     """native_batch_norm_backward's saved statistics are empty in eval mode: the forward gets training False."""
     from analysis.readers.torch_derive import derive
-    from analysis.readers.torch_trace import _enclosing
 
     def ops(saved):
         return [op("aten::native_batch_norm", 0, 10, [Y, [K], [K], [K], [K], [], [], []],
@@ -165,7 +164,7 @@ def test_the_eval_mode_backward_of_a_native_batch_norm_says_eval():
 
     for saved, training, per in (([0], False, 4), ([K], True, 7)):
         events = ops(saved)
-        derive(events, _enclosing)
+        derive(events)
         forward = events[0]
         assert forward["_derived"].values == {5: training}
         work = op_work(forward["name"], forward["args"]["Input Dims"], forward["args"]["Input type"], None,
@@ -197,6 +196,14 @@ def test_a_grouped_convolution_takes_its_groups_from_the_channels():
     """A 64-channel input and a weight of 16 channels: 4 groups, each output channel reading 16 of them."""
     assert conv_work([1, 64, 14, 14], [64, 16, 3, 3], [1, 64, 14, 14]).flops == 2 * 64 * 16 * 3 * 3 * 14 * 14
     assert conv_work([1, 64, 14, 14], [64, 24, 3, 3], [1, 64, 14, 14]) is None  # 64 is no whole number of 24s
+
+
+def test_a_derived_output_no_convolution_gives_has_no_work():
+    """A 56-wide input under a 3x3 kernel gives at most 56 + 3 - 1 = 58 positions (padding 2, below the
+    kernel's size); 59 or a garbled 10^9 is not a convolution's output."""
+    assert conv_work([1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 58, 58]).flops == 2 * 64 * 64 * 3 * 3 * 58 * 58
+    assert conv_work([1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 59, 59]) is None
+    assert conv_work([1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 10**9, 10**9]) is None
 
 
 def test_conv_flops_match_torchs_flop_counter():

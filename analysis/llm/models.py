@@ -43,10 +43,10 @@ class Architecture:
     sinks: bool = False  # a learned logit a head in the softmax's denominator (gpt-oss)
     router_bias: bool = False
     # how many layers of an MoE model have a dense MLP, from (config fields, layers, source); None: none has
-    dense_layers: Callable[[Mapping, int, str], int] | None = None
+    dense_rule: Callable[[Mapping, int, str], int] | None = None
     # how many layers a sliding_window covers in a config without layer_types, from (config fields, layers,
     # source); None: not known here, so the window is refused past its length
-    window_layers: Callable[[Mapping, int, str], int] | None = None
+    window_layout: Callable[[Mapping, int, str], int] | None = None
 
 
 def _count(fields: Mapping, key: str, source: str, default: int | None = None) -> int:
@@ -97,29 +97,31 @@ _LLAMA_DEFAULTS = {"tie_word_embeddings": False, "hidden_act": "silu", "attentio
 ARCHITECTURES = {
     "llama": Architecture("rms", True, False, bias_keys={"attention_bias": ("qkv", "o"), "mlp_bias": ("mlp",)},
                           defaults={**_LLAMA_DEFAULTS, "mlp_bias": False}),
-    "mistral": Architecture("rms", True, False, defaults=_LLAMA_DEFAULTS, window_layers=_every_layer),
+    "mistral": Architecture("rms", True, False, defaults={**_LLAMA_DEFAULTS, "sliding_window": 4096},
+                            window_layout=_every_layer),
     "mixtral": Architecture("rms", True, True, defaults={**_LLAMA_DEFAULTS, "num_local_experts": 8,
-                                                         "num_experts_per_tok": 2}, window_layers=_every_layer),
-    "qwen2": Architecture("rms", True, False, fixed_bias=("qkv",), window_layers=_past_max_window_layers,
-                          defaults={**_LLAMA_DEFAULTS, "use_sliding_window": False, "max_window_layers": 28}),
+                                                         "num_experts_per_tok": 2}, window_layout=_every_layer),
+    "qwen2": Architecture("rms", True, False, fixed_bias=("qkv",), window_layout=_past_max_window_layers,
+                          defaults={**_LLAMA_DEFAULTS, "use_sliding_window": False, "max_window_layers": 28,
+                                    "sliding_window": 4096}),
     "olmo": Architecture("layer", False, False, bias_keys={"attention_bias": ("qkv", "o")},
                          defaults=_LLAMA_DEFAULTS),
     # Qwen3's MoE (modeling_qwen3_moe.py): q/k norms, layers in mlp_only_layers or off decoder_sparse_step dense;
     # which layers its sliding window covers changed between transformers versions (max_window_layers, then all)
     "qwen3_moe": Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, qk_norm=True,
                               experts_key="num_experts", expert_size_key="moe_intermediate_size",
-                              dense_layers=_qwen3_moe_dense,
+                              dense_rule=_qwen3_moe_dense,
                               defaults={**_LLAMA_DEFAULTS, "decoder_sparse_step": 1, "mlp_only_layers": [],
-                                        "use_sliding_window": False}),
+                                        "use_sliding_window": False, "sliding_window": 4096}),
     # gpt-oss (modeling_gpt_oss.py): biases on attention (attention_bias), the router and every expert, attention
     # sinks
     "gpt_oss": Architecture("rms", True, True, fixed_bias=("mlp",), bias_keys={"attention_bias": ("qkv", "o")},
-                            sinks=True, router_bias=True, window_layers=_even_layers,
+                            sinks=True, router_bias=True, window_layout=_even_layers,
                             defaults={**_LLAMA_DEFAULTS, "attention_bias": True, "head_dim": 64}),
     # DeepSeek-V2/V3 (their modeling_deepseek.py): MLA, shared experts, first_k_dense_replace dense layers
     **{t: Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, mla=True,
                        experts_key="n_routed_experts", expert_size_key="moe_intermediate_size",
-                       shared_experts_key="n_shared_experts", dense_layers=_deepseek_dense,
+                       shared_experts_key="n_shared_experts", dense_rule=_deepseek_dense,
                        defaults={**_LLAMA_DEFAULTS, "moe_layer_freq": 1})
        for t in ("deepseek_v3", "deepseek_v2")},
 }
@@ -133,6 +135,7 @@ SIZE_LIMITS = {"hidden_size": 1 << 18, "intermediate_size": 1 << 20, "num_hidden
                "kv_lora_rank": 1 << 16, "q_lora_rank": 1 << 16, "qk_nope_head_dim": 1 << 12,
                "qk_rope_head_dim": 1 << 12, "v_head_dim": 1 << 12, "first_k_dense_replace": 1 << 12,
                "moe_layer_freq": 1 << 12, "decoder_sparse_step": 1 << 12, "max_window_layers": 1 << 12}
+NULL_MEANS_NONE = ("sliding_window",)  # config keys whose null is a value, not "take the default"
 FLAGS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")  # JSON booleans only
 # hidden_act -> FLOPs per element of act(gate) * up: silu(x) = x / (1 + exp(-x)) is exp, add, divide (3),
 # then the product with up (1)
@@ -284,7 +287,8 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
                 else "")
         raise CeilingsError(f"{source}: model_type {model_type!r} is not modelled{hint}; supported: "
                             f"{', '.join(ARCHITECTURES)} (or give a shipped name: --list-models)")
-    fields = {**(arch.defaults or {}), **{k: v for k, v in config.items() if v is not None}}
+    # null is the config class's default, but a null sliding_window is no window (Mistral-7B-v0.3's)
+    fields = {**(arch.defaults or {}), **{k: v for k, v in config.items() if v is not None or k in NULL_MEANS_NONE}}
     for key in FLAGS:
         if key in fields and not isinstance(fields[key], bool):
             raise CeilingsError(f"{source}: {key} = {fields[key]!r} must be true or false (a JSON boolean; a "
@@ -330,7 +334,7 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
         experts, per_token = whole(arch.experts_key), whole("num_experts_per_tok")
         if per_token > experts:
             raise CeilingsError(f"{source}: num_experts_per_tok {per_token} exceeds {arch.experts_key} {experts}")
-        dense = arch.dense_layers(fields, layers, source) if arch.dense_layers else 0
+        dense = arch.dense_rule(fields, layers, source) if arch.dense_rule else 0
         moe = {"dense_layers": dense, "dense_intermediate": intermediate if dense else 0,
                "shared_intermediate": _count(fields, arch.shared_experts_key, source, 0) * whole(arch.expert_size_key)
                if arch.shared_experts_key else 0}
@@ -357,13 +361,12 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
                  qk_norm=arch.qk_norm, sinks=arch.sinks, router_bias=arch.router_bias, **moe)
 
 
-
 def _window_layers(arch: Architecture, fields: Mapping, layers: int, source: str) -> int | None:
     """The layers a sliding window covers: those layer_types names sliding_attention, else the architecture's
     layout; None when neither says (then the window is kept and refused past its length)."""
     kinds = fields.get("layer_types")
     if kinds is None:
-        return arch.window_layers(fields, layers, source) if arch.window_layers else None
+        return arch.window_layout(fields, layers, source) if arch.window_layout else None
     known = ("sliding_attention", "full_attention")
     if not isinstance(kinds, list) or len(kinds) != layers or any(k not in known for k in kinds):
         raise CeilingsError(f"{source}: layer_types must list {layers} entries, each one of {', '.join(known)}")

@@ -52,7 +52,9 @@ def model_lines(model: Model, setup: Setup) -> list[str]:
         return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
 
     active = f" ({count(parameters(model, active=True))} active a token)" if model.moe else ""
-    return [f"{model.name}: {count(parameters(model))} parameters{active}, {model.layers} layers, hidden "
+    window = (f", a sliding window of {model.sliding_window} tokens on {model.window_layers} of them"
+              if model.window_layers else "")
+    return [f"{model.name}: {count(parameters(model))} parameters{active}, {model.layers} layers{window}, hidden "
             f"{model.hidden}, "
             f"{model.attention} attention ({model.heads} heads, {model.kv_heads} KV heads of {model.head_dim}), "
             f"gated MLP {mlp} ({model.activation}), {'RMSNorm' if model.norm == 'rms' else 'LayerNorm'}, "

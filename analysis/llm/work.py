@@ -113,10 +113,16 @@ class Op:
 
 
 def check_context(model: Model, tokens: int, what: str) -> None:
-    """The one check of a sequence's length against the model's max_position_embeddings: `what` names it."""
+    """The one check of a sequence's length against the model: its max_position_embeddings, and a sliding
+    window whose layers are not known past the window's length. `what` names the length."""
     if model.max_context is not None and tokens > model.max_context:
         raise CeilingsError(f"{what}: {tokens} tokens exceeds {model.name}'s max_position_embeddings "
                             f"{model.max_context}; keep it within that")
+    if model.sliding_window is not None and not model.window_layers and tokens > model.sliding_window:
+        raise CeilingsError(f"{what}: {tokens} tokens is past {model.name}'s sliding_window ({model.sliding_window}), "
+                            f"and which layers it covers is not known for a {model.model_type} config without "
+                            f"layer_types; give layer_types naming the sliding layers, set sliding_window to null "
+                            f"where the server runs full attention, or keep within the window")
 
 
 def check_setup(model: Model, setup: Setup) -> None:
@@ -153,12 +159,7 @@ def check_setup(model: Model, setup: Setup) -> None:
         if model.kv_heads % setup.tp and setup.tp % model.kv_heads:
             raise CeilingsError(f"--tp {setup.tp}: {model.kv_heads} KV heads neither split over nor replicate onto "
                                 f"{setup.tp} GPUs; give a --tp that divides it or that it divides")
-    longest = setup.prompt + setup.gen
-    check_context(model, longest, f"--prompt {setup.prompt} + --gen {setup.gen}")
-    if model.sliding_window is not None and not model.window_layers and longest > model.sliding_window:
-        raise CeilingsError(f"{model.name}: which layers of a {model.model_type} model its sliding_window "
-                            f"({model.sliding_window}) covers is not modelled without layer_types in its config; keep "
-                            f"--prompt + --gen ({longest}) within the window, or give layer_types")
+    check_context(model, setup.prompt + setup.gen, f"--prompt {setup.prompt} + --gen {setup.gen}")
 
 
 def shard(model: Model, tp: int, ep: int = 1) -> Model:

@@ -132,9 +132,12 @@ class Conv:
         if derived is not None:
             # torch <= 1.11 recorded no stride, padding, dilation or groups, but the output (its backward's
             # grad_output; only cudnn_convolution_backward, a convolution that is not transposed, shows one)
-            # fixes the work without them. The weight's C_in still has to divide the input's (into groups).
+            # fixes the work without them. The weight's C_in still has to divide the input's (into groups), and
+            # the output may not outgrow the input by more than a padding below the kernel's size allows (out <=
+            # in + k - 1, at stride and dilation 1): a larger one is not a convolution's, and gets no work.
             out, transposed, c_out = list(derived)[-spatial:], False, w_out
-            ok = len(out) == spatial and all(isinstance(o, int) for o in out) and w_in >= 1 and c_in % w_in == 0
+            ok = len(out) == spatial and all(isinstance(o, int) for o in out) and w_in >= 1 and c_in % w_in == 0 \
+                and all(o <= i + k - 1 for o, i, k in zip(out, sizes, kernel))
         else:
             lists = [x.value(self.stride), x.value(self.padding), x.value(self.dilation)]
             lists.append(x.value(self.output_padding) if transposed else [0])  # only a transposed one has it

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -86,3 +87,34 @@ def open_ranges(starts, ends, points) -> tuple[np.ndarray, list[tuple[int, ...]]
         sets.append(tuple(active[-MAX_DEPTH:]))
         deep.append(len(active) > MAX_DEPTH)
     return of_point.reshape(-1), sets, np.array(deep, dtype=bool)
+
+
+def enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
+    """For each query (pid, tid, ts, key): the indices in `events` of the events on that thread whose interval
+    contains ts, outermost first (by start, then the longer; same start and length, as integer-microsecond
+    traces have: the parent first, by its smaller External id). Operators nest, but record_function ranges
+    need not (a ProfilerStep#N begins inside the optimizer step's range): every event open at ts counts, at
+    most the innermost MAX_DEPTH. Also how many queries were inside more."""
+    by_thread: dict[tuple, list[int]] = defaultdict(list)
+    for i, e in enumerate(events):
+        by_thread[(e.get("pid"), e.get("tid"))].append(i)
+    asked: dict[tuple, list[tuple]] = defaultdict(list)
+    for pid, tid, ts, key in queries:
+        asked[(pid, tid)].append((ts, key))
+    out, deep = {}, 0
+    for thread, todo in asked.items():
+        members = by_thread.get(thread, [])
+        spans = []
+        for i in members:
+            e = events[i]
+            tie = (e.get("args") or {}).get("External id", i)
+            spans.append((e["ts"], e.get("dur", 0), tie if type(tie) in (int, float) else 0))
+        ts, durs, ties = np.array(spans, dtype="float64").reshape(-1, 3).T
+        order = np.lexsort((ties, -durs, ts))
+        which, sets, cut = open_ranges(ts[order], (ts + durs)[order], np.array([t for t, _ in todo], dtype="float64"))
+        deep += int(cut[which].sum())
+        ranked = order.tolist()
+        chains = [tuple(members[ranked[r]] for r in chain) for chain in sets]  # queries in one set share one chain
+        for w, (_, key) in zip(which.tolist(), todo):
+            out[key] = chains[w]
+    return out, deep

@@ -29,6 +29,7 @@ from ..ops.base import Derived
 from ..ops.elementwise import Norm
 from ..ops.matrix import Conv
 from ..ops.pool import MaxPool
+from .bulk import enclosing
 
 DERIVED = "_derived"  # the key of a cpu_op event holding its Derived (read by torch_trace's _work)
 SEQUENCE = "Sequence number"
@@ -48,10 +49,10 @@ POOL_BACKWARDS = ("aten::max_pool1d_with_indices_backward", "aten::max_pool2d_wi
 BACKWARDS = frozenset((CONV_BACKWARD, *NORM_BACKWARDS, *POOL_BACKWARDS))
 
 
-def derive(ops: list[dict], enclosing) -> None:
+def derive(ops: list[dict]) -> None:
     """Set DERIVED on the cpu_op events of `ops` whose unrecorded arguments or output their backward shows.
-    `enclosing` is the trace reader's nesting (readers.torch_trace._enclosing: the events open at a time on a
-    thread, outermost first, with its tie rules), so an op finds its autograd node as a kernel finds its op."""
+    An op finds its autograd node with the nesting a kernel finds its op with (bulk.enclosing: the events open
+    at a time on a thread, outermost first, with its tie rules)."""
     backwards = [e for e in ops if e.get("name") in BACKWARDS and not _recorded(e)]
     if not backwards:
         return

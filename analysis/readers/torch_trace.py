@@ -36,14 +36,13 @@ import math
 import re
 from collections import defaultdict
 
-import numpy as np
 import pandas as pd
 
 from ceilings.inputs import loads_json
 from common.errors import CeilingsError
 
 from ..metrics import canonical_metric
-from .bulk import MAX_DEPTH, open_ranges, paused_gc
+from .bulk import MAX_DEPTH, enclosing, paused_gc
 from .collectives import collective
 from .contract import BEFORE_TRACE, COMMUNICATION, COUNTERS, MODELLED, Format, Source
 from .torch_derive import DERIVED, derive
@@ -185,37 +184,6 @@ def _device(doc: dict, path: str) -> dict:
     return {"gpu": name, "cc": f"{major}.{minor}" if major is not None and minor is not None else None, **facts}
 
 
-def _enclosing(events: list[dict], queries: list[tuple]) -> tuple[dict, int]:
-    """For each query (pid, tid, ts, key): the indices in `events` of the events on that thread whose interval
-    contains ts, outermost first (by start, then the longer; same start and length, as integer-microsecond
-    traces have: the parent first, by its smaller External id). Operators nest, but record_function ranges
-    need not (a ProfilerStep#N begins inside the optimizer step's range): every event open at ts counts, at
-    most the innermost MAX_DEPTH. Also how many queries were inside more."""
-    by_thread: dict[tuple, list[int]] = defaultdict(list)
-    for i, e in enumerate(events):
-        by_thread[(e.get("pid"), e.get("tid"))].append(i)
-    asked: dict[tuple, list[tuple]] = defaultdict(list)
-    for pid, tid, ts, key in queries:
-        asked[(pid, tid)].append((ts, key))
-    out, deep = {}, 0
-    for thread, todo in asked.items():
-        members = by_thread.get(thread, [])
-        spans = []
-        for i in members:
-            e = events[i]
-            tie = (e.get("args") or {}).get("External id", i)
-            spans.append((e["ts"], e.get("dur", 0), tie if _is_number(tie) else 0))
-        ts, durs, ties = np.array(spans, dtype="float64").reshape(-1, 3).T
-        order = np.lexsort((ties, -durs, ts))
-        which, sets, cut = open_ranges(ts[order], (ts + durs)[order], np.array([t for t, _ in todo], dtype="float64"))
-        deep += int(cut[which].sum())
-        ranked = order.tolist()
-        chains = [tuple(members[ranked[r]] for r in chain) for chain in sets]  # queries in one set share one chain
-        for w, (_, key) in zip(which.tolist(), todo):
-            out[key] = chains[w]
-    return out, deep
-
-
 @paused_gc()
 def _read(source: Source, _found) -> pd.DataFrame:
     from functools import partial
@@ -250,13 +218,13 @@ def _read(source: Source, _found) -> pd.DataFrame:
             if corr is not None:
                 launches[corr] = e
     flows_start = {f.get("id"): f for f in by_cat.get(FLOW_START, [])}
-    derive(by_cat.get("cpu_op", []), _enclosing)  # what old traces did not record, from their backward ops
+    derive(by_cat.get("cpu_op", []))  # what old traces did not record, from their backward ops
     ops_by_external = {(e.get("args") or {}).get("External id"): e for e in by_cat.get("cpu_op", [])}
     around = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", []) + [
         e for e in by_cat.get("python_function", []) if str(e.get("name", "")).startswith(MODULE_PREFIX)]
     queries = [(*where, i) for i, k in enumerate(kernels)
                if (where := _launch_point(k.get("args") or {}, launches, flows_start, ops_by_external))]
-    chains, deep = _enclosing(around, queries)
+    chains, deep = enclosing(around, queries)
     # correlation ids grow with every CUDA call: a kernel without a launch in the trace whose id is older
     # than the trace's first runtime call was launched before the profiler's CPU side began recording
     first_call = min((c for c in launches if _is_number(c)), default=None)
@@ -504,7 +472,7 @@ def operator_rows(source: Source) -> pd.DataFrame:
         raise CeilingsError(f"{source.path}: not a torch.profiler trace")
     rows = []
     ops = _events(_load(source), source.path).get("cpu_op", [])
-    derive(ops, _enclosing)
+    derive(ops)
     for e in ops:
         dims = (e.get("args") or {}).get("Input Dims") or []
         work = _work(e, op_work)

@@ -21,7 +21,7 @@ from analysis.metrics import communicating
 from analysis.names import readable_names, short_name
 from analysis.ncu import GPU_FACTS, RUN_CLOCK
 from analysis.roofline.links import NO_MESSAGE_SIZE, judge_link, link_warning
-from ceilings.datasheet import MEMORY_MATCH_REL_TOL, Serving
+from ceilings.datasheet import MEMORY_MATCH_REL_TOL, Row, Serving
 from ceilings.lazy import lazy
 from ceilings.roofs import RoofsRecord, Sweep
 from common.errors import CeilingsError, listed
@@ -109,9 +109,9 @@ class Roofs:
     # "tensor" flat is the best of them, for kernels whose tensor type a profile does not say
     tensor_flats: tuple[Roof, ...] = ()
     launch_floor: Roof | None = None  # seconds a kernel (LAUNCH_FLOOR_CEILING); None: not measured
-    # the GPU's serving figures (ceilings/data/serving.csv: visible memory, interconnect), found once with its
-    # datasheet row; None: no row
-    serving: Serving | None = None
+    # the datasheet row of the GPU (ceilings/data/datasheets.csv), matched once: its own row for datasheet
+    # roofs, the device's name and memory's for measured ones; None: no row
+    datasheet_row: Row | None = None
 
     @property
     def floor(self) -> tuple[float, str]:
@@ -154,7 +154,7 @@ class Roofs:
                    memory_bytes=rec.device.memory_bytes, sweeps=sweeps,
                    compute_capability=rec.device.compute_capability, sm_count=rec.device.sm_count,
                    max_sm_clock_hz=rec.device.max_sm_clock_hz, launch_floor=roof("launch", floor),
-                   serving=serving_of(datasheet.match_device(rec.device.name or "", rec.device.memory_bytes)))
+                   datasheet_row=datasheet.match_device(rec.device.name or "", rec.device.memory_bytes))
 
     @classmethod
     def from_datasheet(cls, row, like: Roofs | None = None) -> Roofs:
@@ -172,7 +172,7 @@ class Roofs:
                    sm_count=row.sm_count, max_sm_clock_hz=row.boost_clock_mhz * 1e6,
                    source=f"datasheet figures for {row.display_name}",
                    origin=f"datasheet {row.display_name}", compute_capability=row.compute_capability,
-                   serving=serving_of(row))
+                   datasheet_row=row)
 
     def bandwidth(self, level: str) -> Roof | None:
         return next((r for r in self.bandwidths if r.key == level), None)
@@ -212,6 +212,13 @@ class Roofs:
         return text
 
     @property
+    def serving(self) -> Serving | None:
+        """The GPU's serving figures (ceilings/data/serving.csv: visible memory, interconnect); None: none."""
+        from ceilings.datasheet import load_serving
+
+        return load_serving().get(self.datasheet_row.key) if self.datasheet_row is not None else None
+
+    @property
     def link(self) -> Roof | None:
         """The interconnect's bytes a second a direction (key "link"), for collectives: serving.csv's figure,
         labelled as a datasheet figure; None without a cited figure."""
@@ -231,13 +238,6 @@ class Roofs:
     def label(self) -> str:
         """The GPU with its compute capability: 'NVIDIA A100-SXM4-80GB (CC 8.0)'."""
         return f"{self.device} (CC {self.compute_capability or 'unknown'})"
-
-
-def serving_of(row) -> Serving | None:
-    """The serving.csv row of a datasheet row; None without either."""
-    from ceilings import datasheet
-
-    return datasheet.load_serving().get(row.key) if row is not None else None
 
 
 def load(path: str | Path) -> Roofs:
@@ -746,5 +746,5 @@ def datasheet_roofs(roofs: Roofs, name: str | None = None) -> Roofs | None:
 
     if name:
         return Roofs.from_datasheet(datasheet.find_datasheet(name), like=roofs)
-    row = None if roofs.from_datasheet_row else datasheet.match_device(roofs.device, roofs.memory_bytes)
+    row = None if roofs.from_datasheet_row else roofs.datasheet_row
     return Roofs.from_datasheet(row, like=roofs) if row is not None else None
