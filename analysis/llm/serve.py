@@ -3,12 +3,12 @@ default, and each step takes the time the roofs give its mix of prefill chunks a
 
 The scheduler (vLLM's V1 engine, vllm/v1/core/sched/scheduler.py): continuous batching over a paged KV cache of
 `block_size`-token blocks (one pool shared by the model's KV cache groups, a sliding-window group freeing the
-blocks that slide out of its window: KvCache); each step spends a budget of `max_num_batched_tokens` on the running requests first
-(a decode is one token, an unfinished prefill its next chunk) in the order they were admitted, then admits
-waiting requests first come first served while at most `max_num_seqs` run and blocks are free; a running request
-that needs a block when none is free preempts the one admitted last, whose blocks are freed and which is
-recomputed from scratch (its prompt and the tokens it had produced) when it is admitted again. Without chunked
-prefill a prompt is prefilled whole in a step of prefills alone, before decodes resume.
+blocks that slide out of its window: KvCache); each step spends a budget of `max_num_batched_tokens` on the
+running requests first (a decode is one token, an unfinished prefill its next chunk) in the order they were
+admitted, then admits waiting requests first come first served while at most `max_num_seqs` run and blocks are
+free; a running request that needs a block when none is free preempts the one admitted last, whose blocks are
+freed and which is recomputed from scratch (its prompt and the tokens it had produced) when it is admitted again.
+Without chunked prefill a prompt is prefilled whole in a step of prefills alone, before decodes resume.
 
 A request is `prompt` tokens known and `gen` to produce: a step computes the KV of the tokens it has not yet
 computed (all of a prompt's, a chunk of them, or the one token produced last); a step that completes them
