@@ -2,12 +2,13 @@
 default, and each step takes the time the roofs give its mix of prefill chunks and decodes (`--serve`).
 
 The scheduler (vLLM's V1 engine, vllm/v1/core/sched/scheduler.py): continuous batching over a paged KV cache of
-`block_size`-token blocks; each step spends a budget of `max_num_batched_tokens` on the running requests first
-(a decode is one token, an unfinished prefill its next chunk) in the order they were admitted, then admits
-waiting requests first come first served while at most `max_num_seqs` run and blocks are free; a running request
-that needs a block when none is free preempts the one admitted last, whose blocks are freed and which is
-recomputed from scratch (its prompt and the tokens it had produced) when it is admitted again. Without chunked
-prefill a prompt is prefilled whole in a step of prefills alone, before decodes resume.
+`block_size`-token blocks (one pool shared by the model's KV cache groups, a sliding-window group freeing the
+blocks that slide out of its window: KvCache); each step spends a budget of `max_num_batched_tokens` on the
+running requests first (a decode is one token, an unfinished prefill its next chunk) in the order they were
+admitted, then admits waiting requests first come first served while at most `max_num_seqs` run and blocks are
+free; a running request that needs a block when none is free preempts the one admitted last, whose blocks are
+freed and which is recomputed from scratch (its prompt and the tokens it had produced) when it is admitted again.
+Without chunked prefill a prompt is prefilled whole in a step of prefills alone, before decodes resume.
 
 A request is `prompt` tokens known and `gen` to produce: a step computes the KV of the tokens it has not yet
 computed (all of a prompt's, a chunk of them, or the one token produced last); a step that completes them
@@ -149,16 +150,60 @@ def _seconds(value, path: str, number: int, previous: float) -> float:
 @dataclass(frozen=True)
 class KvCache:
     """What a server has for the KV cache: `fraction` of the memory the GPU shows, less the weights, the
-    activations of the largest step (a prefill of max_num_batched_tokens) and the workspace, in blocks."""
+    activations of the largest step (a prefill of max_num_batched_tokens) and the workspace, in one pool of
+    blocks shared by the KV cache groups, as vLLM's V1 engine lays it out (vllm/v1/core/kv_cache_utils.py,
+    get_kv_cache_groups): a model of one attention type is one group of all its layers; one with full and
+    sliding-window layers has groups of `group_layers` layers each (`full_groups` of full-attention layers,
+    `window_groups` of windowed ones), and a block holds `block_size` tokens of one group's layers."""
 
     blocks: int
     block_size: int
     bytes_per_token: float
     usable_bytes: float
+    full_groups: int = 1
+    window_groups: int = 0
+    window: int | None = None  # tokens; None: no layer slides
+    group_layers: int | None = None  # layers a group holds (padded)
 
     @property
     def tokens(self) -> int:
-        return self.blocks * self.block_size
+        """vLLM's "GPU KV cache size: N tokens" (_report_kv_cache_config): the pool's blocks shared out evenly
+        over the groups, in tokens; with one group every block is `block_size` tokens of every layer."""
+        return self.blocks // (self.full_groups + self.window_groups) * self.block_size
+
+    def held(self, computed: int, new: int) -> int:
+        """The blocks a request holds, over all groups, while a step computes `new` tokens after its `computed`:
+        a full-attention group every block up to the last token (FullAttentionManager); a sliding-window group
+        the same less the whole blocks before its window, which KVCacheManager.allocate_slots frees
+        (SlidingWindowManager.remove_skipped_blocks, get_num_skipped_tokens: computed - window + 1 tokens)
+        before it allocates the step's blocks."""
+        slots = -(-(computed + new) // self.block_size)
+        skipped = max(0, computed - self.window + 1) // self.block_size if self.window_groups else 0
+        return self.full_groups * slots + self.window_groups * (slots - skipped)
+
+    def need(self, tokens: int, chunk: int) -> int:
+        """The most blocks a request of `tokens` tokens can hold in chunks of up to `chunk` (vLLM's own bound at
+        start-up, for a max_model_len of `tokens`: a sliding-window group holds at most the window less one
+        plus a chunk, and a block more where the window starts inside one; SlidingWindowSpec.
+        max_memory_usage_bytes in vllm/v1/kv_cache_interface.py)."""
+        whole = -(-tokens // self.block_size)
+        if not self.window_groups:
+            return self.full_groups * whole
+        windowed = -(-min(self.window - 1 + chunk, tokens) // self.block_size) + 1
+        return self.full_groups * whole + self.window_groups * windowed
+
+
+def kv_groups(model: Model) -> tuple[int, int, int]:
+    """vLLM's KV cache groups of `model` (get_kv_cache_groups): full-attention groups, sliding-window groups, and
+    layers a group. One attention type: one group of every layer; both (_get_kv_cache_groups_uniform_page_size):
+    each type's layers cut into groups of the fewer type's count, or of the more numerous one's when that is
+    under 1.5 times the fewer, the last group of a type padded to that size."""
+    windowed = model.window_layers if model.sliding_window is not None else 0
+    if windowed in (0, model.layers):
+        return (0, 1, model.layers) if windowed else (1, 0, model.layers)
+    counts = (model.layers - windowed, windowed)
+    size = max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
+    return -(-counts[0] // size), -(-counts[1] // size), size
 
 
 def kv_cache(model: Model, setup: Setup, gpu: TargetGpu, limits: Limits, fraction: float) -> KvCache:
@@ -169,8 +214,12 @@ def kv_cache(model: Model, setup: Setup, gpu: TargetGpu, limits: Limits, fractio
     usable = fraction * gpu.memory_bytes - weights_bytes(model, setup) - transient_bytes(model, largest) \
         - WORKSPACE_BYTES
     per_token = kv_bytes_per_token(model, setup)
-    blocks = max(0, math.floor(usable / (limits.block_size * per_token)))
-    return KvCache(blocks, limits.block_size, per_token, usable)
+    full, windowed, size = kv_groups(model)
+    # a block is a page of block_size tokens in each of a group's layers (get_num_blocks: memory // page // size)
+    block_token = per_token * size / model.layers
+    blocks = max(0, math.floor(usable / (limits.block_size * block_token)))
+    return KvCache(blocks, limits.block_size, per_token, usable, full, windowed,
+                   model.sliding_window if windowed else None, size)
 
 
 # -------------------------------------------------------------------------------------------- step times
@@ -241,8 +290,9 @@ class _Scheduler:
         self.free, self.preemptions = cache.blocks, 0
 
     def _blocks(self, seq: _Running, new: int) -> int:
-        """The blocks `seq` needs beyond its own to hold `new` more tokens."""
-        return -(-(seq.computed + new) // self.cache.block_size) - seq.blocks
+        """The blocks `seq` needs beyond its own to compute `new` more tokens (fewer than none: its window freed
+        more than the step takes)."""
+        return self.cache.held(seq.computed, new) - seq.blocks
 
     def _preempt(self, seq: _Running) -> None:
         """Free its blocks; it is recomputed, prompt and produced tokens, when admitted again (first)."""
@@ -310,7 +360,7 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
     arrive at 0, and each finishing one sends the next, in order (their own arrival times are not used)."""
     for r in requests:
         held = r.prompt + r.gen - 1  # the last token produced is never computed: its KV is never held
-        need = math.ceil(held / cache.block_size)
+        need = cache.need(held, limits.max_num_batched_tokens)
         if need > cache.blocks:
             raise CeilingsError(f"a request of {r.prompt} + {r.gen} tokens needs {need} KV blocks; the cache holds "
                                 f"{cache.blocks} ({cache.tokens:,} tokens): shorten it, or give the server more "
@@ -399,6 +449,9 @@ def metrics(served: Served, kv: KvCache, rate: float | None, slo: tuple[float | 
            "max_batch": max(served.timeline.batch, default=0),
            "mean_batch": float(np.mean(served.timeline.batch)) if served.timeline.batch else 0.0,
            "preemptions": served.preemptions}
+    if kv.window_groups:  # the pool is shared by groups: the blocks count pages of a group's layers
+        out["kv_groups"] = {"full_attention": kv.full_groups, "sliding_window": kv.window_groups,
+                            "layers_each": kv.group_layers, "window": kv.window}
     slo_ttft, slo_tpot = slo
     if slo_ttft is not None or slo_tpot is not None:
         good = sum((slo_ttft is None or f <= slo_ttft) and (slo_tpot is None or p is None or p <= slo_tpot)
