@@ -95,3 +95,18 @@ def test_the_scheduler_under_pressure_never_exceeds_the_pool():
     assert result.preemptions > 0
     assert max(result.timeline.blocks_used) <= 400
     assert all(len(t) == 200 for t in result.token_times)
+
+
+@pytest.mark.parametrize("model, hybrid", [("gpt-oss-20b", True), ("Llama-3.1-8B", False)])
+def test_the_text_says_how_a_hybrid_pool_counts_its_tokens(capsys, model, hybrid):
+    from analysis.llm.__main__ import main
+
+    assert main(["--model", model, "--roofs", "H100 SXM", "--serve", "--rate", "2", "--requests", "20"]) == 0
+    head = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("serving on"))
+    tokens, blocks = (int(x.replace(",", "")) for x in head.split("KV cache ")[1].split(" blocks")[0].split(
+        " tokens in "))
+    if hybrid:  # gpt-oss-20b: 12 full + 12 sliding layers, two groups of 12, window 128
+        assert "1 full-attention and 1 sliding-window group(s) of 12 layers" in head and "last 128 only" in head
+        assert tokens == blocks // 2 * 16
+    else:
+        assert "hybrid" not in head and tokens == blocks * 16
