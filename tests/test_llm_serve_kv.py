@@ -106,7 +106,27 @@ def test_the_text_says_how_a_hybrid_pool_counts_its_tokens(capsys, model, hybrid
     tokens, blocks = (int(x.replace(",", "")) for x in head.split("KV cache ")[1].split(" blocks")[0].split(
         " tokens in "))
     if hybrid:  # gpt-oss-20b: 12 full + 12 sliding layers, two groups of 12, window 128
-        assert "1 full-attention and 1 sliding-window group(s) of 12 layers" in head and "last 128 only" in head
+        assert "1 full-attention and 1 sliding-window group(s) of 12 layers" in head
+        assert "the blocks of a request's last 128 tokens (all of a prompt chunk's while it is prefilled)" in head
         assert tokens == blocks // 2 * 16
     else:
         assert "hybrid" not in head and tokens == blocks * 16
+
+
+def test_the_window_and_group_rules_at_their_edges():
+    """Window 128, blocks of 16. At 143 computed tokens the next token's window starts at token 16: the first
+    block (tokens 0-15) is freed, 9 - 1 = 8 held; at 142 it is not yet. vLLM's bound for 5,000 tokens one at a
+    time: 313 blocks full, and ceil((128 - 1 + 1) / 16) + 1 = 9 sliding. 20 layers of which 8 slide: 12 is not
+    under 1.5 x 8, so groups of 8 (2 full, padded, and 1 sliding); 11 full and 8 sliding: 11 < 12, groups of 11."""
+    kv = serve.kv_cache(GPT_OSS, Setup(), H100, serve.Limits(), 0.9)
+    assert kv.held(143, 1) == 9 + 8 and kv.held(142, 1) == 9 + 9
+    assert kv.need(5000, 1) == 313 + 9
+    assert serve.kv_groups(replace(GPT_OSS, layers=20, window_layers=8)) == (2, 1, 8)
+    assert serve.kv_groups(replace(GPT_OSS, layers=19, window_layers=8)) == (1, 1, 11)
+
+
+def test_a_model_whose_every_layer_slides_says_its_window_in_one_group():
+    kv = serve.kv_cache(replace(LLAMA, sliding_window=4096, window_layers=LLAMA.layers), Setup(), H100,
+                        serve.Limits(), 0.9)
+    assert (kv.full_groups, kv.window_groups, kv.group_layers) == (0, 1, 32)
+    assert kv.tokens == kv.blocks * 16 and "0 full-attention and 1 sliding-window group(s) of 32 layers" in kv.layout

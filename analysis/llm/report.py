@@ -155,12 +155,9 @@ def serving_text(serving: Sequence) -> str:
     out = []
     for s in serving:
         kv = s.kv
-        groups = (f"; vLLM's hybrid layout: {kv.full_groups} full-attention and {kv.window_groups} sliding-window "
-                  f"group(s) of {kv.group_layers} layers share the blocks, the tokens are blocks // "
-                  f"{kv.full_groups + kv.window_groups} x {kv.block_size}, a windowed group holds a request's last "
-                  f"{kv.window} only" if kv.window_groups and kv.full_groups else "")
         head = (f"serving on {s.gpu.label}: KV cache {kv.tokens:,} tokens in {kv.blocks:,} blocks of "
-                f"{kv.block_size} ({si(kv.bytes_per_token, 'B')} a token, {si(kv.usable_bytes, 'B')} usable{groups})")
+                f"{kv.block_size} ({si(kv.bytes_per_token, 'B')} a token, {si(kv.usable_bytes, 'B')} usable"
+                f"{'; ' + kv.layout if kv.layout else ''})")
         closed = any(m.get("concurrency") for m in s.runs)
         rows = [[str(m["concurrency"]) if closed else _na(m["rate"], lambda v: f"{v:g}"),
                  ms(m["ttft_s"], "p50"), ms(m["ttft_s"], "p99"), ms(m["tpot_s"], "p50"), ms(m["tpot_s"], "p99"),

@@ -171,6 +171,16 @@ class KvCache:
         over the groups, in tokens; with one group every block is `block_size` tokens of every layer."""
         return self.blocks // (self.full_groups + self.window_groups) * self.block_size
 
+    @property
+    def layout(self) -> str:
+        """How a pool with a sliding-window group counts (for the reports); empty without one."""
+        if not self.window_groups:
+            return ""
+        return (f"vLLM's hybrid layout: {self.full_groups} full-attention and {self.window_groups} sliding-window "
+                f"group(s) of {self.group_layers} layers share the blocks (the tokens: blocks // "
+                f"{self.full_groups + self.window_groups} x {self.block_size}); a windowed group holds the blocks of "
+                f"a request's last {self.window} tokens (all of a prompt chunk's while it is prefilled)")
+
     def held(self, computed: int, new: int) -> int:
         """The blocks a request holds, over all groups, while a step computes `new` tokens after its `computed`:
         a full-attention group every block up to the last token (FullAttentionManager); a sliding-window group
