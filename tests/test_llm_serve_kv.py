@@ -130,3 +130,13 @@ def test_a_model_whose_every_layer_slides_says_its_window_in_one_group():
                         serve.Limits(), 0.9)
     assert (kv.full_groups, kv.window_groups, kv.group_layers) == (0, 1, 32)
     assert kv.tokens == kv.blocks * 16 and "0 full-attention and 1 sliding-window group(s) of 32 layers" in kv.layout
+
+
+def test_the_html_page_says_the_hybrid_layout_once_for_every_gpu(tmp_path):
+    from analysis.llm.__main__ import main
+
+    out = tmp_path / "serve.html"
+    assert main(["--model", "gpt-oss-20b", "--roofs", "H100 SXM", "--roofs", "B200", "--serve", "--rate", "2",
+                 "--requests", "20", "--html", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("vLLM's hybrid layout: 1 full-attention and 1 sliding-window group(s) of 12 layers") == 1

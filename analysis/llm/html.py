@@ -165,8 +165,9 @@ def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
     y = rows[["ttft50", "ttft99"]].to_numpy(dtype=float).ravel()
     y = y[drawable(y)]
     sources = "; ".join(dict.fromkeys(s.gpu.roofs.provenance for s in serving))
-    kv = "; ".join(f"{s.gpu.label}: {s.kv.tokens:,} tokens in {s.kv.blocks:,} blocks"
-                   f"{f' ({s.kv.layout})' if s.kv.layout else ''}" for s in serving)
+    kv = "; ".join(f"{s.gpu.label}: {s.kv.tokens:,} tokens in {s.kv.blocks:,} blocks" for s in serving)
+    layouts = dict.fromkeys(s.kv.layout for s in serving if s.kv.layout)  # the model's: one for every GPU
+    kv += "".join(f"; {layout}" for layout in layouts)
     return chart_section(
         "serve", f"{model.name}: time to first token against the {'clients' if closed else 'request rate'}",
         subtitle=[f"roofs: {sources}",
