@@ -39,20 +39,21 @@ def test_at_a_low_rate_a_request_is_served_alone_at_the_step_models_times():
     result, kv = served(0.01, n=20)
     m = serve.metrics(result, kv, 0.01)
     alone = evaluate(LLAMA, Setup(batch=1, prompt=512, gen=64), H100, FLOORS)
-    assert m["ttft_s"]["p50"] == pytest.approx(alone.ttft_s, rel=0.05)
-    assert m["tpot_s"]["p50"] == pytest.approx(alone.mean_step_s, rel=0.05)
+    assert m["ttft_s"]["p50"] == pytest.approx(alone.ttft_s, rel=1e-9)
+    assert m["tpot_s"]["p50"] == pytest.approx(alone.mean_step_s, rel=1e-9)
     assert m["max_batch"] == 1 and m["preemptions"] == 0
 
 
 def test_kv_capacity_is_the_memory_left_in_blocks():
     """Llama-3.1-8B in bf16 on the H100 SXM (81,559 MiB as nvidia-smi shows it) at 0.9: less 8,030,261,248
-    parameters x 2 bytes, 1 GiB of workspace and the largest activation of an 8,192-token step (its MLP's
-    gate_up output and input, 8192 x (4096 + 2 x 14336) x 2 bytes), over 32 layers x 2 x 8 KV heads x 128 x 2
-    bytes = 131,072 bytes a token."""
-    usable = 0.9 * 81559 * 2**20 - 8_030_261_248 * 2 - 2**30 - 8192 * (4096 + 2 * 14336) * 2
+    parameters x 2 bytes, 1 GiB of workspace and the largest activation of an 8,192-token step (its gated
+    activation: gate and up read, their product written, 3 x 8192 x 14336 x 2 bytes), in blocks of 16 tokens of
+    32 layers x 2 x 8 KV heads x 128 x 2 bytes = 131,072 bytes a token."""
+    usable = 0.9 * 81559 * 2**20 - 8_030_261_248 * 2 - 2**30 - 3 * 8192 * 14336 * 2
     kv = serve.kv_cache(LLAMA, Setup(), H100, serve.Limits(), 0.9)
     assert kv.bytes_per_token == 32 * 2 * 8 * 128 * 2 == 131_072
-    assert kv.tokens == pytest.approx(usable / 131_072, rel=0.05)
+    assert kv.usable_bytes == pytest.approx(usable, rel=1e-12)
+    assert kv.blocks == math.floor(usable / (16 * 131_072)) == 28_195
     assert kv.tokens == kv.blocks * 16
 
 
@@ -215,11 +216,19 @@ def test_a_workload_timed_on_some_lines_only_is_refused(tmp_path):
         serve.read_workload(str(workload), LLAMA)
 
 
-def test_the_serve_plot_with_one_token_requests_says_there_is_no_tpot(tmp_path):
+def test_the_serve_plot_with_one_token_requests_says_there_is_no_tpot(tmp_path, monkeypatch):
+    from analysis.llm import plot
+
+    drawn = []
+    real = plot.serve_figure
+    monkeypatch.setattr(plot, "serve_figure", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
     png = tmp_path / "s.png"
     assert main(["--model", "Llama-3.1-8B", "--roofs", "H100 SXM", "--serve", "--rate", "1", "--rate", "4",
                  "--requests", "30", "--prompt", "100", "--gen", "1", "--serve-plot", str(png)]) == 0
-    assert png.stat().st_size > 5_000
+    ttft, tpot = drawn[0].axes[:2]
+    assert [t.get_text() for t in tpot.texts] == ["no time per output token: no request produced more than one token"]
+    assert not ttft.texts and [list(line.get_xdata()) for line in ttft.lines] == [[1, 4], [1, 4]]  # P50, P99
+    assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_closed_loop_keeps_its_clients_busy():

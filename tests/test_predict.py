@@ -367,14 +367,26 @@ def test_hf_moe_routes_evenly_and_says_so(capsys):
     1,024 routed rows spread evenly, 128 an expert: 2 x 8 x 128 x 4096 x (2 x 14336 + 14336) FLOPs a layer; every
     expert's weights read."""
     model, inputs, assumed = predict.hf_spec("hf:Mixtral-8x7B-v0.1", batch=1, tokens=512)
-    assert len(assumed) == 1 and "evenly" in assumed[0]
+    assert len(assumed) == 1 and "uniformly at random" in assumed[0]
     ops = predict.op_table(predict.record(model, inputs))
     bmm = ops[ops["op"] == "aten::bmm"]
     assert bmm["flops"].sum() == 32 * 2 * 8 * 128 * 4096 * 3 * 14336
     assert bmm["bytes"].sum() >= 32 * 8 * 3 * 4096 * 14336 * 2  # the experts' bf16 weights, every layer
     assert ops["modelled"].all(), set(ops.loc[~ops["modelled"], "op"])
     assert predict.main(["hf:Mixtral-8x7B-v0.1", "--roofs", "H100 SXM", "--tokens", "64"]) == 0
-    assert "warning: mixture of experts: the tokens routed evenly" in capsys.readouterr().err
+    assert "warning: mixture of experts: the tokens routed uniformly at random" in capsys.readouterr().err
+
+
+def test_hf_moe_reads_the_experts_uniform_routing_touches_on_average():
+    """Qwen3-30B-A3B at 16 tokens, top-8 of 128: an expert is missed by all 16 tokens with probability
+    (1 - 8/128)^16, so 128 x (1 - (15/16)^16) = 82.4 of them are touched on average: 82 batched GEMM rows of
+    experts, ceil(16 x 8 / 82) = 2 rows each (analysis.llm reads the same experts' weights)."""
+    model, inputs, _ = predict.hf_spec("hf:Qwen3-30B-A3B", batch=1, tokens=16)
+    ops = predict.op_table(predict.record(model, inputs))
+    bmm = ops[ops["op"] == "aten::bmm"]
+    touched = round(128 * (1 - (15 / 16) ** 16))
+    assert touched == 82
+    assert bmm["flops"].sum() == 48 * 2 * touched * 2 * 2048 * 3 * 768  # a layer: gate+up (2 x 768) and down
 
 
 def test_hf_refuses_what_it_does_not_build(capsys):

@@ -8,9 +8,10 @@ final norm and the LM head (the embedding table when tied). Rotary embedding is 
 ops a layer that predict's op table would count, not a GEMM.
 
 A mixture-of-experts layer runs its router (and top-k of the scores), then its experts as two batched GEMMs
-(gate and up, then down: what grouped-GEMM kernels run) over the tokens routed to them, taken as routing
-spreads them evenly (ROUTING: which tokens go where is in the values, which a meta run does not have): each
-of min(experts, tokens x k) experts gets tokens x k / that many rows; then the weighted sum of the k outputs,
+(gate and up, then down: what grouped-GEMM kernels run) over the tokens routed to them, taken as uniform
+random routing leaves them (ROUTING: which tokens go where is in the values, which a meta run does not have):
+as many experts as it touches on average (work.experts_touched, the count analysis.llm reads the weights of),
+each with tokens x k / that many rows; then the weighted sum of the k outputs,
 and the shared experts' MLP where the config has one. Multi-head latent attention and sliding-window models are
 not built (analysis.llm models them).
 """
@@ -22,8 +23,10 @@ import math
 from common.errors import CeilingsError
 
 from .models import Model
+from .work import experts_touched
 
-ROUTING = "mixture of experts: the tokens routed evenly over the experts (which go where is not known before a run)"
+ROUTING = ("mixture of experts: the tokens routed uniformly at random, spread evenly over the experts that such "
+           "routing touches on average (which go where is not known before a run)")
 
 
 def decoder(model: Model, dtype: str = "bfloat16"):
@@ -64,7 +67,7 @@ def decoder(model: Model, dtype: str = "bfloat16"):
             b, s, _ = h.shape
             tokens, k = h.reshape(b * s, d), model.experts_per_token
             weights, _ = torch.topk(self.router(tokens).softmax(-1), k)
-            used = min(model.experts, b * s * k)  # ROUTING
+            used = max(1, round(experts_touched(model, b * s)))  # ROUTING
             rows = math.ceil(b * s * k / used)
             routed = tokens[:1].expand(used, rows, d)
             gate, up = torch.bmm(routed, self.gate_up[:used]).chunk(2, dim=-1)

@@ -270,13 +270,10 @@ class _Running:
 
 @dataclass(frozen=True)
 class Timeline:
-    """Per step: its end, the requests it ran, the KV blocks in use after it, and the requests in the system
-    (arrived, not finished) while it ran."""
+    """Per step: the requests it ran and the KV blocks in use after it."""
 
-    end_s: tuple[float, ...]
     batch: tuple[int, ...]
     blocks_used: tuple[int, ...]
-    in_system: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -388,7 +385,7 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
     scheduler = _Scheduler(cache, limits)
     times: list[tuple[float, ...] | None] = [None] * len(requests)
     now, finished = 0.0, 0
-    ends, batches, used, in_system = [], [], [], []
+    batches, used = [], []
     while finished < len(requests):
         while pending and requests[pending[0]].arrival_s <= now:
             i = pending.popleft()
@@ -401,7 +398,6 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
             now = max(now, requests[pending[0]].arrival_s)
             continue
         produces = [seq.computed + new == seq.length for seq, new in step]
-        in_system.append(len(scheduler.running) + len(scheduler.waiting))
         took = clock([(new, seq.computed) for seq, new in step], sum(produces),
                      any(seq.computed + new < seq.length or new > 1 for seq, new in step))
         if not (math.isfinite(took) and took >= 0):
@@ -423,10 +419,9 @@ def simulate(requests: Sequence[Request], clock: Callable[[Sequence[tuple[int, i
                     i = closed.popleft()
                     requests[i] = replace(requests[i], arrival_s=now)
                     pending.append(i)
-        ends.append(now)
         batches.append(len(step))
     return Served(tuple(requests), tuple(times), scheduler.preemptions,
-                  Timeline(tuple(ends), tuple(batches), tuple(used), tuple(in_system)))
+                  Timeline(tuple(batches), tuple(used)))
 
 
 # -------------------------------------------------------------------------------------------- the metrics
