@@ -249,3 +249,15 @@ def test_the_text_report_says_which_layers_slide():
     assert f"{config['num_hidden_layers']} layers, a sliding window of {config['sliding_window']} tokens on " \
            f"{sliding} of them" in line
     assert "sliding window" not in model_lines(load_model("Llama-3.1-8B")[0], Setup())[0]
+
+
+def test_gpt_oss_names_its_experts_a_token_either_way():
+    """GptOssConfig's config.json may give experts_per_token alone; num_experts_per_tok wins where both are."""
+    config = {k: v for k, v in SHIPPED["gpt-oss-20b"][1].items() if k != "num_experts_per_tok"}
+    assert model_from_config({**config, "experts_per_token": 3}, "g", "t").experts_per_token == 3
+    assert model_from_config({**config, "experts_per_token": 3, "num_experts_per_tok": 2}, "g", "t") \
+        .experts_per_token == 2
+    with pytest.raises(CeilingsError, match="experts_per_token = 0 must be a positive whole number"):
+        model_from_config({**config, "experts_per_token": 0}, "g", "t")
+    llama_moe = {**SHIPPED["Mixtral-8x7B-v0.1"][1], "experts_per_token": 3}
+    assert model_from_config(llama_moe, "m", "t").experts_per_token == 2  # only gpt-oss reads that name

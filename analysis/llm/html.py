@@ -19,6 +19,7 @@ from analysis.llm.plot import (
     ops_view,
 )
 from analysis.llm.report import floor_text
+from analysis.llm.serve import closed_loop, load
 from analysis.roofline import seconds, si
 from common.html import chart_section, count_text, frame_table, notes_section, page, table_section
 
@@ -71,7 +72,7 @@ def llm_page(model, results: Sequence, sweep: pd.DataFrame | None, *, warnings: 
             notes=[not_on_plot(r, ops)]))
     if sweep is not None and len(sweep):
         sections.append(_sweep_section(model, sweep, results, GPU_COLORS))
-    if serving and any(m["rate"] is not None or m.get("concurrency") for s in serving for m in s.runs):
+    if serving and any(load(m) is not None for s in serving for m in s.runs):
         sections.append(_serve_section(model, serving, GPU_COLORS))
     summary = pd.DataFrame([{"gpu": r.gpu.label, "ttft": r.ttft_s, "step": r.first_step_s, "mean": r.mean_step_s,
                              "tps": r.tokens_per_s, "fits": {True: "yes", False: "no", None: "unknown"}[r.memory.fits],
@@ -134,14 +135,14 @@ def _sweep_section(model, sweep: pd.DataFrame, results: Sequence, colors: Sequen
 def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
     """--serve's time to first token against the request rate, per GPU: P50 filled, P99 hollow; every metric of
     every rate in the table."""
-    closed = any(m.get("concurrency") for s in serving for m in s.runs)
-    rows = pd.DataFrame([{"gpu": s.gpu.label, "rate": m["concurrency"] if closed else m["rate"],
+    closed = closed_loop(serving)
+    rows = pd.DataFrame([{"gpu": s.gpu.label, "rate": load(m),
                           "ttft50": m["ttft_s"]["p50"],
                           "ttft99": m["ttft_s"]["p99"], "tpot50": m["tpot_s"]["p50"], "tpot99": m["tpot_s"]["p99"],
                           "itl99": m["itl_s"]["p99"], "e2e50": m["e2e_s"]["p50"], "e2e99": m["e2e_s"]["p99"],
                           "tokens": m["output_tokens_per_s"], "requests": m["requests_per_s"],
                           "batch": m["max_batch"], "preempted": m["preemptions"]}
-                         for s in serving for m in s.runs if (m["concurrency"] if closed else m["rate"]) is not None])
+                         for s in serving for m in s.runs if load(m) is not None])
     marks, joins, legend = [], [], []
     for i, s in enumerate(serving):
         color, label = colors[i % len(colors)], s.gpu.label
@@ -170,8 +171,7 @@ def _serve_section(model, serving: Sequence, colors: Sequence[str]) -> dict:
     kv += "".join(f"; {layout}" for layout in layouts)
     return chart_section(
         "serve", f"{model.name}: time to first token against the {'clients' if closed else 'request rate'}",
-        subtitle=[f"roofs: {sources}",
-                                                                                          f"KV cache: {kv}"],
+        subtitle=[f"roofs: {sources}", f"KV cache: {kv}"],
         warning=not all(s.gpu.roofs.measured for s in serving),
         x_range=(rows["rate"].min() / SWEEP_MARGIN, rows["rate"].max() * SWEEP_MARGIN),
         y_range=decades(min(y, default=1e-3), max(y, default=1.0), 2),

@@ -35,6 +35,9 @@ class Architecture:
     # the config class's defaults for fields a config.json may leave out
     defaults: Mapping[str, object] | None = None
     experts_key: str = "num_local_experts"  # the config key of the routed experts' number
+    # the config keys of the experts a token is routed to, the first found taken (gpt-oss's config may name it
+    # experts_per_token alone)
+    per_token_keys: tuple[str, ...] = ("num_experts_per_tok",)
     expert_size_key: str = "intermediate_size"  # an expert's MLP size (moe_intermediate_size where dense layers
     # have their own intermediate_size)
     shared_experts_key: str | None = None  # the config key of the experts every token runs beside its routed ones
@@ -49,14 +52,20 @@ class Architecture:
     window_layout: Callable[[Mapping, int, str], int] | None = None
 
 
-def _count(fields: Mapping, key: str, source: str, default: int | None = None) -> int:
-    """A whole number that may be 0 (a number of layers or shared experts); CeilingsError when it is not one."""
-    value = fields.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CeilingsError(f"{source}: {key} = {value!r} must be a whole number, 0 or more")
+def _whole(key: str, value, source: str, least: int = 1) -> int:
+    """`value` of config field `key` as a whole number from `least` (1: a size; 0: a number of layers or shared
+    experts) to SIZE_LIMITS[key]; CeilingsError naming the field when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        what = "a positive whole number" if least == 1 else f"a whole number, {least} or more"
+        raise CeilingsError(f"{source}: {key} = {value!r} must be {what}")
     if value > SIZE_LIMITS[key]:
         raise CeilingsError(f"{source}: {key} = {value} is beyond any model (at most {SIZE_LIMITS[key]})")
     return value
+
+
+def _count(fields: Mapping, key: str, source: str, default: int | None = None) -> int:
+    """A whole number that may be 0 (a number of layers or shared experts)."""
+    return _whole(key, fields.get(key, default), source, least=0)
 
 
 def _deepseek_dense(fields: Mapping, layers: int, source: str) -> int:
@@ -117,6 +126,7 @@ ARCHITECTURES = {
     # sinks
     "gpt_oss": Architecture("rms", True, True, fixed_bias=("mlp",), bias_keys={"attention_bias": ("qkv", "o")},
                             sinks=True, router_bias=True, window_layout=_even_layers,
+                            per_token_keys=("num_experts_per_tok", "experts_per_token"),
                             defaults={**_LLAMA_DEFAULTS, "attention_bias": True, "head_dim": 64}),
     # DeepSeek-V2/V3 (their modeling_deepseek.py): MLA, shared experts, first_k_dense_replace dense layers
     **{t: Architecture("rms", True, True, bias_keys={"attention_bias": ("qkv", "o")}, mla=True,
@@ -130,6 +140,7 @@ ARCHITECTURES = {
 SIZE_LIMITS = {"hidden_size": 1 << 18, "intermediate_size": 1 << 20, "num_hidden_layers": 1 << 12,
                "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12, "head_dim": 1 << 12,
                "vocab_size": 1 << 24, "num_local_experts": 1 << 14, "num_experts_per_tok": 1 << 14,
+               "experts_per_token": 1 << 14,
                "max_position_embeddings": 1 << 30, "sliding_window": 1 << 30, "moe_intermediate_size": 1 << 20,
                "num_experts": 1 << 14, "n_routed_experts": 1 << 14, "n_shared_experts": 1 << 10,
                "kv_lora_rank": 1 << 16, "q_lora_rank": 1 << 16, "qk_nope_head_dim": 1 << 12,
@@ -295,11 +306,7 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
                                 f"string such as \"false\" would read as true)")
 
     def size(key: str, value) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise CeilingsError(f"{source}: {key} = {value!r} must be a positive whole number")
-        if value > SIZE_LIMITS[key]:
-            raise CeilingsError(f"{source}: {key} = {value} is beyond any model (at most {SIZE_LIMITS[key]})")
-        return value
+        return _whole(key, value, source)
 
     def whole(key: str, default: int | None = None) -> int:
         value = fields.get(key, default)
@@ -329,11 +336,10 @@ def model_from_config(config: Mapping, name: str, source: str) -> Model:
     experts, per_token, intermediate = 1, 1, whole("intermediate_size")
     moe = {}
     if arch.moe:
-        if "num_experts_per_tok" not in fields and "experts_per_token" in fields:  # gpt-oss's own name for it
-            fields["num_experts_per_tok"] = fields["experts_per_token"]
-        experts, per_token = whole(arch.experts_key), whole("num_experts_per_tok")
+        per_token_key = next((k for k in arch.per_token_keys if k in fields), arch.per_token_keys[0])
+        experts, per_token = whole(arch.experts_key), whole(per_token_key)
         if per_token > experts:
-            raise CeilingsError(f"{source}: num_experts_per_tok {per_token} exceeds {arch.experts_key} {experts}")
+            raise CeilingsError(f"{source}: {per_token_key} {per_token} exceeds {arch.experts_key} {experts}")
         dense = arch.dense_rule(fields, layers, source) if arch.dense_rule else 0
         moe = {"dense_layers": dense, "dense_intermediate": intermediate if dense else 0,
                "shared_intermediate": _count(fields, arch.shared_experts_key, source, 0) * whole(arch.expert_size_key)

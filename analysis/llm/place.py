@@ -186,6 +186,11 @@ class Memory:
     context_capped: bool  # max_context is the model's max_position_embeddings, not the memory
 
 
+def usd_per_million_tokens(gpu: TargetGpu, tp: int, tokens_per_s: float) -> float:
+    """What a million output tokens cost at `tokens_per_s` on all `tp` GPUs at the GPU's price (it has one)."""
+    return tp * gpu.usd_per_hour / 3600 / tokens_per_s * 1e6
+
+
 def transient_bytes(model: Model, setup: Setup) -> float:
     """The activations one op instance of one prompt's prefill reads and writes at once, the largest of them:
     what must be free beside weights and KV cache while a prompt is prefilled (a server prefills a prompt, or a
@@ -286,8 +291,7 @@ class Result:
         batch x --gen tokens it produces; None without a price."""
         if self.gpu.usd_per_hour is None:
             return None
-        return (self.setup.tp * self.gpu.usd_per_hour / 3600 * self.request_s
-                / (self.setup.batch * self.setup.gen) * 1e6)
+        return usd_per_million_tokens(self.gpu, self.setup.tp, self.setup.batch * self.setup.gen / self.request_s)
 
     @property
     def crossover_beyond_fit(self) -> bool:

@@ -13,6 +13,7 @@ import pandas as pd
 from analysis.figure import DRAWABLE_EXPONENTS, WARNING_COLOR, axes, drawable
 from analysis.llm.models import Model
 from analysis.llm.place import Result
+from analysis.llm.serve import closed_loop, load
 from analysis.plot import FONT_SIZE, log_axes, plot_roofs
 from common.errors import CeilingsError
 
@@ -218,15 +219,11 @@ SERVE_LATENCIES = (("ttft_s", "time to first token"), ("tpot_s", "time per outpu
 
 
 def plot_serve(axes_pair, model: Model, serving: Sequence) -> None:
-    from matplotlib.ticker import FuncFormatter
-
     """--serve's latencies against the request rate: P50 (solid) and P99 (dashed) TTFT on the first ax, TPOT on
     the second, a colour per GPU; a hollow marker where the server preempted requests."""
-    closed = any(m.get("concurrency") for s in serving for m in s.runs)
+    from matplotlib.ticker import FuncFormatter
 
-    def load(m):  # the x of a run: its rate, or its clients in a closed loop
-        return m.get("concurrency") if closed else m["rate"]
-
+    closed = closed_loop(serving)
     for (key, what), ax in zip(SERVE_LATENCIES, axes_pair):
         if not any(load(m) is not None and m[key]["p50"] is not None for s in serving for m in s.runs):
             ax.text(0.5, 0.5, f"no {what}: no request produced more than one token" if key == "tpot_s" else

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from analysis.llm.calibrate import Calibration
 from analysis.llm.models import Model
 from analysis.llm.place import Result
+from analysis.llm.serve import closed_loop, load
 from analysis.llm.work import CUDA_CORE, Setup, kv_bytes_per_token, parameters
 from analysis.roofline import seconds, si
 from ceilings.lazy import lazy
@@ -158,8 +159,8 @@ def serving_text(serving: Sequence) -> str:
         head = (f"serving on {s.gpu.label}: KV cache {kv.tokens:,} tokens in {kv.blocks:,} blocks of "
                 f"{kv.block_size} ({si(kv.bytes_per_token, 'B')} a token, {si(kv.usable_bytes, 'B')} usable"
                 f"{'; ' + kv.layout if kv.layout else ''})")
-        closed = any(m.get("concurrency") for m in s.runs)
-        rows = [[str(m["concurrency"]) if closed else _na(m["rate"], lambda v: f"{v:g}"),
+        closed = closed_loop((s,))
+        rows = [[_na(load(m), lambda v: f"{v:g}"),
                  ms(m["ttft_s"], "p50"), ms(m["ttft_s"], "p99"), ms(m["tpot_s"], "p50"), ms(m["tpot_s"], "p99"),
                  ms(m["itl_s"], "p99"), ms(m["e2e_s"], "p50"), ms(m["e2e_s"], "p99"),
                  _na(m["output_tokens_per_s"], lambda v: f"{v:,.0f}"), _na(m["requests_per_s"], lambda v: f"{v:.3g}"),

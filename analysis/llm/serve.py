@@ -32,8 +32,8 @@ from ceilings.lazy import lazy
 from common.errors import CeilingsError
 
 from .models import Model
-from .place import WORKSPACE_BYTES, Cost, TargetGpu, place, step_time, transient_bytes
-from .work import Setup, attention_ops, batch_ops, check_context, kv_bytes_per_token, weights_bytes
+from .place import Cost, TargetGpu, memory, place, step_time, usd_per_million_tokens
+from .work import Setup, attention_ops, batch_ops, check_context, kv_bytes_per_token
 
 np = lazy("numpy")
 
@@ -203,6 +203,16 @@ class KvCache:
         return self.full_groups * whole + self.window_groups * windowed
 
 
+def load(run: dict) -> float | None:
+    """A run's x: its clients in a closed loop (--concurrency), else its rate (None: a workload's own arrivals)."""
+    return run["concurrency"] or run["rate"]
+
+
+def closed_loop(serving: Sequence) -> bool:
+    """Whether the GpuServing's runs are closed loops of clients (--concurrency) rather than rates."""
+    return any(m["concurrency"] for s in serving for m in s.runs)
+
+
 def kv_groups(model: Model) -> tuple[int, int, int]:
     """vLLM's KV cache groups of `model` (get_kv_cache_groups): full-attention groups, sliding-window groups, and
     layers a group. One attention type: one group of every layer; both (_get_kv_cache_groups_uniform_page_size):
@@ -220,9 +230,9 @@ def kv_cache(model: Model, setup: Setup, gpu: TargetGpu, limits: Limits, fractio
     if gpu.memory_bytes is None:
         raise CeilingsError(f"{gpu.label}: its memory is unknown ({gpu.memory_source}): the KV cache cannot be "
                             f"sized; give a roofs file that records it or a datasheet name")
-    largest = replace(setup, batch=1, prompt=limits.max_num_batched_tokens)
-    usable = fraction * gpu.memory_bytes - weights_bytes(model, setup) - transient_bytes(model, largest) \
-        - WORKSPACE_BYTES
+    # what the weights leave of the memory a server takes, beside the activations of its largest step
+    held = memory(model, replace(setup, prompt=limits.max_num_batched_tokens), gpu.memory_bytes, fraction)
+    usable = held.usable_bytes - held.weights_bytes
     per_token = kv_bytes_per_token(model, setup)
     full, windowed, size = kv_groups(model)
     # a block is a page of block_size tokens in each of a group's layers (get_num_blocks: memory // page // size)
@@ -543,6 +553,5 @@ def serve_gpu(model: Model, setup: Setup, gpu: TargetGpu, costs: Mapping[str, Ma
     usd = None
     if gpu.usd_per_hour is not None:
         at = run(slo_rate) if slo_rate is not None else max(runs, key=lambda m: m["output_tokens_per_s"] or 0)
-        usd = setup.tp * gpu.usd_per_hour / 3600 / at["output_tokens_per_s"] * 1e6 \
-            if at["output_tokens_per_s"] else None
+        usd = usd_per_million_tokens(gpu, setup.tp, at["output_tokens_per_s"]) if at["output_tokens_per_s"] else None
     return GpuServing(gpu, kv, runs, slo_rate, usd)

@@ -410,7 +410,7 @@ def batch_ops(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]],
 def attention_ops(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]]) -> list[Op]:
     """The attention ops of batch_ops over `sequences` alone, on one GPU of --tp: the only ops whose work depends
     on each sequence's context, not only on the step's token count."""
-    return _context_ops(shard(model, setup.tp), setup, sequences)
+    return _context_ops(shard(model, setup.tp, setup.ep), setup, sequences)
 
 
 def _context_ops(model: Model, setup: Setup, sequences: Sequence[tuple[int, int]]) -> list[Op]:
