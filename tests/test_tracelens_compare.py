@@ -45,3 +45,6 @@ def test_op_differences_rank_by_ratio_and_list_zeros_apart():
     worst = tc.op_differences(ops)
     assert worst["zero"] == ["`aten::copy_` (ours 0)"]  # a copy: 0 FLOPs of ours, 1 an element of theirs
     assert worst["flops"] == ("aten::mm", 48.0, 48.0)  # 2 x 2 x 3 x 4
+    # bytes, both ops on both sides: the copy 64 vs 64 (8 floats read, 8 written: x1), the mm ours
+    # (2x3 + 3x4 + 2x4) x 4 B = 104 vs 80 (x1.3): the larger ratio is the mm's, though the copy comes first
+    assert worst["bytes"] == ("aten::mm", 104.0, 80.0)
