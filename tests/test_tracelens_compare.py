@@ -35,7 +35,7 @@ def test_a_saved_result_is_read_and_compared_op_by_op(tmp_path, capsys):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[4] == "—"  # no collective on the interconnect
     assert cells[5] == "25.0%"  # 1 of 4 µs
-    assert cells[6].startswith("`aten::layer_norm` 56 vs 40")  # ours: 7 an element, x 8 elements
+    assert cells[6].startswith("`aten::layer_norm` 56 FLOP vs 40 FLOP")  # ours: 7 an element, x 8 elements
     assert "TraceLens commit: abc" in out
 
 
