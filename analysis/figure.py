@@ -164,6 +164,7 @@ class Roofline:
     ylabel: str = "Performance (FLOP/s)"
     budget: tuple[Segment, ...] = ()  # all of the kernel time, as one stacked bar (analysis.roofline.budget)
     budget_note: str = ""  # the bar in words, every segment with its share
+    budget_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # time_budget(table): the bar as a table
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # roofline_table: the rows the markers stand for
 
 
@@ -196,8 +197,9 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
     budget = time_budget(table)
     segments = budget_segments(budget)
     shown = share_shown(budget)
+    rows = ROWS[table.attrs.get("by", "kernel")]  # what a point stands for: a kernel, an operator, ...
     return Roofline(
-        title=(f"{roofs.device}: {ROWS[table.attrs.get('by', 'kernel')]}s against the roofs"
+        title=(f"{roofs.device}: {rows}s against the roofs"
                + (f" ({shown:.0%} of the kernel time; the time budget has all of it)" if shown < 1 - 1e-9 else ""),
                f"roofs: {roofs.provenance}", profiled),
         warning=not roofs.measured or foreign, x_range=x_range, y_range=y_range,
@@ -206,8 +208,8 @@ def roofline(roofs: Roofs, table: pd.DataFrame, *, level: str = "dram", datashee
         sweeps=sweeps, application=application, labels=labels, not_drawn=_not_drawn(table, drawn, levels),
         legend=_legend(marks, level, ridges=bool(roofs.flats), datasheet=datasheet, sweeps=bool(sweeps),
                        application=point if application else None),
-        legend_title=f"{ROWS[table.attrs.get('by', 'kernel')]}s (dominant precision)",
-        table=table, budget=segments, budget_note=_budget_note(segments, budget))
+        legend_title=f"{rows}s (dominant precision)",
+        table=table, budget=segments, budget_note=_budget_note(segments, budget), budget_rows=budget)
 
 
 def budget_segments(budget: pd.DataFrame) -> tuple[Segment, ...]:

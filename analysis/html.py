@@ -12,9 +12,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline, budget_segments
+from analysis.figure import NO_FLOPS_NAME, ROWS, Roofline
 from analysis.roofline import ALGORITHMIC, NO_FLOPS, Roofs, seconds, si
-from analysis.roofline.budget import time_budget
 from analysis.roofline.report import KERNEL_HEADER, kernel_rows, profile_line, timeline_line
 from common.html import (
     chart_section,
@@ -69,18 +68,18 @@ def roofline_section(fig: Roofline, roofs: Roofs, *, sid: str = "roofline", note
 
 def roofline_page(fig: Roofline, roofs: Roofs, *, warnings: Sequence[str] = ()) -> str:
     """analysis.roofline --html: the roofline and its table, then every warning of the run."""
-    return page(f"Roofline: {roofs.device}", [roofline_section(fig, roofs), budget_section(fig.table),
+    return page(f"Roofline: {roofs.device}", [roofline_section(fig, roofs), budget_section(fig),
                                notes_section("warnings", "Warnings", warnings)])
 
 
-def budget_section(table: pd.DataFrame) -> dict:
-    """All of the kernel time by class and cause (analysis.roofline.budget), with what would place the rest."""
-    budget = time_budget(table)
-    bar = [{"label": s.label, "share": s.share, "color": s.color} for s in budget_segments(budget)]
-    return table_section("budget", "Time budget: all of the kernel time", bar=bar, table=frame_table(budget, [
+def budget_section(fig: Roofline) -> dict:
+    """All of the kernel time of `fig` by class and cause (analysis.roofline.budget), with what would place the
+    rest: its bar and its table."""
+    bar = [{"label": s.label, "share": s.share, "color": s.color} for s in fig.budget]
+    return table_section("budget", "Time budget: all of the kernel time", bar=bar, table=frame_table(fig.budget_rows, [
         ("class", "class", None), ("cause", "cause", None), ("time_s", "time", seconds),
         ("share", "share", lambda v: f"{v:.1%}"), ("remedy", "what would place it", None)]),
-        notes=[line for line in (timeline_line(table),) if line])
+        notes=[line for line in (timeline_line(fig.table),) if line])
 
 
 def whatif_page(table: pd.DataFrame, totals: pd.DataFrame, gpus: Sequence[Roofs], *,

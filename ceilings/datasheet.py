@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import CeilingsError, cli_entry
+from common.text import aligned
 
 DATASHEETS_CSV = Path(__file__).parent / "data" / "datasheets.csv"
 # what a serving node's GPU shows and links with, by datasheet key (analysis.llm --tp; sources in the file)
@@ -270,12 +271,9 @@ LISTED = (("CC", "compute_capability", "{}"), ("SMs", "sm_count", "{}"), ("GiB",
 def listing(rows: Sequence[Row]) -> str:
     """A fixed-width table of `rows`: the key (what --roofs, --on and --datasheet take), the display name and
     the main dense peaks ('-' where the row has none)."""
-    cells = [["key", "name", *(title for title, _, _ in LISTED)]]
-    cells += [[r.key, r.display_name, *("-" if getattr(r, field) is None else fmt.format(getattr(r, field))
-                                        for _, field, fmt in LISTED)] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    return "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                     .rstrip() for row in cells)
+    cells = [[r.key, r.display_name, *("-" if getattr(r, field) is None else fmt.format(getattr(r, field))
+                                       for _, field, fmt in LISTED)] for r in rows]
+    return aligned(["key", "name", *(title for title, _, _ in LISTED)], cells, left=("key", "name"))
 
 
 @cli_entry("ceilings datasheets")

@@ -239,14 +239,20 @@ def _inside(target: Path, folder: Path) -> bool:
 def json_text(doc) -> str:
     """A document as the commands' --json write it: indented, every NaN or infinity (unknown) null, numpy
     scalars plain numbers; a file never holds NaN."""
-    return json.dumps(_plain(doc), indent=1, allow_nan=False) + "\n"
+    return json.dumps(plain(doc), indent=1, allow_nan=False) + "\n"
 
 
-def _plain(value):
+def plain(value, digits: int | None = None):
+    """`value` as JSON takes it: every NaN or infinity (unknown) None, numpy scalars Python numbers, mappings
+    with text keys; with `digits`, every float rounded to that many significant digits."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v, digits) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v, digits) for v in value]
     if hasattr(value, "item"):  # a numpy scalar
         value = value.item()
-    return None if isinstance(value, float) and not math.isfinite(value) else value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return value if digits is None else float(f"{value:.{digits}g}")
+    return value

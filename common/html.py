@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from .atomic import plain
+
 if TYPE_CHECKING:  # only annotations: a command that imports the renderer does not pay for pandas
     import pandas as pd
 
@@ -56,7 +58,7 @@ PAGE = """<!DOCTYPE html>
 
 def page(title: str, sections: Sequence[Mapping]) -> str:
     """The HTML document of `sections` (made by the *_section functions) under `title`."""
-    data = json.dumps({"title": title, "sections": [_finite(s) for s in sections]}, ensure_ascii=False,
+    data = json.dumps({"title": title, "sections": [plain(s, FLOAT_DIGITS) for s in sections]}, ensure_ascii=False,
                       allow_nan=False, separators=(",", ":"))
     # "<", ">" and "&" only occur inside JSON strings, where \u escapes mean the same characters
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -156,19 +158,3 @@ def _key(value):
     if isinstance(value, str):
         return value
     return float(value) if finite_number(value) else None
-
-
-def _finite(obj):
-    """`obj` with every NaN or infinity (unknown in the data) as None, numpy scalars as Python numbers."""
-    if isinstance(obj, Mapping):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, (bool, str)) or obj is None:
-        return obj
-    if hasattr(obj, "item"):  # a numpy scalar
-        obj = obj.item()
-    if isinstance(obj, float):  # to FLOAT_DIGITS: positions and sort keys, not figures anyone reads
-        return float(f"{obj:.{FLOAT_DIGITS}g}") if math.isfinite(obj) else None
-    return obj
-

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from common.atomic import atomic_path, check_folder, check_target, write_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
+from common.text import aligned
 
 from . import sass, sass_chase
 from .base import REFERENCE_LIMITS, REGISTERS_PER_SM, Benchmark, CudaSource, NumbaSource, Plan, Work
@@ -575,12 +576,11 @@ def format_table(results: Sequence[InspectionResult]) -> str:
     rows = [(r.benchmark, r.backend, _variant(r.params), r.arch, _work_text(r.declared), _work_text(r.derived),
              (f"{r.loop}: " if r.loop else "no loop: ") + _counts_text(r.loop_work if r.loop else r.once_work),
              r.verdict) for r in results]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(header, widths)).rstrip()]
-    for r, row in zip(results, rows):
-        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
-        lines += [f"    ! {reason}" for reason in r.reasons]
-    return "\n".join(lines)
+    head, *lines = aligned(header, rows, left=header).split("\n")
+    out = [head]
+    for r, line in zip(results, lines):  # each result's reasons under its row
+        out += [line, *(f"    ! {reason}" for reason in r.reasons)]
+    return "\n".join(out)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -12,7 +12,6 @@ lengths' order of magnitude.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.atomic import write_text  # noqa: E402
 from common.errors import CeilingsError, cli_entry  # noqa: E402
+from scripts.outdir_cli import doc_parser  # noqa: E402
 
 PROG = "sharegpt_like"
 PROMPT_MEAN, OUTPUT_MEAN, SIGMA, CONTEXT = 224, 197, 1.0, 4096
@@ -31,7 +31,7 @@ PROMPT_MEAN, OUTPUT_MEAN, SIGMA, CONTEXT = 224, 197, 1.0, 4096
 def main(argv: Sequence[str] | None = None) -> int:
     import numpy as np
 
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = doc_parser(f"scripts/{PROG}.py", __doc__)
     p.add_argument("out", help="the CSV to write (prompt_tokens, output_tokens)")
     p.add_argument("--requests", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
@@ -39,15 +39,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.requests < 1:
         raise CeilingsError(f"--requests {args.requests}: give 1 or more")
-    if Path(args.out).exists() and not args.force:
-        raise CeilingsError(f"{args.out} exists: give --force to overwrite it")
     rng = np.random.default_rng(args.seed)
     # a log-normal of mean m has mu = ln(m) - sigma^2 / 2
     prompt = rng.lognormal(math.log(PROMPT_MEAN) - SIGMA**2 / 2, SIGMA, args.requests)
     output = rng.lognormal(math.log(OUTPUT_MEAN) - SIGMA**2 / 2, SIGMA, args.requests)
     prompt = np.clip(np.rint(prompt), 4, CONTEXT // 2).astype(int)
     output = np.clip(np.rint(output), 1, CONTEXT - prompt).astype(int)
-    write_text(args.out, "prompt_tokens,output_tokens\n" + "".join(f"{a},{b}\n" for a, b in zip(prompt, output)))
+    write_text(args.out, "prompt_tokens,output_tokens\n" + "".join(f"{a},{b}\n" for a, b in zip(prompt, output)),
+               force=args.force)
     print(f"wrote {args.out}: {args.requests} requests, mean {prompt.mean():.0f} prompt and {output.mean():.0f} "
           f"output tokens", file=sys.stderr)
     return 0

@@ -29,8 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.roofline.budget import ON_LINK, PLACED
+from ceilings.report import format_rate
 from common.atomic import write_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
+from common.text import markdown_table
 from scripts.outdir_cli import doc_parser
 
 PROG = "tracelens_compare"
@@ -145,40 +147,31 @@ def op_differences(ops: list[list]) -> dict[str, tuple | list]:
     return worst
 
 
-def _count(value: float | None) -> str:
-    if value is None:
-        return "—"
-    for scale, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{unit}"
-    return f"{value:.3g}"
-
-
-def _difference(worst: tuple | None) -> str:
+def _difference(worst: tuple | None, unit: str) -> str:
     if worst is None:
         return "—"
     name, ours, theirs = worst
     if _ratio(ours, theirs) == 1.0:
         return "equal on every op"
-    return f"`{name}` {_count(ours)} vs {_count(theirs)} (×{ours / theirs:.3g})"
+    return f"`{name}` {format_rate(ours, unit)} vs {format_rate(theirs, unit)} (×{ours / theirs:.3g})"
 
 
 def table(rows: list[dict]) -> str:
     """One markdown row per trace of `rows` ({name, gpu, ours: our_side, tracelens: tracelens_side})."""
-    lines = ["| trace | GPU | kernels (ms) | placed, ours | + on the interconnect, ours | placed, TraceLens | largest "
-             "FLOP difference (ours vs TraceLens, one call) | largest byte difference | 0 FLOPs on one side |",
-             "|---|---|---:|---:|---:|---:|---|---|---|"]
+    cells = []
     for r in rows:
         ours, theirs = r["ours"], r["tracelens"]
         worst = op_differences(theirs["ops"]) if "ops" in theirs else {}
-        lines.append(" | ".join([
-            f"| {r['name']}", r["gpu"] or "—", f"{ours['kernel_s'] * 1e3:.2f}", f"{ours['placed']:.1%}",
+        cells.append([
+            r["name"], r["gpu"] or "—", f"{ours['kernel_s'] * 1e3:.2f}", f"{ours['placed']:.1%}",
             f"{ours['linked']:.1%}" if ours["linked"] else "—",
             theirs.get("error") or (f"{theirs['placed_s'] / theirs['kernel_s']:.1%}" if theirs["kernel_s"]
                                     else "0% (reads no `kernel` event)"),
-            _difference(worst.get("flops")), _difference(worst.get("bytes")),
-            ", ".join(worst.get("zero", [])) or "—"]) + " |")
-    return "\n".join(lines)
+            _difference(worst.get("flops"), "FLOP"), _difference(worst.get("bytes"), "B"),
+            ", ".join(worst.get("zero", [])) or "—"])
+    return markdown_table(["trace", "GPU", "kernels (ms)", "placed, ours", "+ on the interconnect, ours",
+                           "placed, TraceLens", "largest FLOP difference (ours vs TraceLens, one call)",
+                           "largest byte difference", "0 FLOPs on one side"], cells)
 
 
 @cli_entry(PROG)

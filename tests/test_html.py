@@ -74,6 +74,17 @@ def test_report_is_one_offline_file_and_its_data_cannot_break_out(tmp_path):
     assert any("Not on the plot: 1 kernel(s) without FLOPs" in n for n in sec["notes"])
 
 
+def test_plain_makes_json_values_and_rounds_floats_only_when_asked():
+    import numpy as np
+
+    from common.atomic import plain
+
+    doc = {1: [np.float64(2 / 3), float("nan"), (np.int64(7), np.bool_(True), "x", None)], "low": -math.inf}
+    assert plain(doc) == {"1": [2 / 3, None, [7, True, "x", None]], "low": None}
+    assert [type(v) for v in plain(doc)["1"][2]] == [int, bool, str, type(None)]  # no numpy scalar left
+    assert plain(doc, 3)["1"][0] == 0.667 and plain(12345.678, 3) == 12300.0 and plain(5, 3) == 5
+
+
 def test_an_existing_report_needs_force(tmp_path, capsys):
     out = report(tmp_path)
     before = out.read_bytes()

@@ -149,10 +149,19 @@ def test_plot_compute_sweep_marks_knee_and_ideal():
 
 
 @pytest.mark.parametrize("simulated", [False, True])
-def test_save_sweep_figures(tmp_path, simulated):
+def test_save_sweep_figures(tmp_path, simulated, monkeypatch):
+    drawn = []  # the compute sweep's (bandwidth, peak): its ideal roof, from the doc's ceilings
+
+    def plot_compute_sweep(ax, sweep, bandwidth, peak):
+        drawn.append((bandwidth, peak))
+        plot(ax, sweep, bandwidth, peak)
+
+    plot = sweeps.plot_compute_sweep
+    monkeypatch.setattr(sweeps, "plot_compute_sweep", plot_compute_sweep)
     doc = roofs_doc(simulated=simulated, device=H100_DEVICE, sweeps=[bandwidth_sweep(), compute_sweep()])
     written = sweeps.save_sweep_figures(doc, tmp_path / "h100.json")
     assert sorted(p.name for p in written) == ["h100-bandwidth-sweep.png", "h100-compute-sweep.png"]
+    assert drawn == [(3e12, 6e13)]  # tests.test_roofs.doc: dram.copy 3 TB/s, fp32.fma 60 TFLOP/s (cuda-core)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
     assert sweeps.figure_title(doc).startswith("SIMULATED") == simulated
     only = sweeps.save_sweep_figures({**doc, "sweeps": [compute_sweep()]}, tmp_path / "only.json")

@@ -35,7 +35,7 @@ def test_a_saved_result_is_read_and_compared_op_by_op(tmp_path, capsys):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[4] == "—"  # no collective on the interconnect
     assert cells[5] == "25.0%"  # 1 of 4 µs
-    assert cells[6].startswith("`aten::layer_norm` 56 vs 40")  # ours: 7 an element, x 8 elements
+    assert cells[6].startswith("`aten::layer_norm` 56 FLOP vs 40 FLOP")  # ours: 7 an element, x 8 elements
     assert "TraceLens commit: abc" in out
 
 
@@ -45,3 +45,6 @@ def test_op_differences_rank_by_ratio_and_list_zeros_apart():
     worst = tc.op_differences(ops)
     assert worst["zero"] == ["`aten::copy_` (ours 0)"]  # a copy: 0 FLOPs of ours, 1 an element of theirs
     assert worst["flops"] == ("aten::mm", 48.0, 48.0)  # 2 x 2 x 3 x 4
+    # bytes, both ops on both sides: the copy 64 vs 64 (8 floats read, 8 written: x1), the mm ours
+    # (2x3 + 3x4 + 2x4) x 4 B = 104 vs 80 (x1.3): the larger ratio is the mm's, though the copy comes first
+    assert worst["bytes"] == ("aten::mm", 104.0, 80.0)
