@@ -190,6 +190,9 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
         options = dict(dropout_p=dropout_p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
         return FusedAttention.apply(q, k, v, attn_mask, options)
 
+    # a FUSED function whose backward is one kernel too, where a gradient is taken: what runs it instead
+    FUSED_BACKWARD = {torch.nn.functional.scaled_dot_product_attention: attention}
+
     class Fused(TorchFunctionMode):
         """The functions a GPU runs as one kernel that the meta device decomposes (FUSED): recorded as the op a
         GPU trace shows, their decomposition not; attention's backward fused too where it is taken."""
@@ -204,8 +207,7 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             try:
                 grads = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                                         for t in args[:3])
-                return attention(*args, **kwargs) if grads and op == "aten::scaled_dot_product_attention" \
-                    else func(*args, **kwargs)
+                return (FUSED_BACKWARD.get(func, func) if grads else func)(*args, **kwargs)
             finally:
                 fused.pop()
 
@@ -230,14 +232,15 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
                                                           m.register_full_backward_hook(leave_backward))]
     meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
 
-    def train_step(step) -> None:
+    def train_step(step, fuse: bool) -> None:
+        """A training step; `fuse`: its optimizer as the one fused kernel (fused_step), else as it runs."""
         out = model(*meta)
         loss = out if isinstance(out, torch.Tensor) else next(
             t for t in (out.values() if isinstance(out, dict) else out) if isinstance(t, torch.Tensor))
         loss.float().sum().backward()
         if step is not None:
             path.append("(optimizer)")
-            if fused_optimizer and recording:
+            if fuse:
                 fused_step(step)
             else:
                 step.step()
@@ -265,13 +268,11 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
             model = model.to("meta").train(train)
             step = OPTIMIZERS[optimizer](model.parameters()) if train and optimizer else None
-            recording = False
             if step is not None:  # a step before: the optimizer's state exists, as in every step but the first
-                train_step(step)
-            recording = True
+                train_step(step, fuse=False)
             with Fused(), Recorder():
                 if train:
-                    train_step(step)
+                    train_step(step, fuse=fused_optimizer)
                 else:
                     model(*meta)
     except (RuntimeError, TypeError, ValueError, AttributeError, NotImplementedError, IndexError,
