@@ -480,12 +480,21 @@ def time_parts(launches: pd.DataFrame) -> pd.DataFrame:
                         index=launches.index)
 
 
+def row_parts(table: pd.DataFrame) -> pd.DataFrame | None:
+    """The rows' time in parts (time_parts, summed per row: attrs["time_parts"]), aligned with the table; None
+    where the table has none for its rows (a table read back, or rows the parts do not cover)."""
+    parts = getattr(table.attrs.get("time_parts"), "frame", None)
+    if parts is not None and len(parts) and set(table.index) <= set(parts.index):
+        return parts.reindex(table.index).fillna(0.0)
+    return None
+
+
 def communicating(table: pd.DataFrame) -> pd.Series:
     """Whether each row of a kernel table is a collective's, as its time parts say (time_parts: the launch's
     kernel or operator is communication); for a table without them, by its kernel's name."""
-    parts = getattr(table.attrs.get("time_parts"), "frame", None)
-    if parts is not None and set(table.index) <= set(parts.index):
-        return parts[COMMUNICATION_PART].reindex(table.index).fillna(0.0) > 0
+    parts = row_parts(table)
+    if parts is not None:
+        return parts[COMMUNICATION_PART] > 0
     return pd.Series(_matches(table["kernel"], COMMUNICATION), index=table.index)
 
 

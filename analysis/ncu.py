@@ -117,8 +117,8 @@ def kernel_table(paths: Sequence[str | os.PathLike] | str | os.PathLike,
     kernel (`per_process`, with a `process` column), or per launch with `id` and LAUNCH_COLUMNS.
 
     Extensive columns are totals over the row's `launches`; missing metrics are NaN. Runs of ncu are passes
-    (merged by kernel name and launch order) or processes (kept apart), see `_group_runs`; `time_run` picks
-    the run whose times count where runs disagree. Kernels that only nsys timed are rows without counters.
+    (merged by kernel name and launch order) or processes (kept apart), see analysis.runs.group_runs; `time_run`
+    picks the run whose times count where runs disagree. Kernels that only nsys timed are rows without counters.
     `kernel_regex` keeps the kernels whose name matches (re.search); `nvtx` the launches inside an NVTX range
     of that name. `by`: one row per kernel (default), or per operator, nn.Module or innermost annotation
     (NVTX / record_function range) that launched the kernels (GROUPINGS; the `kernel` column names the

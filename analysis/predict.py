@@ -35,6 +35,7 @@ from analysis.roofline.inputs import check_outputs
 from ceilings.lazy import lazy
 from common.atomic import json_text
 from common.errors import CeilingsError, MissingDependency, cli_entry
+from common.text import aligned
 from common.warn import add_verbose, print_warnings
 
 pd = lazy("pandas")
@@ -189,6 +190,9 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
         options = dict(dropout_p=dropout_p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
         return FusedAttention.apply(q, k, v, attn_mask, options)
 
+    # a FUSED function whose backward is one kernel too, where a gradient is taken: what runs it instead
+    FUSED_BACKWARD = {torch.nn.functional.scaled_dot_product_attention: attention}
+
     class Fused(TorchFunctionMode):
         """The functions a GPU runs as one kernel that the meta device decomposes (FUSED): recorded as the op a
         GPU trace shows, their decomposition not; attention's backward fused too where it is taken."""
@@ -203,8 +207,7 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             try:
                 grads = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                                         for t in args[:3])
-                return attention(*args, **kwargs) if grads and op == "aten::scaled_dot_product_attention" \
-                    else func(*args, **kwargs)
+                return (FUSED_BACKWARD.get(func, func) if grads else func)(*args, **kwargs)
             finally:
                 fused.pop()
 
@@ -229,14 +232,15 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
                                                           m.register_full_backward_hook(leave_backward))]
     meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
 
-    def train_step(step) -> None:
+    def train_step(step, fuse: bool) -> None:
+        """A training step; `fuse`: its optimizer as the one fused kernel (fused_step), else as it runs."""
         out = model(*meta)
         loss = out if isinstance(out, torch.Tensor) else next(
             t for t in (out.values() if isinstance(out, dict) else out) if isinstance(t, torch.Tensor))
         loss.float().sum().backward()
         if step is not None:
             path.append("(optimizer)")
-            if fused_optimizer and recording:
+            if fuse:
                 fused_step(step)
             else:
                 step.step()
@@ -264,13 +268,11 @@ def record(model, inputs: Sequence, *, train: bool = False, optimizer: str | Non
             warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
             model = model.to("meta").train(train)
             step = OPTIMIZERS[optimizer](model.parameters()) if train and optimizer else None
-            recording = False
             if step is not None:  # a step before: the optimizer's state exists, as in every step but the first
-                train_step(step)
-            recording = True
+                train_step(step, fuse=False)
             with Fused(), Recorder():
                 if train:
-                    train_step(step)
+                    train_step(step, fuse=fused_optimizer)
                 else:
                     model(*meta)
     except (RuntimeError, TypeError, ValueError, AttributeError, NotImplementedError, IndexError,
@@ -545,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if check is not None:
             from analysis.predict_check import render as render_check
 
-            print("\n" + render_check(check, check.attrs["gpu"], args.against))
+            print("\n" + render_check(check, check.attrs["gpu"], check.attrs["roofs"], args.against))
     return 0
 
 
@@ -558,7 +560,7 @@ def _left_out(args) -> str:
 
 def _against(trace: str, ops: pd.DataFrame, convention: str) -> tuple[pd.DataFrame, list[str]]:
     """predict_check.against on the trace's own GPU's roofs (measured ones here, else its datasheet; attrs["gpu"]
-    names them), and the warnings: its disagreements, then the trace's own."""
+    names them, attrs["roofs"] says which), and the warnings: its disagreements, then the trace's own."""
     from analysis.ncu import kernel_table
     from analysis.predict_check import against, disagreements
     from analysis.roofline.inputs import profile_roofs
@@ -567,7 +569,7 @@ def _against(trace: str, ops: pd.DataFrame, convention: str) -> tuple[pd.DataFra
     gpu, said = profile_roofs(kernels.attrs["gpus"], option="--against's GPU")
     print(said, file=sys.stderr)
     check = against(ops, time_on(gpu, ops, floor=False), kernels)
-    check.attrs["gpu"] = gpu.label
+    check.attrs["gpu"], check.attrs["roofs"] = gpu.label, gpu.provenance
     return check, disagreements(check) + list(kernels.attrs["warnings"])
 
 
@@ -589,8 +591,8 @@ def json_document(args, table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.Data
                          table[f"time_s {g.label}"].sum(min_count=1)} for g in gpus],
            "rows": table.to_dict("records")}
     if check is not None:  # --against: per class of op, the prediction beside the trace
-        doc["against"] = {"trace": args.against, "gpu": check.attrs["gpu"], "classes": check.to_dict("records"),
-                          "calibrated": check.attrs.get("calibrated")}
+        doc["against"] = {"trace": args.against, "gpu": check.attrs["gpu"], "roofs": check.attrs["roofs"],
+                          "classes": check.to_dict("records"), "calibrated": check.attrs.get("calibrated")}
     return json_text(doc)
 
 
@@ -602,14 +604,10 @@ def render(table: pd.DataFrame, gpus: Sequence[Roofs], ops: pd.DataFrame, calibr
     lines = [f"{g.label}: {g.provenance}; {seconds(table[f'time_s {g.label}'].sum())} {how}" for g in gpus]
     lines += [f"total: {si(ops['flops'].sum(), 'FLOP')}, {si(ops['bytes'].sum(), 'B')} (modelled ops)", ""]
     name = table.columns[0]
-    width = min(60, max(len(name), *(len(str(v)) for v in table[name])))
-    lines.append(f"{name:<{width}}  {'calls':>6}  {'FLOPs':>12}  {'bytes':>10}"
-                 + "".join(f"  {g.device[:24]:>24}" for g in gpus))
-    for r in table.to_dict("records"):
-        lines.append(f"{str(r[name])[:width]:<{width}}  {r['calls']:>6}  {si(r['flops'], 'FLOP'):>12}  "
-                     f"{si(r['bytes'], 'B'):>10}"
-                     + "".join(f"  {seconds(r[f'time_s {g.label}']):>24}" for g in gpus))
-    return "\n".join(lines)
+    rows = [[str(r[name])[:60], str(r["calls"]), si(r["flops"], "FLOP"), si(r["bytes"], "B"),
+             *(seconds(r[f"time_s {g.label}"]) for g in gpus)] for r in table.to_dict("records")]
+    return "\n".join(lines) + "\n" + aligned([name, "calls", "FLOPs", "bytes", *(g.device[:24] for g in gpus)], rows,
+                                             left={name})
 
 
 if __name__ == "__main__":

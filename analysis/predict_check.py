@@ -8,6 +8,7 @@ measures, can be shorter), so it is a lower bound of the kernel time and the eff
 from __future__ import annotations
 
 from ceilings.lazy import lazy
+from common.text import aligned
 
 pd = lazy("pandas")
 
@@ -34,20 +35,19 @@ def against(ops: pd.DataFrame, predicted_s: pd.Series, trace: pd.DataFrame) -> p
     return table.sort_values("measured_s", ascending=False, na_position="last").reset_index(drop=True)
 
 
-def render(table: pd.DataFrame, gpu_label: str, trace: str) -> str:
-    """The check for a terminal: the totals, then a line per class of op."""
+def render(table: pd.DataFrame, gpu_label: str, roofs: str, trace: str) -> str:
+    """The check for a terminal: the totals on the trace GPU's roofs (`roofs`: their provenance, measured or
+    datasheet), then a line per class of op."""
     from analysis.roofline import percent, seconds, si
 
     total_p, total_m = table["predicted_s"].sum(), table["measured_s"].sum()
-    lines = [f"against {trace} on {gpu_label}: the predicted work takes {seconds(total_p)} at the roofs (no launch "
-             f"floor), the trace's kernels {seconds(total_m)}: {percent(total_p, total_m)} efficiency overall", "",
-             f"{'class of op':<24}  {'predicted':>12}  {'traced':>12}  {'predicted':>10}  {'measured':>10}  "
-             f"{'efficiency':>10}"]
-    for r in table.to_dict("records"):
-        flops = f"{si(r['predicted_flops'], 'FLOP'):>12}  {si(r['trace_flops'], 'FLOP'):>12}"
-        times = f"{seconds(r['predicted_s']):>10}  {seconds(r['measured_s']):>10}"
-        lines.append(f"{r['class'][:24]:<24}  {flops}  {times}  {percent(r['predicted_s'], r['measured_s']):>10}")
-    return "\n".join(lines)
+    headline = (f"against {trace} on {gpu_label}: {roofs}; the predicted work takes {seconds(total_p)} at the "
+                f"roofs (no launch floor), the trace's kernels {seconds(total_m)}: {percent(total_p, total_m)} "
+                f"efficiency overall")
+    rows = [[r["class"], si(r["predicted_flops"], "FLOP"), si(r["trace_flops"], "FLOP"), seconds(r["predicted_s"]),
+             seconds(r["measured_s"]), percent(r["predicted_s"], r["measured_s"])] for r in table.to_dict("records")]
+    header = ["class of op", "predicted", "traced", "predicted", "measured", "efficiency"]
+    return headline + "\n\n" + aligned(header, rows, left={"class of op"})
 
 
 def disagreements(table: pd.DataFrame, tolerance: float = 1e-6) -> list[str]:
@@ -71,6 +71,6 @@ def disagreements(table: pd.DataFrame, tolerance: float = 1e-6) -> list[str]:
 def efficiencies(table: pd.DataFrame) -> dict[str, float]:
     """Per class of op with a known, positive efficiency: it, at most 1 (kernels that beat the bound count as at
     it): what --calibrate divides another GPU's predicted work time by."""
-    known = table[(table["efficiency"] > 0) & table["efficiency"].notna()]
+    known = table[table["efficiency"] > 0]
     return {str(c): min(float(e), 1.0) for c, e in zip(known["class"], known["efficiency"])}
 

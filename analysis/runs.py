@@ -14,7 +14,7 @@ from pathlib import Path
 from ceilings.lazy import lazy
 from common.errors import CeilingsError, listed
 
-from .metrics import TIME_METRICS, launch_clock, launch_time
+from .metrics import TIME_METRICS, derive, launch_clock, launch_time
 from .readers.contract import COUNTERS, META_COLUMNS, MODELLED, no_launches
 
 np = lazy("numpy")
@@ -162,7 +162,6 @@ def combined(counted: Sequence[tuple[str, pd.DataFrame]], time_run: int | None, 
     return merge_groups(frame, runs, groups, time_run, warnings) if groups else no_launches()
 
 
-
 # ------------------------------------------------------------------------ a trace paired with an ncu profile
 # what an ncu profile measures of a launch's work: it replaces what a trace modelled from shapes, the FLOPs as
 # one set (where the profile has them all), each level's bytes alone
@@ -195,15 +194,13 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
                          "block": frame["block"].map(_dim3_size)}, index=frame.index)
 
 
-def paired(paths: list[str], frames: list[pd.DataFrame], warnings: list[str]
-           ) -> tuple[list[str], list[pd.DataFrame]]:
+def paired(paths: list[str], frames: list[pd.DataFrame],
+           warnings: list[str]) -> tuple[list[str], list[pd.DataFrame]]:
     """A torch.profiler trace given with an ncu profile of the same step: each trace launch of a kernel the
     profile measured takes the profile's FLOPs and bytes, the mean per launch of its launches of that kernel
     name, grid and block (of that name alone where either side does not record the grid and the profile ran it
     with one grid), in place of the shape models; the trace keeps its times, its ops and the rest of its
     launches. The profiles are then used up: (paths, frames) without them. Other inputs are as they were."""
-    from .metrics import derive
-
     traces = [i for i, f in enumerate(frames) if f["source"].eq(MODELLED).any()]
     profiles = [i for i, f in enumerate(frames) if f.attrs.get("yields") == COUNTERS and i not in traces]
     if not traces or not profiles:

@@ -249,16 +249,18 @@ def linear_relu_trace(path, rows=32):
         x("kernel", "relu_kernel", 1100, 5, correlation=2, **kernel)])
 
 
-def test_against_a_trace_compares_each_class_of_op(tmp_path, capsys):
+def test_against_a_trace_compares_each_class_of_op(tmp_path, capsys, monkeypatch):
     """On the A100 SXM4 80GB datasheet (19.5 TFLOP/s fp32, 2,039 GB/s): the linear's 2 x 32 x 64 x 128 FLOPs
     and 4 x (32 x 64 + 128 x 64 + 128 + 32 x 128) bytes take the longer of 26.9 ns and 28.4 ns; the relu's
     4 x 2 x 32 x 128 bytes 16.1 ns; no launch floor. Efficiency: that over the trace's 10 us and 5 us."""
+    monkeypatch.chdir(tmp_path)  # no roofs-*.json of an A100 here: the datasheet's
     out = tmp_path / "p.json"
     assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against",
                          str(linear_relu_trace(tmp_path / "t.json")), "--json", str(out)]) == 0
     import json
     doc = json.loads(out.read_text())["against"]
     assert doc["gpu"].startswith("NVIDIA A100 SXM4 80GB")
+    assert doc["roofs"] == "datasheet figures for NVIDIA A100 SXM4 80GB (not measured here)"
     classes = {c["class"]: c for c in doc["classes"]}
     gemm, relu = classes["matrix multiply"], classes["element-wise"]
     assert gemm["predicted_flops"] == gemm["trace_flops"] == 2 * 32 * 64 * 128
@@ -270,7 +272,8 @@ def test_against_a_trace_compares_each_class_of_op(tmp_path, capsys):
     assert "FLOPs differ" not in capsys.readouterr().err
 
 
-def test_against_another_batch_says_the_flops_differ(tmp_path, capsys):
+def test_against_another_batch_says_the_flops_differ(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against",
                          str(linear_relu_trace(tmp_path / "t.json", rows=64))]) == 0
     captured = capsys.readouterr()
@@ -279,10 +282,11 @@ def test_against_another_batch_says_the_flops_differ(tmp_path, capsys):
     assert "matrix multiply" in captured.out and "efficiency" in captured.out
 
 
-def test_calibrate_divides_each_class_by_the_efficiency_the_trace_reached(tmp_path):
+def test_calibrate_divides_each_class_by_the_efficiency_the_trace_reached(tmp_path, monkeypatch):
     """The trace's linear took 10 us for work of 28.4 ns on the A100's roofs (0.28 %), its relu 5 us for 16.1 ns:
     on the H100 SXM datasheet (3.35 TB/s) the linear's bytes take 17.3 ns, so 17.3 ns / 0.28 % calibrated; the
     relu 9.78 ns / (16.1 ns / 5 us). Not a lower bound any more: the JSON names it an estimate."""
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "p.json"
     assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against",
                          str(linear_relu_trace(tmp_path / "t.json")), "--calibrate", "--json", str(out)]) == 0
@@ -296,6 +300,22 @@ def test_calibrate_divides_each_class_by_the_efficiency_the_trace_reached(tmp_pa
         relu_bytes / 3350e9 / on_a100["element-wise"]
     assert doc["gpus"][0]["time_s_estimate"] == pytest.approx(on_h100)
     assert "time_s_lower_bound" not in doc["gpus"][0]
+
+
+def test_against_says_its_roofs_were_measured(tmp_path, capsys, monkeypatch):
+    """Roofs measured on the trace's A100 in the working folder replace its datasheet: the check's headline and
+    its JSON name that file."""
+    import json
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(Path(__file__).parent / "data" / "roofs" / "a100.json", tmp_path / "roofs-a100.json")
+    trace = str(linear_relu_trace(tmp_path / "t.json"))
+    assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against", trace]) == 0
+    assert f"against {trace} on NVIDIA A100-SXM4-80GB (CC 8.0): measured roofs (roofs-a100.json); " \
+        in capsys.readouterr().out
+    assert predict.main([spec("linear_relu"), "--roofs", "H100 SXM", "--against", trace, "--json", "p.json"]) == 0
+    assert json.loads((tmp_path / "p.json").read_text())["against"]["roofs"] == "measured roofs (roofs-a100.json)"
 
 
 def test_calibrate_needs_a_trace(capsys):

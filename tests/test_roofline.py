@@ -767,6 +767,17 @@ def test_a_nameless_profile_of_the_roofs_gpu_is_not_another(gpu):
     assert roofline.foreign_gpus(roofs, [gpu]) == [] and roofline.device_warning(roofs, [gpu], "remedy") is None
 
 
+def test_a_profile_of_the_roofs_datasheet_row_is_not_another_gpu():
+    """Roofs measured on an H100 SXM whose file names the GPU as its host did ("lab-7"): its datasheet row,
+    matched when the roofs were read, is what a profile's GPU name is held against, not the name."""
+    from dataclasses import replace
+
+    roofs = replace(roofline.load(Path(__file__).parent / "data" / "roofs" / "h100.json"), device="lab-7")
+    gpu = {"gpu": "NVIDIA H100 80GB HBM3", "cc": None, "device": "0"}
+    assert roofline.foreign_gpus(roofs, [gpu]) == []
+    assert roofline.foreign_gpus(roofs, [{**gpu, "gpu": "NVIDIA A100-SXM4-80GB"}]) != []
+
+
 def test_a_datasheet_row_has_its_gpus_shape():
     """The H100 SXM row: 132 SMs, 1980 MHz boost clock, 80 GiB; the H20's facts differ in SMs and memory."""
     roofs = roofline.target_roofs("H100 SXM")

@@ -358,3 +358,16 @@ def test_select_backward_and_dropouts_mask():
     assert (w.flops, w.bytes) == (8 * 64, 8 * 64 * 4)
     # input_sizes not recorded (older traces): no number
     assert op_work("aten::select_backward", [[4, 768], [], [], []], ["float", "", "Scalar", "Scalar"], None) is None
+
+
+def test_every_op_model_has_a_named_class_of_work():
+    """predict --against compares ops by their class of work: every kind of op model in OPS is named in
+    OP_CLASSES (no kind falls back to its Python name), and torch 1.9's cudnn_convolution_backward_input and
+    _weight compare with torch 2's convolution_backward."""
+    from analysis.ops import OP_CLASSES, OPS, op_class
+
+    assert {type(rule) for rule in OPS.values()} <= set(OP_CLASSES)
+    assert op_class("aten::cudnn_convolution_backward_input") == op_class("aten::cudnn_convolution_backward_weight") \
+        == op_class("aten::convolution_backward") == "convolution backward"
+    assert op_class("aten::max_pool2d_with_indices") == op_class("aten::adaptive_avg_pool2d") == "pooling"
+    assert op_class("aten::no_such_op") is None

@@ -14,32 +14,41 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import elementwise, pool, recsys, serving
+from . import elementwise, matrix, pool, recsys, serving
 from .base import Args, Derived, OpWork
-from .matrix import MATRIX_OPS
 
 # every op with a model: the matrix ops, the memory-bound ones, pooling,
 # recommendation models' (fbgemm, embedding bags, scatter) and serving engines' ops
-OPS = {**MATRIX_OPS, **elementwise.OPS, **pool.OPS, **recsys.OPS, **serving.OPS}
+OPS = {**matrix.MATRIX_OPS, **elementwise.OPS, **pool.OPS, **recsys.OPS, **serving.OPS}
 # ops whose recorded arguments do not give their work, and what is missing
 NOT_RECORDED = serving.NOT_RECORDED
 
 
 # the class of work of each kind of op model: ops recorded at different levels (a trace's aten::linear, a
-# recorded run's aten::addmm) compare by it; a model's kind not named here is its class name, lower case
-OP_CLASSES = {"Gemm": "matrix multiply", "Conv": "convolution", "ConvBackward": "convolution backward",
-              "Attention": "attention", "AttentionBackward": "attention backward", "Elementwise": "element-wise",
-              "ForEach": "element-wise (lists)",
-              "Norm": "normalisation", "NormBackward": "normalisation backward", "Reduction": "reduction",
-              "Gather": "gather", "EmbeddingBackward": "embedding backward", "Loss": "loss",
-              "LossBackward": "loss backward", "Optimizer": "optimizer", "Concat": "concatenation",
-              "Fused": "fused element-wise", "CacheStore": "KV-cache store", "Rotary": "rotary embedding"}
+# recorded run's aten::addmm; torch 1.9's cudnn_convolution_backward_input, torch 2's convolution_backward)
+# compare by it; every kind in OPS has one (tests/test_torch_ops.py)
+OP_CLASSES = {matrix.Gemm: "matrix multiply", matrix.Conv: "convolution",
+              matrix.ConvBackward: "convolution backward", matrix.ConvBackwardPart: "convolution backward",
+              matrix.Attention: "attention", matrix.AttentionBackward: "attention backward",
+              elementwise.Elementwise: "element-wise", elementwise.ForEach: "element-wise (lists)",
+              elementwise.Norm: "normalisation", elementwise.NormBackward: "normalisation backward",
+              elementwise.Reduction: "reduction", elementwise.TopK: "top-k",
+              elementwise.Gather: "gather", elementwise.SelectBackward: "select backward",
+              elementwise.EmbeddingBackward: "embedding backward",
+              elementwise.Loss: "loss", elementwise.LossBackward: "loss backward",
+              elementwise.Optimizer: "optimizer", elementwise.Concat: "concatenation",
+              pool.MaxPool: "pooling", pool.AdaptiveAvgPool: "pooling", pool.PoolBackward: "pooling backward",
+              recsys.Permute2D: "sparse features", recsys.BlockBucketize: "sparse features",
+              recsys.Streams: "sparse features", recsys.SplitLookup: "embedding bag",
+              recsys.EmbeddingBag: "embedding bag", recsys.Scatter: "scatter", recsys.IndexPut: "scatter",
+              serving.Fused: "fused element-wise", serving.CacheStore: "KV-cache store",
+              serving.Rotary: "rotary embedding"}
 
 
 def op_class(name: str | None) -> str | None:
     """The class of work of an op with a model (OP_CLASSES); None for an op without one."""
     rule = OPS.get(name) if name else None
-    return None if rule is None else OP_CLASSES.get(type(rule).__name__, type(rule).__name__.lower())
+    return None if rule is None else OP_CLASSES[type(rule)]
 
 
 def op_work(name: str, dims: list, types: list, concrete: list | None,

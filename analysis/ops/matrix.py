@@ -210,9 +210,8 @@ class ConvBackwardPart:
         weight = o if self.gradient == "input" else size
         if not len(g) == len(o) == len(size) >= 3 or not all(isinstance(e, int) for e in size):
             return None
-        precision, itemsize = DTYPES[dtype]
-        flops = 2 * g[0] * math.prod(weight) * math.prod(g[2:])
-        return OpWork(float(flops), precision, float((math.prod(g) + math.prod(o) + math.prod(size)) * itemsize))
+        # cuDNN convolves operands of one dtype: grad_output's
+        return _work(2 * g[0] * math.prod(weight) * math.prod(g[2:]), [grad, (o, dtype)], size)
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ BUS_FACTORS = ((re.compile(r"all_?reduce", re.IGNORECASE), lambda n: 2 * (n - 1)
 # the events around a collective's launch that record its message: c10d's ops, torch's record_param_comms,
 # the nccl:* annotations ProcessGroupNCCL writes, and other libraries' collective ops (vLLM's vllm::all_reduce,
 # symm_mem::multimem_all_reduce_, _C_custom_ar::all_reduce), whose tensor arguments are the message
-# collective ops whose tensor argument is only the rank's own part of an all-gather (vLLM's all_gather(tensor,
-# dim, world_size, group_name)): the gathered message is it x the group
-LOCAL_PART = re.compile(r"^vllm::all_gather$")
 RECORDS_SIZE = re.compile(r"^nccl:|c10d::|record_param_comms|::\w*(all_?reduce|all_?gather|reduce_?scatter|"
                           r"all_?to_?all)", re.IGNORECASE)
+# collective ops whose tensor argument is only the rank's own part of an all-gather (vLLM's all_gather(tensor,
+# dim, world_size, group_name)): the gathered message is it x the group
+LOCAL_PART = frozenset({"vllm::all_gather"})
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def collective(kernel: Mapping, op: str | None, around: Sequence[Mapping], world
     kind = " ".join(str(a["Collective name"]) for a in recorded if "Collective name" in a) or \
         " ".join(str(e.get("name", "")) for e in events) or str(kernel.get("name", ""))
     group = next((a["Group size"] for a in recorded if _count(a.get("Group size"))), world_size)
-    parts = [group if LOCAL_PART.search(str(e.get("name", ""))) and _count(group) else 1 for e in events]
+    parts = [group if str(e.get("name", "")) in LOCAL_PART and _count(group) else 1 for e in events]
     sizes = [s * n for a, n in zip(recorded, [1, *parts]) if (s := _message_bytes(a)) is not None]
     bus = None
     if sizes and _count(group):

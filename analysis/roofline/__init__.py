@@ -335,7 +335,8 @@ def foreign_gpus(roofs: Roofs, gpus: Sequence[Mapping]) -> list[Mapping]:
         elif _other_facts(roofs, g):
             out.append(g)
         elif g.get("gpu") and roofs.device != UNKNOWN_GPU and _loose_name(g["gpu"]) != _loose_name(roofs.device):
-            home = _datasheet_row(roofs.device, roofs.memory_bytes)
+            # the row the roofs matched once; Roofs built by hand match theirs by name here
+            home = roofs.datasheet_row or _datasheet_row(roofs.device, roofs.memory_bytes)
             if home is None or home is not _datasheet_row(g["gpu"], None):
                 out.append(g)
     return out

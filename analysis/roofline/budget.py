@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from analysis.metrics import COMMUNICATION_PART, KNOWN
+from analysis.metrics import COMMUNICATION_PART, KNOWN, row_parts
 from analysis.readers.contract import BEFORE_TRACE, UNKNOWN_WORK
 from ceilings.lazy import lazy
 from common.atomic import json_text
@@ -102,9 +102,9 @@ def budget_columns(table: pd.DataFrame) -> pd.DataFrame:
 def _parts(table: pd.DataFrame) -> pd.DataFrame:
     """The rows' time in parts (analysis.metrics.time_parts), aligned with the table; from coverage alone where the
     kernel table's parts are not there."""
-    parts = getattr(table.attrs.get("time_parts"), "frame", None)
-    if parts is not None and len(parts) and set(table.index) <= set(parts.index):
-        return parts.reindex(table.index).fillna(0.0)
+    parts = row_parts(table)
+    if parts is not None:
+        return parts
     time = table["time_s"].astype("float64").fillna(0.0)
     known = time * table["coverage"].astype("float64").fillna(0.0).clip(0.0, 1.0)
     return pd.DataFrame({KNOWN: known, COMMUNICATION: 0.0, NOT_IN_INPUT: time - known}, index=table.index)
